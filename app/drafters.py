@@ -1,0 +1,138 @@
+"""Ways to guess the next k tokens. Each returns the tokens and the q rows they came from."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+import numpy as np
+
+from app.model_protocol import LanguageModel
+from app.sampling import SamplingParams, choose, process
+
+
+@dataclass
+class Draft:
+    tokens: list[int]
+    # q_rows[i] is the distribution tokens[i] was drawn from; None means one-hot at tokens[i]
+    q_rows: np.ndarray | None
+
+    def q_row(self, i: int, vocab: int) -> np.ndarray:
+        if self.q_rows is not None:
+            return self.q_rows[i]
+        row = np.zeros(vocab)
+        row[self.tokens[i]] = 1.0
+        return row
+
+
+EMPTY_DRAFT = Draft([], None)
+
+
+class Drafter(Protocol):
+    name: str
+    # seconds one drafted token costs, for the adaptive controller before it has measured
+    cost_hint: float
+
+    def propose(
+        self, context: list[int], k: int, params: SamplingParams, rng: np.random.Generator
+    ) -> Draft: ...
+
+    def reset(self) -> None: ...
+
+
+def common_prefix(a: list[int], b: list[int]) -> int:
+    n = min(len(a), len(b))
+    if n == 0:
+        return 0
+    diff = np.flatnonzero(np.asarray(a[:n]) != np.asarray(b[:n]))
+    return int(diff[0]) if diff.size else n
+
+
+class ModelDrafter:
+    """A smaller model with the same vocabulary proposes tokens autoregressively."""
+
+    def __init__(self, model: LanguageModel, p_min: float = 0.0, draft_min: int = 0) -> None:
+        self.model = model
+        self.name = f"draft model ({model.name})"
+        self.p_min = p_min
+        self.draft_min = draft_min
+        self.cost_hint = 0.0
+        self._cached: list[int] = []
+
+    def reset(self) -> None:
+        self.model.truncate(0)
+        self._cached = []
+
+    def _sync(self, context: list[int]) -> np.ndarray:
+        """Bring the draft's cache to context[:-1] + context[-1]; return the next-token logits."""
+        keep = min(common_prefix(self._cached, context), len(context) - 1)
+        self.model.truncate(keep)
+        logits = self.model.extend(context[keep:], 1)[0]
+        self._cached = list(context)
+        return logits
+
+    def propose(
+        self, context: list[int], k: int, params: SamplingParams, rng: np.random.Generator
+    ) -> Draft:
+        k = min(k, self.model.n_ctx - len(context) - 1)
+        if k <= 0:
+            return EMPTY_DRAFT
+        logits = self._sync(context)
+        tokens: list[int] = []
+        rows: list[np.ndarray] = []
+        while True:
+            q = process(logits, params)
+            token = choose(q, params, rng)
+            if len(tokens) >= self.draft_min and q[token] < self.p_min:
+                break
+            tokens.append(token)
+            rows.append(q)
+            if len(tokens) == k or token in self.model.eos_ids:
+                break
+            logits = self.model.extend([token], 1)[0]
+            self._cached.append(token)
+        return Draft(tokens, np.stack(rows))
+
+
+class NgramDrafter:
+    """Prompt lookup: find the latest earlier occurrence of the context's last n tokens and
+    propose what followed it. q is one-hot, so no second model is needed."""
+
+    cost_hint = 0.0
+
+    def __init__(self, n_max: int = 4, n_min: int = 1) -> None:
+        self.name = "n-gram lookup"
+        self.n_max = n_max
+        self.n_min = n_min
+        self.reset()
+
+    def reset(self) -> None:
+        self._seen: list[int] = []
+        # n -> {ngram: start index of its latest occurrence}
+        self._index: dict[int, dict[tuple[int, ...], int]] = {
+            n: {} for n in range(self.n_min, self.n_max + 1)
+        }
+
+    def _update(self, context: list[int]) -> None:
+        if common_prefix(self._seen, context) < len(self._seen):
+            self.reset()
+        # index every n-gram that ends before the last token, so a match has a continuation
+        start = max(0, len(self._seen) - self.n_max)
+        for end in range(start + 1, len(context)):
+            for n in self._index:
+                if end - n >= 0:
+                    self._index[n][tuple(context[end - n : end])] = end - n
+        self._seen = list(context)
+
+    def propose(
+        self, context: list[int], k: int, params: SamplingParams, rng: np.random.Generator
+    ) -> Draft:
+        if k <= 0:
+            return EMPTY_DRAFT
+        self._update(context)
+        for n in range(min(self.n_max, len(context) - 1), self.n_min - 1, -1):
+            start = self._index[n].get(tuple(context[-n:]))
+            if start is not None and start + n < len(context):
+                continuation = context[start + n : start + n + k]
+                return Draft(list(continuation), None)
+        return EMPTY_DRAFT

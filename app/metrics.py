@@ -1,0 +1,158 @@
+"""Run statistics from step records, and the theory they are compared with.
+
+alpha: fraction of draft tokens accepted. c: cost of one drafted token / one target step.
+Textbook (Leviathan et al.): E[tokens per pass] = (1 - alpha^(k+1)) / (1 - alpha),
+speedup = E / (1 + k c). The cost model replaces "a verify pass costs one target step"
+with the measured time to verify k+1 tokens: E * t_target(1) / (k t_draft + t_verify(k+1)).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from app.trace import StepRecord
+
+
+def expected_tokens_per_pass(alpha: float, k: float) -> float:
+    if k <= 0:
+        return 1.0
+    if alpha >= 1.0:
+        return k + 1.0
+    return (1.0 - alpha ** (k + 1)) / (1.0 - alpha)
+
+
+def theory_speedup(alpha: float, k: float, c: float) -> float:
+    return expected_tokens_per_pass(alpha, k) / (1.0 + k * c)
+
+
+def predicted_speedup(
+    alpha: float, k: float, t_target: float, t_draft_token: float, t_verify: float
+) -> float:
+    """Speedup when verifying k+1 tokens costs t_verify rather than one target step."""
+    denominator = k * t_draft_token + t_verify
+    if denominator <= 0:
+        return 0.0
+    return expected_tokens_per_pass(alpha, k) * t_target / denominator
+
+
+@dataclass
+class RunStats:
+    """Accumulates step records; every figure the UI and CLI show comes from here."""
+
+    steps: int = 0
+    emitted: int = 0
+    drafted: int = 0
+    judged: int = 0
+    accepted: int = 0
+    spec_steps: int = 0
+    t_draft: float = 0.0
+    t_verify: float = 0.0
+    t_overhead: float = 0.0
+    t_verify_plain: float = 0.0
+    plain_steps: int = 0
+    k_sum: int = 0
+    judged_at: list[int] = field(default_factory=list)
+    accepted_at: list[int] = field(default_factory=list)
+    accepted_length: Counter[int] = field(default_factory=Counter)
+
+    def add(self, step: StepRecord) -> None:
+        self.steps += 1
+        self.emitted += len(step.emitted)
+        self.t_draft += step.t_draft
+        self.t_verify += step.t_verify
+        self.t_overhead += step.t_overhead
+        drafted = step.k
+        if drafted == 0:
+            self.plain_steps += 1
+            self.t_verify_plain += step.t_verify
+            return
+        self.spec_steps += 1
+        self.k_sum += drafted
+        self.drafted += drafted
+        accepted = step.n_accepted
+        judged = len(step.tokens)
+        self.accepted += accepted
+        self.judged += judged
+        self.accepted_length[accepted] += 1
+        while len(self.judged_at) < judged:
+            self.judged_at.append(0)
+            self.accepted_at.append(0)
+        for i in range(judged):
+            self.judged_at[i] += 1
+            if i < accepted:
+                self.accepted_at[i] += 1
+
+    @property
+    def elapsed(self) -> float:
+        return self.t_draft + self.t_verify + self.t_overhead
+
+    @property
+    def tokens_per_second(self) -> float:
+        return self.emitted / self.elapsed if self.elapsed > 0 else 0.0
+
+    @property
+    def acceptance(self) -> float:
+        """Share of drafted tokens that were accepted (llama.cpp's "accept rate")."""
+        return self.accepted / self.drafted if self.drafted else 0.0
+
+    @property
+    def alpha(self) -> float:
+        """Per-token acceptance probability: accepted / judged. Tokens after a rejection are
+        never judged, so this (not `acceptance`) is the alpha of the theory."""
+        return self.accepted / self.judged if self.judged else 0.0
+
+    @property
+    def acceptance_by_position(self) -> list[float]:
+        """P(accepted at draft position i | position i was judged)."""
+        return [a / n if n else 0.0 for a, n in zip(self.accepted_at, self.judged_at)]
+
+    @property
+    def tokens_per_pass(self) -> float:
+        return self.emitted / self.steps if self.steps else 0.0
+
+    @property
+    def mean_k(self) -> float:
+        return self.k_sum / self.spec_steps if self.spec_steps else 0.0
+
+    @property
+    def draft_time_per_token(self) -> float:
+        return self.t_draft / self.drafted if self.drafted else 0.0
+
+    def summary(self, t_target: float | None = None) -> dict[str, Any]:
+        """Figures for the trace's summary line; t_target is one plain target step, if known."""
+        if t_target is None and self.plain_steps:
+            t_target = self.t_verify_plain / self.plain_steps
+        k = self.mean_k
+        data: dict[str, Any] = {
+            "steps": self.steps,
+            "emitted": self.emitted,
+            "drafted": self.drafted,
+            "accepted": self.accepted,
+            "acceptance": self.acceptance,
+            "alpha": self.alpha,
+            "acceptance_by_position": self.acceptance_by_position,
+            "accepted_length_histogram": {str(n): c for n, c in sorted(self.accepted_length.items())},
+            "tokens_per_pass": self.tokens_per_pass,
+            "tok_s": self.tokens_per_second,
+            "mean_k": k,
+            "t_draft": self.t_draft,
+            "t_verify": self.t_verify,
+            "t_overhead": self.t_overhead,
+            "expected_tokens_per_pass": expected_tokens_per_pass(self.alpha, k),
+        }
+        if t_target and self.spec_steps:
+            c = self.draft_time_per_token / t_target
+            t_verify_spec = (self.t_verify - self.t_verify_plain) / self.spec_steps
+            data["t_target"] = t_target
+            data["cost_ratio"] = c
+            data["theory_speedup"] = theory_speedup(self.alpha, k, c)
+            data["predicted_speedup"] = predicted_speedup(
+                self.alpha, k, t_target, self.draft_time_per_token, t_verify_spec
+            )
+        return data
+
+
+def stats_dict(stats: RunStats) -> dict[str, Any]:
+    return asdict(stats)

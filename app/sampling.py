@@ -1,0 +1,121 @@
+"""Logits -> the processed distribution tokens are drawn from (temperature, top-k, top-p, min-p).
+
+The same processing is applied to the draft's and the target's logits, so q and p are
+comparable. Temperature 0 means greedy: decisions use argmax, and the reported
+probabilities are the plain softmax (temperature 1) so the inspector still has numbers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from app.errors import SettingsError
+
+# Nucleus search looks at this many best tokens first and sorts the whole row only if
+# they do not reach top_p; the result is identical either way.
+_NUCLEUS_PREFETCH = 256
+
+
+@dataclass(frozen=True)
+class SamplingParams:
+    temperature: float = 0.0
+    top_k: int = 0
+    top_p: float = 1.0
+    min_p: float = 0.0
+    seed: int | None = None
+
+    @property
+    def greedy(self) -> bool:
+        return self.temperature == 0.0
+
+    def validate(self) -> None:
+        if not np.isfinite(self.temperature) or self.temperature < 0:
+            raise SettingsError(
+                f"temperature must be >= 0 (got {self.temperature}); use 0 for greedy decoding"
+            )
+        if self.top_k < 0:
+            raise SettingsError(f"top-k must be >= 0 (got {self.top_k}); 0 turns it off")
+        if not 0.0 < self.top_p <= 1.0:
+            raise SettingsError(f"top-p must be in (0, 1] (got {self.top_p}); 1 turns it off")
+        if not 0.0 <= self.min_p < 1.0:
+            raise SettingsError(f"min-p must be in [0, 1) (got {self.min_p}); 0 turns it off")
+
+
+def softmax(logits: np.ndarray) -> np.ndarray:
+    """Row-wise softmax in float64 (small vocabularies need the precision for exact tests)."""
+    z = logits.astype(np.float64, copy=True)
+    z -= z.max(axis=-1, keepdims=True)
+    np.exp(z, out=z)
+    z /= z.sum(axis=-1, keepdims=True)
+    return z
+
+
+def process(logits: np.ndarray, params: SamplingParams) -> np.ndarray:
+    """Turn logits of shape (rows, V) or (V,) into the distribution a token is drawn from."""
+    rows = np.atleast_2d(logits)
+    if params.greedy:
+        return softmax(rows).reshape(logits.shape)
+    probs = softmax(rows / params.temperature)
+    for row in probs:
+        _truncate_row(row, params)
+    return probs.reshape(logits.shape)
+
+
+def _truncate_row(row: np.ndarray, params: SamplingParams) -> None:
+    """Zero the tokens top-k / top-p / min-p exclude, then renormalise, in place."""
+    vocab = row.shape[0]
+    keep = np.ones(vocab, dtype=bool)
+    if 0 < params.top_k < vocab:
+        threshold = np.partition(row, vocab - params.top_k)[vocab - params.top_k]
+        keep &= row >= threshold
+        keep &= _cap_ties(row, keep, params.top_k)
+    if params.top_p < 1.0:
+        keep &= _nucleus_mask(np.where(keep, row, 0.0), params.top_p)
+    if params.min_p > 0.0:
+        keep &= row >= params.min_p * row[keep].max()
+    row[~keep] = 0.0
+    row /= row.sum()
+
+
+def _cap_ties(row: np.ndarray, keep: np.ndarray, k: int) -> np.ndarray:
+    """Ties at the top-k threshold could keep more than k tokens; keep the lowest ids."""
+    if keep.sum() <= k:
+        return keep
+    order = np.lexsort((np.arange(row.shape[0]), -row))[:k]
+    capped = np.zeros_like(keep)
+    capped[order] = True
+    return capped
+
+
+def _nucleus_mask(row: np.ndarray, top_p: float) -> np.ndarray:
+    """Smallest set of most likely tokens whose mass reaches top_p (mass taken over `row`)."""
+    total = row.sum()
+    vocab = row.shape[0]
+    n = min(_NUCLEUS_PREFETCH, vocab)
+    candidates = np.argpartition(-row, n - 1)[:n] if n < vocab else np.arange(vocab)
+    order = candidates[np.lexsort((candidates, -row[candidates]))]
+    cumulative = np.cumsum(row[order]) / total
+    if cumulative[-1] < top_p and n < vocab:
+        order = np.lexsort((np.arange(vocab), -row))
+        cumulative = np.cumsum(row[order]) / total
+    # keep tokens until the mass before them already reaches top_p
+    n_keep = int(np.searchsorted(cumulative, top_p, side="left")) + 1
+    mask = np.zeros(vocab, dtype=bool)
+    mask[order[: min(n_keep, len(order))]] = True
+    return mask
+
+
+def choose(probs: np.ndarray, params: SamplingParams, rng: np.random.Generator) -> int:
+    """Pick one token from a processed row: argmax under greedy, else a draw."""
+    if params.greedy:
+        return int(np.argmax(probs))
+    return draw(probs, rng)
+
+
+def draw(probs: np.ndarray, rng: np.random.Generator) -> int:
+    """One draw from a (possibly unnormalised) non-negative row, by inverse CDF."""
+    cumulative = np.cumsum(probs)
+    index = int(np.searchsorted(cumulative, rng.random() * cumulative[-1], side="right"))
+    return min(index, probs.shape[0] - 1)

@@ -1,0 +1,173 @@
+"""A generation as a generator of StepRecords: speculative, or plain target decoding
+through the very same loop (no drafter, k = 0) so comparisons share one code path."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+
+from app.adaptive import DraftLengthController, VerifyCostCurve
+from app.drafters import EMPTY_DRAFT, Drafter
+from app.errors import SettingsError
+from app.metrics import RunStats
+from app.model_protocol import LanguageModel
+from app.sampling import SamplingParams, process
+from app.speculative import verify
+from app.trace import StepRecord
+
+MAX_DRAFT = 256
+
+
+@dataclass
+class DecodeConfig:
+    n_predict: int = 128
+    draft_max: int = 8
+    draft_min: int = 0
+    draft_p_min: float = 0.0
+    adaptive: bool = False
+    sampling: SamplingParams = field(default_factory=SamplingParams)
+    stop_at_eos: bool = True
+
+    def validate(self) -> None:
+        if self.n_predict <= 0:
+            raise SettingsError(f"n-predict must be > 0 (got {self.n_predict})")
+        if not 1 <= self.draft_max <= MAX_DRAFT:
+            raise SettingsError(
+                f"draft-max must be between 1 and {MAX_DRAFT} (got {self.draft_max}); "
+                "typical values are 2-16 for a draft model, up to 64 for n-gram lookup"
+            )
+        if not 0 <= self.draft_min <= self.draft_max:
+            raise SettingsError(
+                f"draft-min must be between 0 and draft-max ({self.draft_max}), "
+                f"got {self.draft_min}"
+            )
+        if not 0.0 <= self.draft_p_min < 1.0:
+            raise SettingsError(f"draft-p-min must be in [0, 1) (got {self.draft_p_min})")
+        self.sampling.validate()
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+class Session:
+    """Runs one generation. Iterate `steps(prompt_ids)`; read `output_ids` and `stats`."""
+
+    def __init__(
+        self,
+        target: LanguageModel,
+        drafter: Drafter | None,
+        config: DecodeConfig,
+        cost_curve: VerifyCostCurve | None = None,
+    ) -> None:
+        config.validate()
+        self.target = target
+        self.drafter = drafter
+        self.config = config
+        self.controller = DraftLengthController(
+            config.draft_max, config.adaptive, cost_curve,
+            draft_cost=drafter.cost_hint if drafter else 0.0,
+        )
+        self.rng = np.random.default_rng(config.sampling.seed)
+        self.output_ids: list[int] = []
+        self.stats = RunStats()
+        self.prefill_seconds = 0.0
+        self.stopped_by_eos = False
+
+    def check_prompt(self, prompt_ids: list[int]) -> None:
+        if not prompt_ids:
+            raise SettingsError("the prompt is empty — type some text to continue from")
+        if len(prompt_ids) >= self.target.n_ctx - 1:
+            raise SettingsError(
+                f"the prompt is {len(prompt_ids)} tokens but the context holds "
+                f"{self.target.n_ctx} — shorten the prompt or raise the context size"
+            )
+
+    def steps(self, prompt_ids: list[int]) -> Iterator[StepRecord]:
+        self.check_prompt(prompt_ids)
+        target, config = self.target, self.config
+        budget = min(config.n_predict, target.n_ctx - len(prompt_ids) - 1)
+        start = time.perf_counter()
+        target.truncate(0)
+        if len(prompt_ids) > 1:
+            target.extend(prompt_ids[:-1], 0)
+        if self.drafter is not None:
+            self.drafter.reset()
+        self.prefill_seconds = time.perf_counter() - start
+        context = list(prompt_ids)
+        index = 0
+        while len(self.output_ids) < budget:
+            step = self._step(context, budget - len(self.output_ids), index)
+            self.stats.add(step)
+            self.controller.observe(step)
+            index += 1
+            yield step
+            if self.stopped_by_eos:
+                return
+
+    def _step(self, context: list[int], remaining: int, index: int) -> StepRecord:
+        t0 = time.perf_counter()
+        params = self.config.sampling
+        k = self.controller.next_k(remaining) if self.drafter is not None else 0
+        draft = self.drafter.propose(context, k, params, self.rng) if k > 0 else EMPTY_DRAFT
+        draft_tokens = draft.tokens[: max(0, remaining - 1)]
+        t1 = time.perf_counter()
+        logits = self.target.extend([context[-1], *draft_tokens], len(draft_tokens) + 1)
+        t2 = time.perf_counter()
+        vocab = logits.shape[-1]
+        p_rows = _LazyRows(logits, params)
+        q_rows = _LazyDraftRows(draft, vocab)
+        verdict = verify(
+            draft_tokens, q_rows, p_rows, params, self.rng, self.target.token_text,
+            start_pos=len(self.output_ids),
+        )
+        n_accepted = len(verdict.emitted) - 1
+        self.target.truncate(len(context) + n_accepted)
+        emitted, origins = self._cut_at_eos(verdict.emitted, verdict.origins)
+        context.extend(emitted)
+        self.output_ids.extend(emitted)
+        t3 = time.perf_counter()
+        return StepRecord(
+            index=index,
+            k=len(draft_tokens),
+            tokens=verdict.records,
+            emitted=emitted,
+            emitted_text=[self.target.token_text(t) for t in emitted],
+            origins=origins,
+            t_draft=t1 - t0,
+            t_verify=t2 - t1,
+            t_overhead=t3 - t2,
+            drafter=self.drafter.name if self.drafter and draft_tokens else "",
+        )
+
+    def _cut_at_eos(self, emitted: list[int], origins: list[str]) -> tuple[list[int], list[str]]:
+        if not self.config.stop_at_eos:
+            return emitted, origins
+        for i, token in enumerate(emitted):
+            if token in self.target.eos_ids:
+                self.stopped_by_eos = True
+                return emitted[: i + 1], origins[: i + 1]
+        return emitted, origins
+
+
+class _LazyRows:
+    """Target rows processed only when verify reads them (rows after a rejection never are)."""
+
+    def __init__(self, logits: np.ndarray, params: SamplingParams) -> None:
+        self._logits = logits
+        self._params = params
+
+    def __getitem__(self, i: int) -> np.ndarray:
+        return process(self._logits[i], self._params)
+
+
+class _LazyDraftRows:
+    def __init__(self, draft: Any, vocab: int) -> None:
+        self._draft = draft
+        self._vocab = vocab
+
+    def __getitem__(self, i: int) -> np.ndarray:
+        return self._draft.q_row(i, self._vocab)

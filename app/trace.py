@@ -1,0 +1,255 @@
+"""What the engine reports, and the JSONL trace file that keeps it.
+
+The trace format is a public interface: a header line, one line per verify step, a summary
+line. Inside the app these are dataclasses; dicts appear only at the file boundary.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+from app.errors import DraftLensError
+
+TRACE_VERSION = 1
+
+# Where an emitted token came from; the UI colours tokens by this.
+ORIGIN_ACCEPTED = "accepted"  # a draft token the target accepted
+ORIGIN_REPLACEMENT = "replacement"  # the target's token after a rejection
+ORIGIN_BONUS = "bonus"  # the target's extra token when every draft token passed
+ORIGIN_PLAIN = "plain"  # plain target decoding (no draft this step)
+
+
+@dataclass
+class Alternative:
+    token: int
+    text: str
+    p: float
+    q: float
+
+
+@dataclass
+class TokenRecord:
+    """One draft token and the verdict on it."""
+
+    pos: int
+    token: int
+    text: str
+    q: float
+    p: float
+    u: float | None
+    accepted: bool
+    replacement: int | None = None
+    replacement_text: str | None = None
+    residual_used: bool = False
+    top: list[Alternative] = field(default_factory=list)
+    p_entropy: float = 0.0
+    q_entropy: float = 0.0
+
+    @property
+    def ratio(self) -> float:
+        return self.p / self.q if self.q > 0 else float("inf")
+
+    @property
+    def acceptance_chance(self) -> float:
+        return min(1.0, self.ratio)
+
+
+@dataclass
+class StepRecord:
+    """One target forward pass: the draft, the verdicts and what was emitted."""
+
+    index: int
+    k: int
+    tokens: list[TokenRecord]
+    emitted: list[int]
+    emitted_text: list[str]
+    origins: list[str]
+    t_draft: float
+    t_verify: float
+    t_overhead: float
+    drafter: str = ""
+
+    @property
+    def n_accepted(self) -> int:
+        return sum(1 for t in self.tokens if t.accepted)
+
+    @property
+    def t_total(self) -> float:
+        return self.t_draft + self.t_verify + self.t_overhead
+
+
+@dataclass
+class TraceHeader:
+    target: str
+    draft: str
+    backend: str
+    device: str
+    settings: dict[str, Any]
+    versions: dict[str, str]
+    prompt: str = ""
+    prompt_tokens: int = 0
+    mode: str = "speculative"
+
+
+def step_to_dict(step: StepRecord) -> dict[str, Any]:
+    tokens = []
+    for t in step.tokens:
+        row = asdict(t)
+        row["top"] = [asdict(a) for a in t.top]
+        tokens.append(row)
+    return {
+        "type": "step",
+        "index": step.index,
+        "k": step.k,
+        "drafter": step.drafter,
+        "tokens": tokens,
+        "emitted": step.emitted,
+        "emitted_text": step.emitted_text,
+        "origins": step.origins,
+        "t_draft": step.t_draft,
+        "t_verify": step.t_verify,
+        "t_overhead": step.t_overhead,
+    }
+
+
+def step_from_dict(data: dict[str, Any]) -> StepRecord:
+    tokens = []
+    for row in data["tokens"]:
+        row = dict(row)
+        row["top"] = [Alternative(**a) for a in row.get("top", [])]
+        tokens.append(TokenRecord(**row))
+    return StepRecord(
+        index=data.get("index", 0),
+        k=data["k"],
+        tokens=tokens,
+        emitted=list(data["emitted"]),
+        emitted_text=list(data.get("emitted_text", [])),
+        origins=list(data.get("origins", [])),
+        t_draft=data["t_draft"],
+        t_verify=data["t_verify"],
+        t_overhead=data["t_overhead"],
+        drafter=data.get("drafter", ""),
+    )
+
+
+class TraceWriter:
+    """Appends records to a JSONL file, flushed per line so a crash loses at most one step."""
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = Path(path)
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._file: IO[str] | None = open(self.path, "w", encoding="utf-8")  # noqa: SIM115
+        except OSError as exc:
+            raise DraftLensError(
+                f"cannot write the trace file {self.path}: {exc.strerror or exc} "
+                "— choose a folder you can write to"
+            ) from exc
+
+    def _write(self, data: dict[str, Any]) -> None:
+        if self._file is None:
+            return
+        self._file.write(json.dumps(data, ensure_ascii=False) + "\n")
+        self._file.flush()
+
+    def header(self, header: TraceHeader) -> None:
+        self._write({"type": "header", "version": TRACE_VERSION, **asdict(header)})
+
+    def step(self, step: StepRecord) -> None:
+        self._write(step_to_dict(step))
+
+    def summary(self, summary: dict[str, Any]) -> None:
+        self._write({"type": "summary", **summary})
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+
+    def __enter__(self) -> TraceWriter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+@dataclass
+class Trace:
+    header: TraceHeader | None
+    steps: list[StepRecord]
+    summary: dict[str, Any] | None
+
+
+def read_trace(path: str | os.PathLike[str]) -> Trace:
+    """Load a trace; a cut-off last line (a crash mid-write) is skipped, not fatal."""
+    header = None
+    summary = None
+    steps: list[StepRecord] = []
+    try:
+        lines = Path(path).read_text(encoding="utf-8").splitlines()
+    except OSError as exc:
+        raise DraftLensError(f"cannot read trace {path}: {exc.strerror or exc}") from exc
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            data = json.loads(line)
+        except json.JSONDecodeError as exc:
+            if number == len(lines):
+                break
+            raise DraftLensError(
+                f"trace {path} line {number} is not JSON — is this a DraftLens trace?"
+            ) from exc
+        kind = data.get("type")
+        if kind == "header":
+            data.pop("type")
+            data.pop("version", None)
+            header = TraceHeader(**data)
+        elif kind == "step":
+            steps.append(step_from_dict(data))
+        elif kind == "summary":
+            data.pop("type")
+            summary = data
+    if header is None and not steps:
+        raise DraftLensError(f"{path} holds no DraftLens records — open a .jsonl trace file")
+    return Trace(header, steps, summary)
+
+
+def iter_token_rows(steps: list[StepRecord]) -> Iterator[dict[str, Any]]:
+    for step in steps:
+        for t in step.tokens:
+            yield {
+                "step": step.index,
+                "k": step.k,
+                "pos": t.pos,
+                "token": t.token,
+                "text": t.text,
+                "q": t.q,
+                "p": t.p,
+                "p_over_q": t.ratio,
+                "u": "" if t.u is None else t.u,
+                "accepted": int(t.accepted),
+                "replacement": "" if t.replacement is None else t.replacement,
+                "replacement_text": t.replacement_text or "",
+                "t_draft": step.t_draft,
+                "t_verify": step.t_verify,
+                "t_overhead": step.t_overhead,
+            }
+
+
+def export_csv(steps: list[StepRecord], path: str | os.PathLike[str]) -> None:
+    """One row per draft token, with its step's timings."""
+    rows = list(iter_token_rows(steps))
+    fields = list(rows[0]) if rows else ["step", "k", "pos", "token", "text", "q", "p"]
+    tmp = Path(str(path) + ".tmp")
+    with open(tmp, "w", newline="", encoding="utf-8") as f:
+        writer = csv.DictWriter(f, fieldnames=fields)
+        writer.writeheader()
+        writer.writerows(rows)
+    os.replace(tmp, path)

@@ -1,0 +1,253 @@
+"""llama.cpp backend through llama-cpp-python's low-level API.
+
+One llama_batch per call; logits are requested only for the rows the caller needs, and
+rollback removes the tail of sequence 0 from the KV cache (llama_memory_seq_rm).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from backends.base import BackendError, VocabInfo
+
+_VOCAB_KINDS = {1: "llama", 2: "gpt2", 3: "bert", 4: "t5", 5: "rwkv", 6: "plamo2"}
+_quiet_logger = None
+
+
+def llamacpp_available() -> tuple[bool, str]:
+    try:
+        import llama_cpp  # noqa: F401
+    except ImportError as exc:
+        return False, f"llama-cpp-python is not installed ({exc}) — run packaging/setup.sh"
+    return True, ""
+
+
+def gpu_offload_supported() -> bool:
+    import llama_cpp
+
+    return bool(llama_cpp.llama_supports_gpu_offload())
+
+
+def _silence_logs() -> None:
+    """llama.cpp prints a page per model load; keep stderr for our own messages."""
+    global _quiet_logger
+    import llama_cpp
+
+    if _quiet_logger is not None or os.environ.get("DRAFTLENS_DEBUG"):
+        return
+    _quiet_logger = llama_cpp.llama_log_callback(lambda level, text, data: None)
+    llama_cpp.llama_log_set(_quiet_logger, ctypes.c_void_p(0))
+
+
+class LlamaCppModel:
+    backend = "llamacpp"
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        n_gpu_layers: int | str = "auto",
+        n_ctx: int = 4096,
+        n_threads: int | None = None,
+        n_batch: int = 512,
+    ) -> None:
+        ok, why = llamacpp_available()
+        if not ok:
+            raise BackendError(why)
+        import llama_cpp
+
+        self._ll = llama_cpp
+        _silence_logs()
+        llama_cpp.llama_backend_init()
+        path = Path(path)
+        if not path.is_file():
+            raise BackendError(f"model file not found: {path} — check the path")
+        self.path = str(path)
+        self.name = path.name
+        offload = gpu_offload_supported()
+        if n_gpu_layers == "auto":
+            layers = 999 if offload else 0
+        else:
+            layers = int(n_gpu_layers)
+        self.device = "gpu" if offload and layers > 0 else "cpu"
+        self.n_gpu_layers = layers
+
+        model_params = llama_cpp.llama_model_default_params()
+        model_params.n_gpu_layers = layers
+        self._model = llama_cpp.llama_model_load_from_file(self.path.encode(), model_params)
+        if not self._model:
+            raise BackendError(
+                f"llama.cpp could not load {path.name} — the file may be corrupt or of an "
+                "architecture this llama.cpp build does not know"
+            )
+        self._vocab = llama_cpp.llama_model_get_vocab(self._model)
+        self.n_vocab = int(llama_cpp.llama_vocab_n_tokens(self._vocab))
+        train_ctx = int(llama_cpp.llama_model_n_ctx_train(self._model))
+        self.n_ctx = min(n_ctx, train_ctx) if train_ctx > 0 else n_ctx
+        self.n_batch = min(n_batch, self.n_ctx)
+        threads = n_threads or max(1, os.cpu_count() or 1)
+
+        ctx_params = llama_cpp.llama_context_default_params()
+        ctx_params.n_ctx = self.n_ctx
+        ctx_params.n_batch = self.n_batch
+        ctx_params.n_ubatch = self.n_batch
+        ctx_params.n_threads = threads
+        ctx_params.n_threads_batch = threads
+        ctx_params.no_perf = True
+        self._ctx = llama_cpp.llama_init_from_model(self._model, ctx_params)
+        if not self._ctx:
+            llama_cpp.llama_model_free(self._model)
+            raise BackendError(
+                f"llama.cpp could not create a context of {self.n_ctx} tokens for {path.name} "
+                "— lower the context size or GPU layers (out of memory?)"
+            )
+        self._memory = llama_cpp.llama_get_memory(self._ctx)
+        self._batch = llama_cpp.llama_batch_init(self.n_batch, 0, 1)
+        self._n_cached = 0
+        self._text_cache: dict[int, str] = {}
+        self.eos_ids = frozenset(
+            t for t in range(self.n_vocab) if llama_cpp.llama_vocab_is_eog(self._vocab, t)
+        )
+
+    @property
+    def n_cached(self) -> int:
+        return self._n_cached
+
+    # --- text -------------------------------------------------------------------------
+    def tokenize(self, text: str, add_special: bool = True) -> list[int]:
+        data = text.encode("utf-8")
+        capacity = len(data) + 16
+        buf = (self._ll.llama_token * capacity)()
+        n = self._ll.llama_tokenize(self._vocab, data, len(data), buf, capacity, add_special, True)
+        if n < 0:
+            capacity = -n
+            buf = (self._ll.llama_token * capacity)()
+            n = self._ll.llama_tokenize(
+                self._vocab, data, len(data), buf, capacity, add_special, True
+            )
+        return list(buf[:n])
+
+    def token_bytes(self, token: int) -> bytes:
+        buf = ctypes.create_string_buffer(128)
+        n = self._ll.llama_token_to_piece(self._vocab, token, buf, 128, 0, True)
+        if n < 0:
+            buf = ctypes.create_string_buffer(-n)
+            n = self._ll.llama_token_to_piece(self._vocab, token, buf, -n, 0, True)
+        return buf.raw[:n]
+
+    def token_text(self, token: int) -> str:
+        text = self._text_cache.get(token)
+        if text is None:
+            text = self.token_bytes(token).decode("utf-8", errors="replace")
+            self._text_cache[token] = text
+        return text
+
+    def detokenize(self, ids: Sequence[int]) -> str:
+        if not ids:
+            return ""
+        tokens = (self._ll.llama_token * len(ids))(*ids)
+        size = 16 * len(ids) + 64
+        buf = ctypes.create_string_buffer(size)
+        n = self._ll.llama_detokenize(self._vocab, tokens, len(ids), buf, size, False, False)
+        if n < 0:
+            size = -n
+            buf = ctypes.create_string_buffer(size)
+            n = self._ll.llama_detokenize(self._vocab, tokens, len(ids), buf, size, False, False)
+        return buf.raw[:n].decode("utf-8", errors="replace")
+
+    def chat_prompt(self, user_text: str) -> str:
+        template = self._ll.llama_model_chat_template(self._model, None)
+        if not template:
+            raise BackendError(f"{self.name} has no chat template — run without --chat")
+        message = self._ll.llama_chat_message(role=b"user", content=user_text.encode())
+        messages = (self._ll.llama_chat_message * 1)(message)
+        size = 4 * len(user_text) + 1024
+        buf = ctypes.create_string_buffer(size)
+        n = self._ll.llama_chat_apply_template(template, messages, 1, True, buf, size)
+        if n > size:
+            buf = ctypes.create_string_buffer(n)
+            n = self._ll.llama_chat_apply_template(template, messages, 1, True, buf, n)
+        if n < 0:
+            raise BackendError(
+                f"llama.cpp does not understand the chat template in {self.name} — "
+                "run without --chat and write the prompt in the model's format"
+            )
+        return buf.raw[:n].decode("utf-8", errors="replace")
+
+    def vocab(self) -> VocabInfo:
+        ll = self._ll
+        texts = tuple(
+            (ll.llama_vocab_get_text(self._vocab, t) or b"").decode("utf-8", errors="replace")
+            for t in range(self.n_vocab)
+        )
+        kind = _VOCAB_KINDS.get(int(ll.llama_vocab_type(self._vocab)), "other")
+        bos = int(ll.llama_vocab_bos(self._vocab))
+        eos = int(ll.llama_vocab_eos(self._vocab))
+        return VocabInfo(kind, self.n_vocab, bos if bos >= 0 else None,
+                         eos if eos >= 0 else None, texts)
+
+    # --- the KV cache -----------------------------------------------------------------
+    def extend(self, ids: Sequence[int], n_logits: int) -> np.ndarray:
+        if self._n_cached + len(ids) > self.n_ctx:
+            raise BackendError(
+                f"context full ({self.n_ctx} tokens) — shorten the prompt or lower n-predict"
+            )
+        if n_logits > self.n_batch:
+            raise BackendError(f"cannot score {n_logits} rows in one pass (n_batch {self.n_batch})")
+        ids = list(ids)
+        # chunks before the last one only fill the cache
+        while len(ids) > self.n_batch:
+            self._decode(ids[: self.n_batch], 0)
+            ids = ids[self.n_batch :]
+        return self._decode(ids, n_logits)
+
+    def _decode(self, ids: list[int], n_logits: int) -> np.ndarray:
+        batch = self._batch
+        n = len(ids)
+        first_output = n - n_logits
+        for i, token in enumerate(ids):
+            batch.token[i] = token
+            batch.pos[i] = self._n_cached + i
+            batch.n_seq_id[i] = 1
+            batch.seq_id[i][0] = 0
+            batch.logits[i] = i >= first_output
+        batch.n_tokens = n
+        status = self._ll.llama_decode(self._ctx, batch)
+        if status != 0:
+            raise BackendError(
+                f"llama_decode failed (status {status}) — the context may be full or out of memory"
+            )
+        self._n_cached += n
+        if n_logits == 0:
+            return np.zeros((0, self.n_vocab), dtype=np.float32)
+        pointer = self._ll.llama_get_logits(self._ctx)
+        return np.ctypeslib.as_array(pointer, shape=(n_logits, self.n_vocab)).copy()
+
+    def truncate(self, n: int) -> None:
+        if n >= self._n_cached:
+            return
+        if not self._ll.llama_memory_seq_rm(self._memory, 0, n, -1):
+            raise BackendError(
+                f"{self.name}: this model's cache cannot be rolled back "
+                "(recurrent architecture) — speculative decoding needs a transformer model"
+            )
+        self._n_cached = n
+
+    def close(self) -> None:
+        ll = self._ll
+        if getattr(self, "_ctx", None):
+            ll.llama_batch_free(self._batch)
+            ll.llama_free(self._ctx)
+            ll.llama_model_free(self._model)
+            self._ctx = None
+            self._model = None
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:  # noqa: BLE001 - interpreter shutdown
+            pass

@@ -1,0 +1,183 @@
+"""PyTorch + transformers backend: a causal LM whose KV cache is cropped on rollback."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from backends.base import BackendError, VocabInfo, pick_device
+
+_PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt")
+
+
+def torch_available() -> tuple[bool, str]:
+    """Whether this install can use the PyTorch backend, and why not."""
+    try:
+        import torch  # noqa: F401
+        import transformers  # noqa: F401
+    except ImportError as exc:
+        return False, (
+            f"PyTorch backend not installed ({exc.name} missing) — install the full build or "
+            "run: pip install 'draftlens[torch]'"
+        )
+    return True, ""
+
+
+def _dtype_for(device: str):  # noqa: ANN202 - a torch.dtype, torch imported lazily
+    import torch
+
+    if device == "cuda":
+        return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+    if device == "mps":
+        return torch.float16
+    return torch.float32
+
+
+class TorchModel:
+    backend = "torch"
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        device: str = "auto",
+        trust_remote_code: bool = False,
+        allow_pickle: bool = False,
+        dtype: str | None = None,
+    ) -> None:
+        ok, why = torch_available()
+        if not ok:
+            raise BackendError(why)
+        import torch
+        from transformers import AutoModelForCausalLM, AutoTokenizer, DynamicCache
+
+        self._torch = torch
+        self._cache_cls = DynamicCache
+        path = Path(path)
+        if not path.exists():
+            raise BackendError(f"model not found: {path} — check the path")
+        folder, gguf_file = (path.parent, path.name) if path.is_file() else (path, None)
+        if gguf_file is None:
+            _refuse_pickle_only(folder, allow_pickle)
+        self.device = pick_device(
+            device, torch.cuda.is_available(), torch.backends.mps.is_available()
+        )
+        torch_dtype = getattr(torch, dtype) if dtype else _dtype_for(self.device)
+        kwargs = {"trust_remote_code": trust_remote_code}
+        if gguf_file:
+            kwargs["gguf_file"] = gguf_file
+        else:
+            kwargs["use_safetensors"] = not allow_pickle
+        try:
+            self.tokenizer = AutoTokenizer.from_pretrained(folder, **kwargs)
+            self.model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch_dtype, **kwargs)
+        except (OSError, ValueError, KeyError, RuntimeError) as exc:
+            first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise BackendError(
+                f"transformers could not load {path}: {first_line} — check it is a causal LM "
+                "folder (config.json + safetensors) or a GGUF file"
+            ) from exc
+        self.model.to(self.device).eval()
+        self.name = path.name
+        self.path = str(path)
+        config = self.model.config
+        self.n_vocab = int(self.model.get_output_embeddings().weight.shape[0])
+        self.n_ctx = int(getattr(config, "max_position_embeddings", 4096) or 4096)
+        self.eos_ids = frozenset(_eos_ids(self.model, self.tokenizer))
+        self._cache = DynamicCache()
+        self._n_cached = 0
+        self._text_cache: dict[int, str] = {}
+
+    @property
+    def n_cached(self) -> int:
+        return self._n_cached
+
+    def tokenize(self, text: str, add_special: bool = True) -> list[int]:
+        return list(self.tokenizer.encode(text, add_special_tokens=add_special))
+
+    def detokenize(self, ids: Sequence[int]) -> str:
+        return self.tokenizer.decode(list(ids), skip_special_tokens=False)
+
+    def token_text(self, token: int) -> str:
+        text = self._text_cache.get(token)
+        if text is None:
+            text = self.tokenizer.decode([token], skip_special_tokens=False)
+            self._text_cache[token] = text
+        return text
+
+    def chat_prompt(self, user_text: str) -> str:
+        if not getattr(self.tokenizer, "chat_template", None):
+            raise BackendError(
+                f"{self.name} has no chat template — run without --chat (raw prompt)"
+            )
+        messages = [{"role": "user", "content": user_text}]
+        return self.tokenizer.apply_chat_template(
+            messages, tokenize=False, add_generation_prompt=True
+        )
+
+    def extend(self, ids: Sequence[int], n_logits: int) -> np.ndarray:
+        torch = self._torch
+        if not ids:
+            return np.zeros((0, self.n_vocab), dtype=np.float32)
+        if self._n_cached + len(ids) > self.n_ctx:
+            raise BackendError(
+                f"context full ({self.n_ctx} tokens) — shorten the prompt or lower n-predict"
+            )
+        input_ids = torch.tensor([list(ids)], dtype=torch.long, device=self.device)
+        with torch.inference_mode():
+            out = self.model(
+                input_ids=input_ids,
+                past_key_values=self._cache,
+                use_cache=True,
+                logits_to_keep=max(1, n_logits),
+            )
+        self._cache = out.past_key_values
+        self._n_cached += len(ids)
+        if n_logits == 0:
+            return np.zeros((0, self.n_vocab), dtype=np.float32)
+        return out.logits[0, -n_logits:].float().cpu().numpy()
+
+    def truncate(self, n: int) -> None:
+        if n >= self._n_cached:
+            return
+        if n == 0:
+            self._cache = self._cache_cls()
+        else:
+            # transformers 5.x: a negative count removes that many tokens from the end
+            self._cache.crop(n - self._n_cached)
+        self._n_cached = n
+
+    def vocab(self) -> VocabInfo:
+        tok = self.tokenizer
+        size = max(len(tok), self.n_vocab)
+        texts = tok.convert_ids_to_tokens(list(range(len(tok))))
+        kind = "gpt2" if any("Ġ" in (t or "") for t in texts[:2000]) else "other"
+        return VocabInfo(kind, size, tok.bos_token_id, tok.eos_token_id,
+                         tuple(t or "" for t in texts))
+
+    def close(self) -> None:
+        self._cache = self._cache_cls()
+        self.model = None
+
+
+def _refuse_pickle_only(folder: Path, allow_pickle: bool) -> None:
+    has_safetensors = any(folder.glob("*.safetensors"))
+    has_pickle = any(f.suffix in _PICKLE_SUFFIXES for f in folder.iterdir() if f.is_file())
+    if not has_safetensors and has_pickle and not allow_pickle:
+        raise BackendError(
+            f"{folder} has only pickle weights (.bin/.pt), which can run code when loaded — "
+            "convert them to safetensors, or pass --allow-pickle if you trust the source"
+        )
+
+
+def _eos_ids(model, tokenizer) -> set[int]:  # noqa: ANN001
+    ids: set[int] = set()
+    for source in (getattr(model, "generation_config", None), model.config, tokenizer):
+        value = getattr(source, "eos_token_id", None)
+        if isinstance(value, int):
+            ids.add(value)
+        elif isinstance(value, (list, tuple)):
+            ids.update(int(v) for v in value)
+    return ids

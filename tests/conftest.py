@@ -1,0 +1,56 @@
+"""Shared fixtures: tiny real models for both backends, built once per test session."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+
+
+@pytest.fixture(autouse=True)
+def _isolated_home(tmp_path_factory, monkeypatch):
+    """Settings, caches and downloads go to a temp folder, never the user's."""
+    monkeypatch.setenv("DRAFTLENS_HOME", str(tmp_path_factory.mktemp("home")))
+
+
+@pytest.fixture(scope="session")
+def hf_dirs(tmp_path_factory):
+    from tests.tiny_hf import write_tiny_hf
+
+    root = tmp_path_factory.mktemp("hf")
+    target = write_tiny_hf(root / "target", seed=0)
+    draft = write_tiny_hf(root / "draft", seed=1, hidden=32)
+    return target, draft
+
+
+@pytest.fixture(scope="session")
+def hf_pair(hf_dirs):
+    from backends.torch_hf import TorchModel
+
+    target, draft = (TorchModel(path, device="cpu") for path in hf_dirs)
+    yield target, draft
+    target.close()
+    draft.close()
+
+
+@pytest.fixture(scope="session")
+def gguf_files(tmp_path_factory):
+    from tests.tiny_gguf import write_tiny_gguf
+
+    root = tmp_path_factory.mktemp("gguf")
+    target = write_tiny_gguf(root / "target.gguf", seed=0)
+    draft = write_tiny_gguf(root / "draft.gguf", seed=1)
+    return target, draft
+
+
+@pytest.fixture(scope="session")
+def gguf_pair(gguf_files):
+    from backends.llamacpp import LlamaCppModel
+
+    target, draft = (LlamaCppModel(path, n_gpu_layers=0, n_ctx=512) for path in gguf_files)
+    yield target, draft
+    target.close()
+    draft.close()

@@ -1,0 +1,100 @@
+"""Greedy speculative decoding must reproduce plain target decoding token for token."""
+
+from __future__ import annotations
+
+import pytest
+
+from app.drafters import ModelDrafter, NgramDrafter
+from app.sampling import SamplingParams
+from app.session import DecodeConfig, Session
+
+PROMPTS = ["def add(a, b):\n    return", "the cat sat on the mat. the cat"]
+
+
+def generate(target, drafter, n_predict, k, prompt, adaptive=False):
+    config = DecodeConfig(n_predict=n_predict, draft_max=k, adaptive=adaptive,
+                          sampling=SamplingParams(temperature=0.0))
+    session = Session(target, drafter, config)
+    steps = list(session.steps(target.tokenize(prompt)))
+    return session.output_ids, steps
+
+
+def plain(target, n_predict, prompt):
+    return generate(target, None, n_predict, 1, prompt)[0]
+
+
+@pytest.fixture(params=["torch", "llamacpp"])
+def pair(request):
+    return request.getfixturevalue("hf_pair" if request.param == "torch" else "gguf_pair")
+
+
+@pytest.mark.parametrize("k", [1, 3, 8])
+@pytest.mark.parametrize("prompt", PROMPTS)
+def test_draft_model_greedy_equals_plain(pair, k, prompt):
+    target, draft = pair
+    expected = plain(target, 40, prompt)
+    got, steps = generate(target, ModelDrafter(draft), 40, k, prompt)
+    assert got == expected
+    assert any(s.k > 0 for s in steps)
+
+
+@pytest.mark.parametrize("k", [2, 6, 32])
+def test_ngram_greedy_equals_plain(pair, k):
+    target, _ = pair
+    prompt = PROMPTS[1]
+    expected = plain(target, 60, prompt)
+    got, _ = generate(target, NgramDrafter(), 60, k, prompt)
+    assert got == expected
+
+
+def test_k_larger_than_remaining_tokens(pair):
+    target, draft = pair
+    expected = plain(target, 5, PROMPTS[0])
+    got, steps = generate(target, ModelDrafter(draft), 5, 16, PROMPTS[0])
+    assert got == expected and len(got) == 5
+    assert all(s.k <= 4 for s in steps)
+
+
+def test_draft_equal_to_target_accepts_everything(pair):
+    target, _ = pair
+    # the target drafting for itself: every greedy draft token must pass
+    expected = plain(target, 30, PROMPTS[0])
+    got, steps = generate(target, ModelDrafter(_clone(target)), 30, 4, PROMPTS[0])
+    assert got == expected
+    assert all(t.accepted for s in steps for t in s.tokens)
+
+
+def test_adaptive_greedy_equals_plain(pair):
+    target, draft = pair
+    expected = plain(target, 40, PROMPTS[0])
+    got, _ = generate(target, ModelDrafter(draft), 40, 6, PROMPTS[0], adaptive=True)
+    assert got == expected
+
+
+def _clone(model):
+    if model.backend == "torch":
+        from backends.torch_hf import TorchModel
+
+        return TorchModel(model.path, device="cpu")
+    from backends.llamacpp import LlamaCppModel
+
+    return LlamaCppModel(model.path, n_gpu_layers=0, n_ctx=512)
+
+
+def test_eos_inside_a_draft_stops_like_plain(pair, monkeypatch):
+    target, draft = pair
+    reference = plain(target, 20, PROMPTS[0])
+    stop_token = reference[5]
+    for model in (target, draft):
+        monkeypatch.setattr(model, "eos_ids", frozenset({stop_token}))
+    expected = plain(target, 20, PROMPTS[0])
+    assert expected == reference[: reference.index(stop_token) + 1]
+    got, _ = generate(target, ModelDrafter(_clone_with_eos(target, stop_token)), 20, 8,
+                      PROMPTS[0])
+    assert got == expected
+
+
+def _clone_with_eos(model, stop_token):
+    clone = _clone(model)
+    clone.eos_ids = frozenset({stop_token})
+    return clone
