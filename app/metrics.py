@@ -106,7 +106,7 @@ class RunStats:
     @property
     def acceptance_by_position(self) -> list[float]:
         """P(accepted at draft position i | position i was judged)."""
-        return [a / n if n else 0.0 for a, n in zip(self.accepted_at, self.judged_at)]
+        return [a / n if n else 0.0 for a, n in zip(self.accepted_at, self.judged_at, strict=True)]
 
     @property
     def tokens_per_pass(self) -> float:
@@ -133,7 +133,9 @@ class RunStats:
             "acceptance": self.acceptance,
             "alpha": self.alpha,
             "acceptance_by_position": self.acceptance_by_position,
-            "accepted_length_histogram": {str(n): c for n, c in sorted(self.accepted_length.items())},
+            "accepted_length_histogram": {
+                str(n): c for n, c in sorted(self.accepted_length.items())
+            },
             "tokens_per_pass": self.tokens_per_pass,
             "tok_s": self.tokens_per_second,
             "mean_k": k,

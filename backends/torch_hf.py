@@ -74,7 +74,8 @@ class TorchModel:
             self.tokenizer = AutoTokenizer.from_pretrained(folder, **kwargs)
             self.model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch_dtype, **kwargs)
         except (OSError, ValueError, KeyError, RuntimeError) as exc:
-            first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            message = str(exc).strip()
+            first_line = message.splitlines()[0] if message else type(exc).__name__
             raise BackendError(
                 f"transformers could not load {path}: {first_line} — check it is a causal LM "
                 "folder (config.json + safetensors) or a GGUF file"

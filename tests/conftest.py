@@ -22,7 +22,7 @@ def hf_dirs(tmp_path_factory):
 
     root = tmp_path_factory.mktemp("hf")
     target = write_tiny_hf(root / "target", seed=0)
-    draft = write_tiny_hf(root / "draft", seed=1, hidden=32)
+    draft = write_tiny_hf(root / "draft", seed=0, noise=0.3)
     return target, draft
 
 
@@ -42,7 +42,7 @@ def gguf_files(tmp_path_factory):
 
     root = tmp_path_factory.mktemp("gguf")
     target = write_tiny_gguf(root / "target.gguf", seed=0)
-    draft = write_tiny_gguf(root / "draft.gguf", seed=1)
+    draft = write_tiny_gguf(root / "draft.gguf", seed=1, noise_from=target, noise=0.15)
     return target, draft
 
 

@@ -16,8 +16,14 @@ def write_tiny_hf(
     n_layer: int = 2,
     sharpness: float = 4.0,
     max_positions: int = 512,
+    noise: float = 0.0,
+    noise_seed: int = 1,
 ) -> Path:
-    """A LlamaForCausalLM with a ~38-token vocabulary, saved as safetensors + tokenizer."""
+    """A LlamaForCausalLM with a 37-token vocabulary, saved as safetensors + tokenizer.
+
+    With noise > 0 every weight gets Gaussian noise of that many standard deviations (drawn
+    from noise_seed): the same seed and shape then give a draft that mostly agrees.
+    """
     import torch
     from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
     from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
@@ -52,5 +58,10 @@ def write_tiny_hf(
     model = LlamaForCausalLM(config)
     with torch.no_grad():
         model.lm_head.weight.mul_(sharpness)
+        if noise > 0:
+            generator = torch.Generator().manual_seed(noise_seed)
+            for weights in model.parameters():
+                jitter = torch.randn(weights.shape, generator=generator)
+                weights.add_(jitter * noise * weights.std().clamp_min(1e-6))
     model.save_pretrained(folder)
     return folder

@@ -1,0 +1,98 @@
+"""Measuring what a target pass over n tokens costs on this hardware (the verify-cost curve).
+
+On a CPU verifying 9 tokens can cost 3-4 plain steps; on a GPU almost one. The adaptive
+draft length needs the real curve, so it is measured once per model file and device and
+cached; during a run the controller keeps refining it from live steps.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+from app.adaptive import VerifyCostCurve
+from app.model_protocol import LanguageModel
+from app.paths import cache_dir
+
+_CONTEXT_TOKENS = 48
+
+
+def calibration_sizes(draft_max: int) -> list[int]:
+    sizes = [1, 2, 3, 5, 9, 17, 33, 65, 129, 257]
+    wanted = [n for n in sizes if n <= draft_max + 1]
+    if wanted[-1] < draft_max + 1:
+        wanted.append(draft_max + 1)
+    return wanted
+
+
+def measure_verify_curve(
+    model: LanguageModel, sizes: list[int], repeats: int = 2
+) -> VerifyCostCurve:
+    """Time extend(n tokens, n logits) after a short context, best of `repeats` runs."""
+    filler = (model.tokenize("def main():\n    total = 0\n    for i in range(10):\n") * 8)
+    context = filler[:_CONTEXT_TOKENS]
+    model.truncate(0)
+    model.extend(context, 0)
+    model.extend(context[:2], 2)  # warm-up: first decodes allocate buffers
+    model.truncate(len(context))
+    curve = VerifyCostCurve()
+    for n in sizes:
+        best = float("inf")
+        ids = (context * (n // len(context) + 1))[:n]
+        for _ in range(repeats):
+            start = time.perf_counter()
+            model.extend(ids, n)
+            best = min(best, time.perf_counter() - start)
+            model.truncate(len(context))
+        curve.points[n] = best
+    model.truncate(0)
+    return curve
+
+
+def _key(model: LanguageModel) -> str:
+    path = Path(getattr(model, "path", model.name))
+    stamp = ""
+    if path.exists():
+        stat = path.stat()
+        stamp = f"{stat.st_size}:{int(stat.st_mtime)}"
+    extra = getattr(model, "n_gpu_layers", "")
+    return f"{model.backend}|{path.resolve()}|{stamp}|{model.device}|{extra}|{os.cpu_count()}"
+
+
+def _cache_file() -> Path:
+    return cache_dir() / "verify_cost.json"
+
+
+def cached_verify_curve(model: LanguageModel, draft_max: int) -> VerifyCostCurve:
+    """The curve for this model and device, measured now if not cached for these sizes."""
+    sizes = calibration_sizes(draft_max)
+    store = _read_store()
+    entry = store.get(_key(model), {})
+    if all(str(n) in entry for n in sizes):
+        return VerifyCostCurve({int(n): float(t) for n, t in entry.items()})
+    curve = measure_verify_curve(model, sizes)
+    entry.update({str(n): t for n, t in curve.points.items()})
+    store[_key(model)] = entry
+    _write_store(store)
+    return VerifyCostCurve({int(n): float(t) for n, t in entry.items()})
+
+
+def measure_token_cost(model: LanguageModel, repeats: int = 3) -> float:
+    """Seconds for one single-token step of a (draft) model."""
+    return measure_verify_curve(model, [1], repeats).cost(1)
+
+
+def _read_store() -> dict[str, dict[str, float]]:
+    try:
+        return json.loads(_cache_file().read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def _write_store(store: dict[str, dict[str, float]]) -> None:
+    path = _cache_file()
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(store, indent=1))
+    os.replace(tmp, path)

@@ -1,0 +1,140 @@
+"""Which model pairs exist, and whether a target and a draft can work together.
+
+The check compares vocabularies before anything is loaded (GGUF metadata, or the
+transformers tokenizer of a folder): type, size, every token text, BOS/EOS.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from app.errors import IncompatiblePairError, ModelFileError
+
+
+@dataclass(frozen=True)
+class Vocab:
+    kind: str
+    tokens: tuple[str, ...]
+    bos_id: int | None
+    eos_id: int | None
+    size_bytes: int
+
+    @property
+    def size(self) -> int:
+        return len(self.tokens)
+
+
+@dataclass
+class PairCheck:
+    compatible: bool
+    message: str
+    warnings: list[str] = field(default_factory=list)
+
+    def raise_if_incompatible(self) -> None:
+        if not self.compatible:
+            raise IncompatiblePairError(self.message)
+
+
+def is_gguf(path: str | os.PathLike[str]) -> bool:
+    return Path(path).suffix.lower() == ".gguf"
+
+
+def model_size_bytes(path: Path) -> int:
+    if path.is_file():
+        return path.stat().st_size
+    return sum(f.stat().st_size for f in path.glob("*.safetensors")) or sum(
+        f.stat().st_size for f in path.iterdir() if f.is_file()
+    )
+
+
+def read_model_vocab(path: str | os.PathLike[str]) -> Vocab:
+    """Vocabulary of a GGUF file or a transformers folder, without loading weights."""
+    path = Path(path)
+    if not path.exists():
+        raise ModelFileError(f"model not found: {path} — check the path")
+    if is_gguf(path):
+        from app.gguf_check import check_gguf, read_vocab
+
+        info = check_gguf(path)
+        return Vocab(info.vocab_type, tuple(read_vocab(path)), info.bos_id, info.eos_id,
+                     info.file_size)
+    return _tokenizer_vocab(path)
+
+
+def _tokenizer_vocab(path: Path) -> Vocab:
+    try:
+        from transformers import AutoTokenizer
+    except ImportError as exc:
+        raise ModelFileError(
+            f"{path} is a transformers folder but the PyTorch backend is not installed — "
+            "install draftlens[torch] or use a GGUF file"
+        ) from exc
+    folder, gguf_file = (path.parent, path.name) if path.is_file() else (path, None)
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=gguf_file)
+    except (OSError, ValueError) as exc:
+        raise ModelFileError(
+            f"cannot read a tokenizer from {path} — is it a transformers model folder?"
+        ) from exc
+    texts = tokenizer.convert_ids_to_tokens(list(range(len(tokenizer))))
+    kind = "gpt2" if any("Ġ" in (t or "") for t in texts[:2000]) else "sentencepiece"
+    return Vocab(kind, tuple(t or "" for t in texts), tokenizer.bos_token_id,
+                 tokenizer.eos_token_id, model_size_bytes(path))
+
+
+def check_vocabs(target: Vocab, draft: Vocab) -> PairCheck:
+    if target.kind != draft.kind:
+        return PairCheck(False, f"vocabulary types differ (target {target.kind}, draft "
+                                f"{draft.kind}) — pick a draft from the same model family")
+    if target.size != draft.size:
+        return PairCheck(False, f"vocabulary sizes differ (target {target.size}, draft "
+                                f"{draft.size}) — pick a draft from the same model family")
+    for token_id, (a, b) in enumerate(zip(target.tokens, draft.tokens, strict=True)):
+        if a != b:
+            return PairCheck(False, f"token {token_id} differs (target {a!r}, draft {b!r}) — "
+                                    "the draft must share the target's tokenizer")
+    if (target.bos_id, target.eos_id) != (draft.bos_id, draft.eos_id):
+        return PairCheck(False, f"special tokens differ (target BOS/EOS {target.bos_id}/"
+                                f"{target.eos_id}, draft {draft.bos_id}/{draft.eos_id}) — "
+                                "pick a draft from the same model family")
+    warnings = []
+    if draft.size_bytes > target.size_bytes:
+        warnings.append("the draft is larger than the target — did you swap them? "
+                        "The draft should be the small, fast model")
+    return PairCheck(True, f"compatible: same {target.kind} vocabulary of {target.size} tokens",
+                     warnings)
+
+
+def check_pair_files(target: str | os.PathLike[str], draft: str | os.PathLike[str]) -> PairCheck:
+    return check_vocabs(read_model_vocab(target), read_model_vocab(draft))
+
+
+@dataclass
+class KnownPair:
+    name: str
+    target: Path
+    draft: Path | None
+    installed: bool
+
+
+def known_pairs() -> list[KnownPair]:
+    """The demo pair, plus GGUF files found in the app's models folder and LM Studio's."""
+    from app.demo import demo_installed, demo_paths
+
+    target, draft = demo_paths()
+    pairs = [KnownPair("demo: Qwen2.5-Coder 1.5B + 0.5B", target, draft, demo_installed())]
+    for folder in model_folders():
+        for file in sorted(folder.rglob("*.gguf")):
+            if file not in (target, draft):
+                pairs.append(KnownPair(f"file: {file.name}", file, None, True))
+    return pairs
+
+
+def model_folders() -> list[Path]:
+    from app.paths import models_dir
+
+    folders = [models_dir(), Path.home() / ".lmstudio" / "models",
+               Path.home() / ".cache" / "lm-studio" / "models"]
+    return [f for f in folders if f.is_dir()]

@@ -1,0 +1,130 @@
+"""Turning paths and user choices into loaded models and a drafter.
+
+GGUF files are checked before llama.cpp sees them (metadata, then a preflight in a child
+process), because a malformed file can abort the whole process where no except reaches.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from app.catalog import PairCheck, check_pair_files, is_gguf
+from app.drafters import Drafter, ModelDrafter, NgramDrafter
+from app.errors import DraftLensError, ModelFileError, SettingsError
+from app.model_protocol import LanguageModel
+
+BACKENDS = ("llamacpp", "torch")
+Progress = Callable[[str], None]
+
+
+@dataclass
+class ModelSpec:
+    target: str
+    draft: str | None = None
+    ngram: bool = False
+    backend: str = "auto"
+    device: str = "auto"
+    n_gpu_layers: int | str = "auto"
+    n_ctx: int = 4096
+    n_threads: int | None = None
+    trust_remote_code: bool = False
+    allow_pickle: bool = False
+    draft_p_min: float = 0.0
+    draft_min: int = 0
+
+    def resolved_backend(self) -> str:
+        if self.backend != "auto":
+            if self.backend not in BACKENDS:
+                raise SettingsError(
+                    f"unknown backend '{self.backend}' — use llamacpp or torch"
+                )
+            return self.backend
+        return "llamacpp" if is_gguf(self.target) else "torch"
+
+
+@dataclass
+class LoadedPair:
+    target: LanguageModel
+    draft: LanguageModel | None
+    drafter: Drafter | None
+    check: PairCheck | None
+    spec: ModelSpec
+    warnings: list[str] = field(default_factory=list)
+
+    def close(self) -> None:
+        self.target.close()
+        if self.draft is not None:
+            self.draft.close()
+
+
+def validate_model_file(path: str, backend: str) -> None:
+    """Refuse a missing or malformed file with a message, before any runtime loads it."""
+    file = Path(path)
+    if not file.exists():
+        raise ModelFileError(f"model not found: {path} — check the path")
+    if backend == "llamacpp":
+        if not file.is_file():
+            raise ModelFileError(
+                f"{path} is a folder; the llama.cpp backend needs a .gguf file — "
+                "pick the file, or use --backend torch for a transformers folder"
+            )
+        from app.gguf_check import check_gguf
+        from app.preflight import preflight_gguf
+
+        check_gguf(file)
+        preflight_gguf(file)
+
+
+def load_model(path: str, spec: ModelSpec) -> LanguageModel:
+    from backends.base import BackendError
+
+    backend = spec.resolved_backend()
+    validate_model_file(path, backend)
+    try:
+        if backend == "llamacpp":
+            from backends.llamacpp import LlamaCppModel
+
+            return LlamaCppModel(path, n_gpu_layers=spec.n_gpu_layers, n_ctx=spec.n_ctx,
+                                 n_threads=spec.n_threads)
+        from backends.torch_hf import TorchModel
+
+        return TorchModel(path, device=spec.device, trust_remote_code=spec.trust_remote_code,
+                          allow_pickle=spec.allow_pickle)
+    except BackendError as exc:
+        raise DraftLensError(str(exc)) from exc
+
+
+def load_pair(spec: ModelSpec, progress: Progress | None = None) -> LoadedPair:
+    """Check the pair, then load target and draft. Incompatible pairs are refused."""
+    say = progress or (lambda message: None)
+    if spec.draft and spec.ngram:
+        raise SettingsError("choose either a draft model or n-gram lookup, not both")
+    check = None
+    warnings: list[str] = []
+    if spec.draft:
+        say("checking that the pair shares a vocabulary")
+        check = check_pair_files(spec.target, spec.draft)
+        check.raise_if_incompatible()
+        warnings.extend(check.warnings)
+    say(f"loading target {Path(spec.target).name}")
+    target = load_model(spec.target, spec)
+    draft = None
+    drafter: Drafter | None = None
+    try:
+        if spec.draft:
+            say(f"loading draft {Path(spec.draft).name}")
+            draft = load_model(spec.draft, spec)
+            if draft.n_vocab != target.n_vocab:
+                raise ModelFileError(
+                    f"the draft scores {draft.n_vocab} tokens but the target {target.n_vocab} — "
+                    "pick a draft from the same model family"
+                )
+            drafter = ModelDrafter(draft, p_min=spec.draft_p_min, draft_min=spec.draft_min)
+        elif spec.ngram:
+            drafter = NgramDrafter()
+    except Exception:
+        target.close()
+        raise
+    return LoadedPair(target, draft, drafter, check, spec, warnings)
