@@ -1,0 +1,56 @@
+"""Where DraftLens keeps its files.
+
+The platform's usual folders (through platformdirs), or, when the environment variable
+DRAFTLENS_HOME is set, everything under that one folder (data/, cache/, config/), so tests and
+a packaged app can redirect all of it. Each function creates its folder on demand.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import platformdirs
+
+APP_NAME = "DraftLens"
+HOME_ENV = "DRAFTLENS_HOME"
+
+
+def home_override() -> Path | None:
+    """The folder named by DRAFTLENS_HOME, or None when it is unset or empty."""
+    value = os.environ.get(HOME_ENV, "").strip()
+    return Path(value).expanduser().absolute() if value else None
+
+
+def _ensure(path: Path) -> Path:
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def data_dir() -> Path:
+    """User data (models live below it)."""
+    home = home_override()
+    if home is not None:
+        return _ensure(home / "data")
+    return _ensure(Path(platformdirs.user_data_dir(APP_NAME, appauthor=False)))
+
+
+def cache_dir() -> Path:
+    """Things that can be rebuilt: downloaded wheels, preflight results."""
+    home = home_override()
+    if home is not None:
+        return _ensure(home / "cache")
+    return _ensure(Path(platformdirs.user_cache_dir(APP_NAME, appauthor=False)))
+
+
+def config_dir() -> Path:
+    """Settings and recent model pairs."""
+    home = home_override()
+    if home is not None:
+        return _ensure(home / "config")
+    return _ensure(Path(platformdirs.user_config_dir(APP_NAME, appauthor=False)))
+
+
+def models_dir() -> Path:
+    """Model files DraftLens installs itself (the demo pair)."""
+    return _ensure(data_dir() / "models")

@@ -1,0 +1,161 @@
+"""Tiny llama-architecture GGUF files for tests (a helper module, not a test file).
+
+`write_tiny_gguf` writes a model of a few hundred KB with random F32 weights and a
+SentencePiece-style vocabulary that llama.cpp (llama-cpp-python 0.3.36) loads and generates
+from. Every seed gives another model over the SAME vocabulary, so two seeds make a target and a
+draft that disagree now and then; `noise_from` instead perturbs an existing file's weights, for a
+draft that mostly agrees with its target.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import gguf
+import numpy as np
+
+DEFAULT_WORDS = (
+    "def", "return", "print", "hello", "world", "self", "import", "from", "class", "for",
+    "in", "if", "else", "while", "the", "a", "is", "of", "to", "and",
+    "int", "str", "list", "value", "name", "data", "result", "true", "false", "none",
+    "fib", "add", "sum", "x", "y", "n", "i", "range", "len", "code",
+)  # fmt: skip
+SPACE = "\u2581"  # SentencePiece's word-start marker "▁"
+BOS_ID, EOS_ID, UNK_ID = 1, 2, 0
+CHAT_TEMPLATE = (
+    "{% for message in messages %}{{ message['role'] }}: {{ message['content'] }}\n"
+    "{% endfor %}{% if add_generation_prompt %}assistant: {% endif %}"
+)
+
+
+def tiny_vocab(
+    words: Sequence[str] = DEFAULT_WORDS, byte_tokens: bool = True
+) -> tuple[list[str], list[float], list[int]]:
+    """Token texts, scores and types: specials, byte tokens, single characters, word pieces.
+
+    Each word is added with every prefix of "▁word" so llama.cpp's SentencePiece merges can
+    build it; characters that are not covered fall back to the byte tokens.
+    """
+    texts = ["<unk>", "<s>", "</s>"]
+    types = [gguf.TokenType.UNKNOWN, gguf.TokenType.CONTROL, gguf.TokenType.CONTROL]
+    if byte_tokens:
+        texts += [f"<0x{b:02X}>" for b in range(256)]
+        types += [gguf.TokenType.BYTE] * 256
+    pieces = [SPACE, *"abcdefghijklmnopqrstuvwxyz0123456789"]
+    for word in words:
+        marked = SPACE + word
+        pieces += [marked[:end] for end in range(2, len(marked) + 1)]
+    seen = set(texts)
+    for piece in pieces:
+        if piece not in seen:
+            seen.add(piece)
+            texts.append(piece)
+            types.append(gguf.TokenType.NORMAL)
+    scores = [0.0 if t != gguf.TokenType.NORMAL else -0.1 * i for i, t in enumerate(types)]
+    return texts, scores, [int(t) for t in types]
+
+
+def write_tiny_gguf(
+    path: str | Path,
+    *,
+    seed: int = 0,
+    n_layer: int = 2,
+    hidden: int = 32,
+    n_head: int = 4,
+    n_ctx: int = 256,
+    words: Sequence[str] = DEFAULT_WORDS,
+    byte_tokens: bool = True,
+    noise_from: Path | None = None,
+    noise: float = 0.05,
+    peak: float = 4.0,
+) -> Path:
+    """Write a tiny llama GGUF; returns its path.
+
+    `peak` scales output.weight so next-token distributions are peaked rather than uniform.
+    With `noise_from`, the weights are that file's plus Gaussian noise of `noise` times each
+    matrix's standard deviation (the shapes and vocabulary must match).
+    """
+    path = Path(path)
+    if hidden % n_head:
+        raise ValueError(f"hidden ({hidden}) must be a multiple of n_head ({n_head})")
+    texts, scores, types = tiny_vocab(words, byte_tokens)
+    n_vocab, n_ff = len(texts), 2 * hidden
+    rng = np.random.default_rng(seed)
+
+    def mat(rows: int, cols: int, scale: float = 1.0) -> np.ndarray:
+        return (rng.standard_normal((rows, cols)) * scale / np.sqrt(cols)).astype(np.float32)
+
+    ones = np.ones(hidden, dtype=np.float32)
+    tensors: dict[str, np.ndarray] = {
+        "token_embd.weight": rng.standard_normal((n_vocab, hidden)).astype(np.float32),
+        "output_norm.weight": ones.copy(),
+        "output.weight": mat(n_vocab, hidden, peak),
+    }
+    for i in range(n_layer):
+        blk = f"blk.{i}"
+        tensors |= {
+            f"{blk}.attn_norm.weight": ones.copy(),
+            f"{blk}.attn_q.weight": mat(hidden, hidden),
+            f"{blk}.attn_k.weight": mat(hidden, hidden),
+            f"{blk}.attn_v.weight": mat(hidden, hidden),
+            f"{blk}.attn_output.weight": mat(hidden, hidden),
+            f"{blk}.ffn_norm.weight": ones.copy(),
+            f"{blk}.ffn_gate.weight": mat(n_ff, hidden),
+            f"{blk}.ffn_up.weight": mat(n_ff, hidden),
+            f"{blk}.ffn_down.weight": mat(hidden, n_ff),
+        }
+    if noise_from is not None:
+        tensors = _perturb(Path(noise_from), tensors, rng, noise)
+
+    writer = gguf.GGUFWriter(str(path), "llama")
+    writer.add_name(f"tiny-llama-seed{seed}")
+    writer.add_context_length(n_ctx)
+    writer.add_embedding_length(hidden)
+    writer.add_block_count(n_layer)
+    writer.add_feed_forward_length(n_ff)
+    writer.add_rope_dimension_count(hidden // n_head)
+    writer.add_head_count(n_head)
+    writer.add_head_count_kv(n_head)
+    writer.add_layer_norm_rms_eps(1e-5)
+    writer.add_rope_freq_base(10000.0)
+    writer.add_file_type(gguf.LlamaFileType.ALL_F32)
+    writer.add_vocab_size(n_vocab)
+    writer.add_tokenizer_model("llama")
+    writer.add_token_list(texts)
+    writer.add_token_scores(scores)
+    writer.add_token_types(types)
+    writer.add_unk_token_id(UNK_ID)
+    writer.add_bos_token_id(BOS_ID)
+    writer.add_eos_token_id(EOS_ID)
+    writer.add_add_bos_token(True)
+    writer.add_add_eos_token(False)
+    writer.add_chat_template(CHAT_TEMPLATE)
+    for name, array in tensors.items():
+        writer.add_tensor(name, array)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return path
+
+
+def _perturb(
+    source: Path, fresh: dict[str, np.ndarray], rng: np.random.Generator, noise: float
+) -> dict[str, np.ndarray]:
+    """The source file's tensors plus noise on every matrix; norms are kept as they are."""
+    reader = gguf.GGUFReader(source)
+    base = {t.name: np.array(t.data, dtype=np.float32) for t in reader.tensors}
+    del reader
+    if set(base) != set(fresh):
+        raise ValueError(f"{source} has other tensors than this shape asks for")
+    out: dict[str, np.ndarray] = {}
+    for name, want in fresh.items():
+        weights = base[name].reshape(want.shape) if base[name].size == want.size else None
+        if weights is None:
+            raise ValueError(f"{source}: {name} has shape {base[name].shape}, not {want.shape}")
+        if weights.ndim == 2:
+            jitter = rng.standard_normal(weights.shape) * noise * float(weights.std())
+            weights = (weights + jitter).astype(np.float32)
+        out[name] = weights
+    return out
