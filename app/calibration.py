@@ -57,7 +57,7 @@ def _key(model: LanguageModel) -> str:
     if path.exists():
         stat = path.stat()
         stamp = f"{stat.st_size}:{int(stat.st_mtime)}"
-    extra = getattr(model, "n_gpu_layers", "")
+    extra = f"{getattr(model, 'n_gpu_layers', '')}|{getattr(model, 'batch_invariant', '')}"
     return f"{model.backend}|{path.resolve()}|{stamp}|{model.device}|{extra}|{os.cpu_count()}"
 
 

@@ -37,6 +37,9 @@ def add_model_flags(parser: argparse.ArgumentParser) -> None:
                    help="layers to offload with llama.cpp: a number or auto")
     g.add_argument("-c", "--ctx-size", dest="n_ctx", type=int, default=4096)
     g.add_argument("-t", "--threads", dest="n_threads", type=int, default=None)
+    g.add_argument("--fast-kernels", action="store_true",
+                   help="llama.cpp: use the CPU's repacked kernels (faster on some CPUs, but a "
+                        "verify pass and plain decoding may then differ at near-ties)")
     g.add_argument("--trust-remote-code", action="store_true",
                    help="allow a transformers model to run its own Python code")
     g.add_argument("--allow-pickle", action="store_true",
@@ -81,6 +84,9 @@ def build_parser() -> argparse.ArgumentParser:
     add_decode_flags(bench)
     bench.add_argument("-p", "--prompt", action="append", help="a prompt (repeatable)")
     bench.add_argument("--prompt-file", help="one JSON string per line")
+    bench.add_argument("--suite", choices=("code", "edit"), default="code",
+                       help="built-in prompts when none are given: code completion, or an "
+                            "edit task (code asked back with one rename; use with --chat)")
     bench.add_argument("--rounds", type=int, default=1, help="alternations per prompt")
     bench.add_argument("--json", action="store_true", help="print one JSON object")
     bench.add_argument("--compare-hf", action="store_true",
@@ -133,6 +139,7 @@ def model_spec(args: argparse.Namespace) -> ModelSpec:
         n_gpu_layers=layers, n_ctx=args.n_ctx, n_threads=args.n_threads,
         trust_remote_code=args.trust_remote_code, allow_pickle=args.allow_pickle,
         draft_p_min=args.draft_p_min or 0.0, draft_min=args.draft_min,
+        batch_invariant=not args.fast_kernels,
     )
 
 

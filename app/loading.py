@@ -33,6 +33,7 @@ class ModelSpec:
     allow_pickle: bool = False
     draft_p_min: float = 0.0
     draft_min: int = 0
+    batch_invariant: bool = True
 
     def resolved_backend(self) -> str:
         if self.backend != "auto":
@@ -87,7 +88,7 @@ def load_model(path: str, spec: ModelSpec) -> LanguageModel:
             from backends.llamacpp import LlamaCppModel
 
             return LlamaCppModel(path, n_gpu_layers=spec.n_gpu_layers, n_ctx=spec.n_ctx,
-                                 n_threads=spec.n_threads)
+                                 n_threads=spec.n_threads, batch_invariant=spec.batch_invariant)
         from backends.torch_hf import TorchModel
 
         return TorchModel(path, device=spec.device, trust_remote_code=spec.trust_remote_code,

@@ -100,9 +100,7 @@ def verify(
 def _record(
     pos: int, token: int, p: np.ndarray, q: np.ndarray, text_of: TokenText, top_n: int
 ) -> TokenRecord:
-    n = min(top_n, p.shape[0])
-    best = np.argpartition(-p, n - 1)[:n]
-    best = best[np.argsort(-p[best], kind="stable")]
+    best = top_indices(p, top_n)
     top = [Alternative(int(t), text_of(int(t)), float(p[t]), float(q[t])) for t in best]
     return TokenRecord(
         pos=pos,
@@ -118,7 +116,20 @@ def _record(
     )
 
 
+def top_indices(probs: np.ndarray, n: int) -> np.ndarray:
+    """The n most likely tokens, best first, without partitioning the whole vocabulary:
+    when at least n tokens reach a thousandth of the maximum, the top n are among them."""
+    n = min(n, probs.shape[0])
+    candidates = np.flatnonzero(probs >= probs.max() * 1e-3)
+    if candidates.size < n:
+        candidates = np.arange(probs.shape[0])
+    if candidates.size > n:
+        candidates = candidates[np.argpartition(-probs[candidates], n - 1)[:n]]
+    return candidates[np.argsort(-probs[candidates], kind="stable")]
+
+
 def entropy(probs: np.ndarray) -> float:
-    """Shannon entropy in nats of one row."""
-    nonzero = probs[probs > 0]
-    return float(-(nonzero * np.log(nonzero)).sum())
+    """Shannon entropy in nats of one row (float32 is plenty for a display figure)."""
+    p = probs.astype(np.float32)
+    log_p = np.log(p, where=p > 0, out=np.zeros_like(p))
+    return float(-np.dot(p, log_p))

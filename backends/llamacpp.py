@@ -54,6 +54,7 @@ class LlamaCppModel:
         n_ctx: int = 4096,
         n_threads: int | None = None,
         n_batch: int = 512,
+        batch_invariant: bool = True,
     ) -> None:
         ok, why = llamacpp_available()
         if not ok:
@@ -78,6 +79,12 @@ class LlamaCppModel:
 
         model_params = llama_cpp.llama_model_default_params()
         model_params.n_gpu_layers = layers
+        # The CPU's repacked weight layouts score one token (gemv) and several (gemm) with
+        # different kernels, so a verify pass and plain decoding disagree in the last bits
+        # and greedy output can flip at near-ties. Without them, logits do not depend on
+        # how many tokens share a batch.
+        self.batch_invariant = batch_invariant
+        model_params.use_extra_bufts = not batch_invariant
         self._model = llama_cpp.llama_model_load_from_file(self.path.encode(), model_params)
         if not self._model:
             raise BackendError(

@@ -1,0 +1,228 @@
+"""`draftlens bench`: plain and speculative decoding on the same prompts, in one process,
+alternating, so the ratio is measured side by side on a shared, noisy machine."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from app.errors import SettingsError
+from app.loading import LoadedPair, load_pair
+from app.metrics import RunStats, expected_tokens_per_pass, predicted_speedup, theory_speedup
+from app.runs import encode_prompt, make_session
+from app.session import DecodeConfig
+
+CODE_PROMPTS = [
+    "def fibonacci(n):\n",
+    'class Stack:\n    """A simple LIFO stack backed by a list."""\n\n    def __init__(self):\n',
+    "def quicksort(items):\n    \"\"\"Sort a list with quicksort and return a new list.\"\"\"\n",
+]
+
+EDIT_SOURCE = '''def summarize_orders(orders, tax_rate):
+    total = 0.0
+    count = 0
+    largest = None
+    for order in orders:
+        if order.get("cancelled"):
+            continue
+        amount = order["price"] * order["quantity"]
+        if order.get("discount"):
+            amount -= amount * order["discount"]
+        total += amount
+        count += 1
+        if largest is None or amount > largest:
+            largest = amount
+    tax = total * tax_rate
+    average = total / count if count else 0.0
+    return {"total": total, "tax": tax, "count": count,
+            "average": average, "largest": largest,
+            "grand_total": total + tax}
+'''
+EDIT_PROMPT = (
+    "Here is a Python function:\n\n```python\n" + EDIT_SOURCE + "```\n\n"
+    "Rewrite it with the variable `total` renamed to `subtotal`. "
+    "Reply with only the complete code in one ```python block."
+)
+SUITES = {"code": CODE_PROMPTS, "edit": [EDIT_PROMPT]}
+
+
+@dataclass
+class Tally:
+    tokens: int = 0
+    seconds: float = 0.0
+    outputs: list[list[int]] = field(default_factory=list)
+    stats: RunStats = field(default_factory=RunStats)
+
+    @property
+    def tok_s(self) -> float:
+        return self.tokens / self.seconds if self.seconds else 0.0
+
+
+def read_prompts(args: argparse.Namespace) -> list[str]:
+    prompts = list(args.prompt or [])
+    if args.prompt_file:
+        try:
+            with open(args.prompt_file, encoding="utf-8") as f:
+                for number, line in enumerate(f, start=1):
+                    if line.strip():
+                        try:
+                            prompts.append(str(json.loads(line)))
+                        except json.JSONDecodeError as exc:
+                            raise SettingsError(
+                                f"{args.prompt_file} line {number} is not a JSON string — "
+                                'write one prompt per line, e.g. "def f(x):\\n"'
+                            ) from exc
+        except OSError as exc:
+            raise SettingsError(f"cannot read prompt file {args.prompt_file}: "
+                                f"{exc.strerror}") from exc
+    return prompts or SUITES[args.suite]
+
+
+def timed_run(pair: LoadedPair, config: DecodeConfig, prompt_ids: list[int], plain: bool,
+              tally: Tally) -> None:
+    session = make_session(pair, config, plain=plain)
+    start = time.perf_counter()
+    for step in session.steps(prompt_ids):
+        tally.stats.add(step)
+    tally.seconds += time.perf_counter() - start - session.prefill_seconds
+    tally.tokens += len(session.output_ids)
+    tally.outputs.append(list(session.output_ids))
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    from app.cli import decode_config, model_spec
+
+    config = decode_config(args)
+    prompts = read_prompts(args)
+    pair = load_pair(model_spec(args), progress=lambda m: print(f"[bench] {m}", file=sys.stderr))
+    try:
+        encoded = [encode_prompt(pair.target, p, args.chat) for p in prompts]
+        warm = DecodeConfig(n_predict=4, sampling=config.sampling)
+        timed_run(pair, warm, encoded[0], plain=True, tally=Tally())
+        make_session(pair, config)  # calibrate once, outside the timed runs
+        plain, spec = Tally(), Tally()
+        for round_index in range(args.rounds):
+            for prompt_ids in encoded:
+                order = [(True, plain), (False, spec)]
+                if round_index % 2:
+                    order.reverse()
+                for is_plain, tally in order:
+                    timed_run(pair, config, prompt_ids, is_plain, tally)
+        report = bench_report(plain, spec, config)
+        if args.compare_hf:
+            report.update(compare_hf(pair, encoded, config, args.rounds))
+        report["backend"] = pair.target.backend
+        report["device"] = pair.target.device
+        report["drafter"] = pair.drafter.name if pair.drafter else ""
+        report["prompts"] = len(prompts)
+    finally:
+        pair.close()
+    if args.json:
+        print(json.dumps(report))
+    else:
+        print_report(report)
+    return 0
+
+
+def bench_report(plain: Tally, spec: Tally, config: DecodeConfig) -> dict[str, Any]:
+    stats = spec.stats
+    t_target = plain.stats.t_verify / plain.stats.steps if plain.stats.steps else 0.0
+    spec_steps = max(stats.spec_steps, 1)
+    t_verify_spec = (stats.t_verify - stats.t_verify_plain) / spec_steps
+    k = stats.mean_k
+    c = stats.draft_time_per_token / t_target if t_target else 0.0
+    identical: bool | None = None
+    if config.sampling.greedy:
+        identical = plain.outputs == spec.outputs
+    speedup = spec.tok_s / plain.tok_s if plain.tok_s else 0.0
+    share_spec = stats.spec_steps / stats.steps if stats.steps else 0.0
+    return {
+        "plain_tok_s": plain.tok_s,
+        "spec_tok_s": spec.tok_s,
+        "speedup": speedup,
+        "acceptance": stats.acceptance,
+        "alpha": stats.alpha,
+        "mean_k": k,
+        "cost_ratio": c,
+        "theory_speedup": theory_speedup(stats.alpha, k, c) if stats.spec_steps else 1.0,
+        "predicted_speedup": predicted_speedup(
+            stats.alpha, k, t_target, stats.draft_time_per_token, t_verify_spec
+        ) if stats.spec_steps else 1.0,
+        "expected_tokens_per_pass": expected_tokens_per_pass(stats.alpha, k),
+        "tokens_per_pass": stats.tokens_per_pass,
+        "speculative_step_share": share_spec,
+        "identical": identical,
+        "tokens": spec.tokens,
+        "t_target_step": t_target,
+        "t_draft_per_step": stats.t_draft / spec_steps,
+        "t_verify_per_step": t_verify_spec,
+        "t_overhead_per_step": stats.t_overhead / max(stats.steps, 1),
+        "adaptive": config.adaptive,
+        "draft_max": config.draft_max,
+        "temperature": config.sampling.temperature,
+    }
+
+
+def compare_hf(pair: LoadedPair, encoded: list[list[int]], config: DecodeConfig,
+               rounds: int) -> dict[str, Any]:
+    """transformers' own generate(): plain and assisted, greedy, same prompts and lengths."""
+    if pair.target.backend != "torch" or pair.draft is None:
+        raise SettingsError("--compare-hf needs --backend torch and a draft model")
+    import torch
+
+    target, draft = pair.target.model, pair.draft.model  # type: ignore[attr-defined]
+    times = {"plain": 0.0, "assisted": 0.0}
+    tokens = {"plain": 0, "assisted": 0}
+    outputs: dict[str, list[list[int]]] = {"plain": [], "assisted": []}
+    for round_index in range(rounds):
+        for ids in encoded:
+            modes = ["plain", "assisted"] if round_index % 2 == 0 else ["assisted", "plain"]
+            for mode in modes:
+                input_ids = torch.tensor([ids], device=target.device)
+                extra = {"assistant_model": draft} if mode == "assisted" else {}
+                start = time.perf_counter()
+                with torch.inference_mode():
+                    out = target.generate(
+                        input_ids, attention_mask=torch.ones_like(input_ids), do_sample=False,
+                        max_new_tokens=config.n_predict, pad_token_id=pair.target.tokenizer
+                        .eos_token_id, **extra)
+                times[mode] += time.perf_counter() - start
+                new = out[0, len(ids):].tolist()
+                tokens[mode] += len(new)
+                outputs[mode].append(new)
+    plain_rate = tokens["plain"] / times["plain"]
+    assisted_rate = tokens["assisted"] / times["assisted"]
+    return {
+        "hf_plain_tok_s": plain_rate,
+        "hf_assisted_tok_s": assisted_rate,
+        "hf_assisted_speedup": assisted_rate / plain_rate,
+        "hf_identical": outputs["plain"] == outputs["assisted"],
+    }
+
+
+def print_report(report: dict[str, Any]) -> None:
+    lines = [
+        f"backend {report['backend']} on {report['device']}, drafter: {report['drafter']}, "
+        f"{report['prompts']} prompt(s), {report['tokens']} tokens",
+        f"{'plain':>22}  {report['plain_tok_s']:8.2f} tok/s",
+        f"{'speculative':>22}  {report['spec_tok_s']:8.2f} tok/s",
+        f"{'speedup':>22}  {report['speedup']:8.2f}x",
+        f"{'acceptance (alpha)':>22}  {report['acceptance']:8.3f} ({report['alpha']:.3f})",
+        f"{'mean k':>22}  {report['mean_k']:8.2f}  (adaptive: {report['adaptive']})",
+        f"{'cost ratio c':>22}  {report['cost_ratio']:8.3f}",
+        f"{'theory E/(1+kc)':>22}  {report['theory_speedup']:8.2f}x",
+        f"{'cost-model prediction':>22}  {report['predicted_speedup']:8.2f}x",
+        f"{'time/step d/v/engine':>22}  {1000 * report['t_draft_per_step']:.1f} / "
+        f"{1000 * report['t_verify_per_step']:.1f} / {1000 * report['t_overhead_per_step']:.1f}"
+        f" ms (plain step {1000 * report['t_target_step']:.1f} ms)",
+        f"{'greedy identical':>22}  {report['identical']}",
+    ]
+    if "hf_assisted_speedup" in report:
+        lines.append(f"{'transformers assisted':>22}  {report['hf_assisted_speedup']:8.2f}x "
+                     f"({report['hf_plain_tok_s']:.2f} -> {report['hf_assisted_tok_s']:.2f} "
+                     f"tok/s, identical: {report['hf_identical']})")
+    print("\n".join(lines))
