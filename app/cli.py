@@ -20,6 +20,7 @@ from app.errors import DraftLensError, SettingsError
 from app.loading import ModelSpec, load_pair
 from app.sampling import SamplingParams
 from app.session import DecodeConfig
+from backends.base import BackendError
 
 COMMANDS = ("run", "bench", "models", "trace")
 
@@ -311,7 +312,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "models":
             return cmd_models(args)
         return cmd_trace(args)
-    except DraftLensError as exc:
+    except (DraftLensError, BackendError) as exc:
         if args.debug:
             traceback.print_exc()
         print(f"error: {exc}", file=sys.stderr)

@@ -11,6 +11,8 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
+import jinja2
+import jinja2.sandbox
 import numpy as np
 
 from backends.base import BackendError, VocabInfo
@@ -179,11 +181,26 @@ class LlamaCppModel:
             buf = ctypes.create_string_buffer(n)
             n = self._ll.llama_chat_apply_template(template, messages, 1, True, buf, n)
         if n < 0:
-            raise BackendError(
-                f"llama.cpp does not understand the chat template in {self.name} — "
-                "run without --chat and write the prompt in the model's format"
-            )
+            return self._render_jinja(template.decode("utf-8", errors="replace"), user_text)
         return buf.raw[:n].decode("utf-8", errors="replace")
+
+    def _render_jinja(self, template: str, user_text: str) -> str:
+        """Templates llama.cpp's built-in list does not recognise are rendered with Jinja."""
+        try:
+            env = jinja2.sandbox.ImmutableSandboxedEnvironment(
+                trim_blocks=True, lstrip_blocks=True
+            )
+            return env.from_string(template).render(
+                messages=[{"role": "user", "content": user_text}],
+                add_generation_prompt=True,
+                bos_token=self.token_text(self._ll.llama_vocab_bos(self._vocab)),
+                eos_token=self.token_text(self._ll.llama_vocab_eos(self._vocab)),
+            )
+        except jinja2.TemplateError as exc:
+            raise BackendError(
+                f"cannot apply the chat template in {self.name} ({exc}) — "
+                "run without --chat and write the prompt in the model's format"
+            ) from exc
 
     def vocab(self) -> VocabInfo:
         ll = self._ll
