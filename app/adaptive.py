@@ -46,6 +46,14 @@ class VerifyCostCurve:
         self.points[n] = seconds if old is None else (1 - _EMA) * old + _EMA * seconds
 
 
+@dataclass
+class SourceStats:
+    """What one kind of draft (a draft model, a lookup) has been measured to deliver."""
+
+    accept_at: list[float]
+    draft_cost: float
+
+
 class DraftLengthController:
     """Fixed k, or adaptive k that drops to plain decoding when drafting does not pay."""
 
@@ -59,50 +67,62 @@ class DraftLengthController:
         self.draft_max = draft_max
         self.adaptive = adaptive
         self.curve = curve or VerifyCostCurve()
-        self.draft_cost = draft_cost
-        self.accept_at = [_PRIOR_ACCEPT] * draft_max
+        self.draft_cost_hint = draft_cost
+        self.sources: dict[str, SourceStats] = {}
+        self._source = "model"
         self._plain_streak = 0
         self._probe_gap = _FIRST_PROBE_GAP
-        self.last_choice_reason = ""
 
-    def expected_tokens(self, k: int) -> float:
-        reach = np.cumprod(self.accept_at[:k])
+    def stats(self, source: str) -> SourceStats:
+        if source not in self.sources:
+            cost = 0.0 if source == "ngram" else self.draft_cost_hint
+            self.sources[source] = SourceStats([_PRIOR_ACCEPT] * self.draft_max, cost)
+        return self.sources[source]
+
+    def expected_tokens(self, k: int, source: str = "model") -> float:
+        reach = np.cumprod(self.stats(source).accept_at[:k])
         return 1.0 + float(reach.sum())
 
-    def throughput(self, k: int) -> float:
-        return self.expected_tokens(k) / (k * self.draft_cost + self.curve.cost(k + 1))
+    def throughput(self, k: int, source: str = "model") -> float:
+        cost = k * self.stats(source).draft_cost + self.curve.cost(k + 1)
+        return self.expected_tokens(k, source) / cost
 
-    def best_k(self) -> int:
-        rates = [self.throughput(k) for k in range(self.draft_max + 1)]
+    def best_k(self, source: str = "model") -> int:
+        rates = [self.throughput(k, source) for k in range(self.draft_max + 1)]
         return int(np.argmax(rates))
 
-    def next_k(self, remaining: int) -> int:
+    def next_k(self, remaining: int, source: str = "model") -> int:
+        self._source = source
         limit = max(0, min(self.draft_max, remaining - 1))
         if not self.adaptive:
             return limit
-        k = self.best_k()
-        if k == 0:
-            self._plain_streak += 1
-            if self._plain_streak >= self._probe_gap:
-                self._plain_streak = 0
-                self._probe_gap = min(2 * self._probe_gap, _MAX_PROBE_GAP)
-                k = max(1, int(np.argmax([self.expected_tokens(j) / (j + 1) for j in
-                                          range(1, self.draft_max + 1)])) + 1)
-        else:
+        k = self.best_k(source)
+        if k == 0 and source != "ngram":
+            k = self._maybe_probe(source)
+        elif k > 0:
             self._probe_gap = _FIRST_PROBE_GAP
         return min(k, limit)
 
+    def _maybe_probe(self, source: str) -> int:
+        """Now and then draft anyway, so a wrong acceptance estimate can recover."""
+        self._plain_streak += 1
+        if self._plain_streak < self._probe_gap:
+            return 0
+        self._plain_streak = 0
+        self._probe_gap = min(2 * self._probe_gap, _MAX_PROBE_GAP)
+        return 2
+
     def observe(self, step: StepRecord) -> None:
-        n = len(step.emitted) if step.k == 0 else step.k + 1
+        n = 1 if step.k == 0 else step.k + 1
         self.curve.observe(n, step.t_verify)
         if step.k == 0:
             return
+        stats = self.stats(self._source)
         per_token = step.t_draft / step.k
-        self.draft_cost = per_token if self.draft_cost == 0 else (
-            (1 - _EMA) * self.draft_cost + _EMA * per_token
+        stats.draft_cost = per_token if stats.draft_cost == 0 else (
+            (1 - _EMA) * stats.draft_cost + _EMA * per_token
         )
-        for record in step.tokens:
-            i = record.pos - step.tokens[0].pos
-            if i < len(self.accept_at):
+        for i, record in enumerate(step.tokens):
+            if i < len(stats.accept_at):
                 hit = 1.0 if record.accepted else 0.0
-                self.accept_at[i] = (1 - _EMA) * self.accept_at[i] + _EMA * hit
+                stats.accept_at[i] = (1 - _EMA) * stats.accept_at[i] + _EMA * hit

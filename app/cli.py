@@ -31,7 +31,8 @@ def add_model_flags(parser: argparse.ArgumentParser) -> None:
                    help="target model: a .gguf file or a transformers folder (default: demo pair)")
     g.add_argument("-md", "--draft", "--model-draft", dest="draft", help="draft model")
     g.add_argument("--ngram", action="store_true",
-                   help="draft by n-gram / prompt lookup instead of a draft model")
+                   help="draft by n-gram / prompt lookup; with a draft model, look up first "
+                        "and use the draft model when the context has no match")
     g.add_argument("--backend", choices=("auto", "llamacpp", "torch"), default="auto")
     g.add_argument("--device", default="auto", help="auto, cpu, cuda, mps (torch backend)")
     g.add_argument("-ngl", "--n-gpu-layers", "--gpu-layers", dest="n_gpu_layers", default="auto",

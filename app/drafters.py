@@ -33,6 +33,11 @@ class Drafter(Protocol):
     # seconds one drafted token costs, for the adaptive controller before it has measured
     cost_hint: float
 
+    def source_for(self, context: list[int]) -> str:
+        """Which kind of guess propose() would make now; the controller keeps statistics
+        per source, so k can differ between a free lookup and a costly draft model."""
+        ...
+
     def propose(
         self, context: list[int], k: int, params: SamplingParams, rng: np.random.Generator
     ) -> Draft: ...
@@ -58,6 +63,9 @@ class ModelDrafter:
         self.draft_min = draft_min
         self.cost_hint = 0.0
         self._cached: list[int] = []
+
+    def source_for(self, context: list[int]) -> str:
+        return "model"
 
     def reset(self) -> None:
         self.model.truncate(0)
@@ -113,6 +121,18 @@ class NgramDrafter:
             n: {} for n in range(self.n_min, self.n_max + 1)
         }
 
+    def source_for(self, context: list[int]) -> str:
+        return "ngram"
+
+    def match(self, context: list[int]) -> int | None:
+        """Start of the continuation of the longest recent n-gram match, if any."""
+        self._update(context)
+        for n in range(min(self.n_max, len(context) - 1), self.n_min - 1, -1):
+            start = self._index[n].get(tuple(context[-n:]))
+            if start is not None and start + n < len(context):
+                return start + n
+        return None
+
     def _update(self, context: list[int]) -> None:
         if common_prefix(self._seen, context) < len(self._seen):
             self.reset()
@@ -129,10 +149,32 @@ class NgramDrafter:
     ) -> Draft:
         if k <= 0:
             return EMPTY_DRAFT
-        self._update(context)
-        for n in range(min(self.n_max, len(context) - 1), self.n_min - 1, -1):
-            start = self._index[n].get(tuple(context[-n:]))
-            if start is not None and start + n < len(context):
-                continuation = context[start + n : start + n + k]
-                return Draft(list(continuation), None)
-        return EMPTY_DRAFT
+        start = self.match(context)
+        if start is None:
+            return EMPTY_DRAFT
+        return Draft(list(context[start : start + k]), None)
+
+
+class HybridDrafter:
+    """Prompt lookup when the context repeats itself (free), the draft model otherwise."""
+
+    def __init__(self, model_drafter: ModelDrafter, ngram: NgramDrafter | None = None) -> None:
+        self.model_drafter = model_drafter
+        self.ngram = ngram or NgramDrafter(n_min=2)
+        self.name = f"lookup + {model_drafter.name}"
+        self.cost_hint = model_drafter.cost_hint
+
+    def reset(self) -> None:
+        self.model_drafter.reset()
+        self.ngram.reset()
+
+    def source_for(self, context: list[int]) -> str:
+        return "ngram" if self.ngram.match(context) is not None else "model"
+
+    def propose(
+        self, context: list[int], k: int, params: SamplingParams, rng: np.random.Generator
+    ) -> Draft:
+        draft = self.ngram.propose(context, k, params, rng)
+        if draft.tokens:
+            return draft
+        return self.model_drafter.propose(context, k, params, rng)

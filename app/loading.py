@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from app.catalog import PairCheck, check_pair_files, is_gguf
-from app.drafters import Drafter, ModelDrafter, NgramDrafter
+from app.drafters import Drafter, HybridDrafter, ModelDrafter, NgramDrafter
 from app.errors import DraftLensError, ModelFileError, SettingsError
 from app.model_protocol import LanguageModel
 
@@ -100,8 +100,6 @@ def load_model(path: str, spec: ModelSpec) -> LanguageModel:
 def load_pair(spec: ModelSpec, progress: Progress | None = None) -> LoadedPair:
     """Check the pair, then load target and draft. Incompatible pairs are refused."""
     say = progress or (lambda message: None)
-    if spec.draft and spec.ngram:
-        raise SettingsError("choose either a draft model or n-gram lookup, not both")
     check = None
     warnings: list[str] = []
     if spec.draft:
@@ -123,6 +121,8 @@ def load_pair(spec: ModelSpec, progress: Progress | None = None) -> LoadedPair:
                     "pick a draft from the same model family"
                 )
             drafter = ModelDrafter(draft, p_min=spec.draft_p_min, draft_min=spec.draft_min)
+            if spec.ngram:
+                drafter = HybridDrafter(drafter)
         elif spec.ngram:
             drafter = NgramDrafter()
     except Exception:

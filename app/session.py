@@ -111,7 +111,9 @@ class Session:
     def _step(self, context: list[int], remaining: int, index: int) -> StepRecord:
         t0 = time.perf_counter()
         params = self.config.sampling
-        k = self.controller.next_k(remaining) if self.drafter is not None else 0
+        k = 0
+        if self.drafter is not None:
+            k = self.controller.next_k(remaining, self.drafter.source_for(context))
         draft = self.drafter.propose(context, k, params, self.rng) if k > 0 else EMPTY_DRAFT
         draft_tokens = draft.tokens[: max(0, remaining - 1)]
         t1 = time.perf_counter()

@@ -98,3 +98,15 @@ def _clone_with_eos(model, stop_token):
     clone = _clone(model)
     clone.eos_ids = frozenset({stop_token})
     return clone
+
+
+@pytest.mark.parametrize("adaptive", [False, True])
+def test_hybrid_lookup_and_draft_model_greedy_equals_plain(pair, adaptive):
+    from app.drafters import HybridDrafter
+
+    target, draft = pair
+    prompt = PROMPTS[1]
+    expected = plain(target, 50, prompt)
+    got, steps = generate(target, HybridDrafter(ModelDrafter(draft)), 50, 4, prompt,
+                          adaptive=adaptive)
+    assert got == expected
