@@ -58,12 +58,23 @@ def versions() -> dict[str, str]:
 
     found = {"draftlens": app.__version__, "python": platform.python_version(),
              "numpy": numpy.__version__}
-    for module in ("llama_cpp", "torch", "transformers"):
-        try:
-            found[module] = __import__(module).__version__
-        except ImportError:
-            found[module] = "not installed"
+    for module, distribution in (("llama_cpp", "llama_cpp_python"), ("torch", "torch"),
+                                 ("transformers", "transformers")):
+        found[module] = _installed_version(module, distribution)
     return found
+
+
+def _installed_version(module: str, distribution: str) -> str:
+    """Read from package metadata, so asking for versions does not import torch."""
+    from importlib import metadata
+    from importlib.util import find_spec
+
+    if find_spec(module) is None:
+        return "not installed"
+    try:
+        return metadata.version(distribution)
+    except metadata.PackageNotFoundError:  # a frozen bundle may drop the metadata
+        return str(getattr(__import__(module), "__version__", "unknown"))
 
 
 class TextStream:

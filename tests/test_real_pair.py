@@ -1,0 +1,54 @@
+"""On the real demo pair (Qwen2.5-Coder 1.5B / 0.5B). Marked real_models: the benchmark
+script runs these; CI does not, since they need the 1.6 GB download."""
+
+from __future__ import annotations
+
+import pytest
+
+from app.catalog import check_pair_files
+from app.demo import demo_installed, demo_paths
+from app.drafters import HybridDrafter, ModelDrafter, NgramDrafter
+from app.sampling import SamplingParams
+from app.session import DecodeConfig, Session
+
+pytestmark = [
+    pytest.mark.real_models,
+    pytest.mark.skipif(not demo_installed(), reason="demo pair not installed"),
+]
+
+PROMPT = "def fibonacci(n):\n"
+
+
+@pytest.fixture(scope="module")
+def demo_pair():
+    from backends.llamacpp import LlamaCppModel
+
+    target, draft = (LlamaCppModel(p, n_ctx=1024) for p in demo_paths())
+    yield target, draft
+    target.close()
+    draft.close()
+
+
+def test_demo_pair_is_compatible():
+    check = check_pair_files(*demo_paths())
+    assert check.compatible and not check.warnings
+
+
+def _generate(target, drafter, k=4, n=64):
+    session = Session(target, drafter, DecodeConfig(n_predict=n, draft_max=k,
+                                                    sampling=SamplingParams()))
+    steps = list(session.steps(target.tokenize(PROMPT)))
+    return session.output_ids, steps
+
+
+@pytest.mark.parametrize("make_drafter", [
+    lambda draft: ModelDrafter(draft),
+    lambda draft: NgramDrafter(),
+    lambda draft: HybridDrafter(ModelDrafter(draft)),
+], ids=["draft-model", "ngram", "hybrid"])
+def test_greedy_speculative_equals_plain_on_the_demo_pair(demo_pair, make_drafter):
+    target, draft = demo_pair
+    expected, _ = _generate(target, None)
+    got, steps = _generate(target, make_drafter(draft))
+    assert got == expected
+    assert sum(s.n_accepted for s in steps) > 0
