@@ -52,6 +52,11 @@ class TorchModel:
             raise BackendError(why)
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer, DynamicCache
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()
+        if not os.environ.get("DRAFTLENS_DEBUG"):
+            hf_logging.set_verbosity_error()
 
         self._torch = torch
         self._cache_cls = DynamicCache
