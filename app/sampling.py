@@ -94,10 +94,16 @@ def _nucleus_mask(row: np.ndarray, top_p: float) -> np.ndarray:
     total = row.sum()
     vocab = row.shape[0]
     n = min(_NUCLEUS_PREFETCH, vocab)
-    candidates = np.argpartition(-row, n - 1)[:n] if n < vocab else np.arange(vocab)
+    if n < vocab:
+        # every token tied with the n-th best is a candidate, so ties break by id as in a
+        # full sort
+        nth_best = np.partition(row, vocab - n)[vocab - n]
+        candidates = np.flatnonzero(row >= nth_best)
+    else:
+        candidates = np.arange(vocab)
     order = candidates[np.lexsort((candidates, -row[candidates]))]
     cumulative = np.cumsum(row[order]) / total
-    if cumulative[-1] < top_p and n < vocab:
+    if cumulative[-1] < top_p and len(candidates) < vocab:
         order = np.lexsort((np.arange(vocab), -row))
         cumulative = np.cumsum(row[order]) / total
     # keep tokens until the mass before them already reaches top_p

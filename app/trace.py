@@ -193,6 +193,8 @@ def read_trace(path: str | os.PathLike[str]) -> Trace:
     steps: list[StepRecord] = []
     try:
         lines = Path(path).read_text(encoding="utf-8").splitlines()
+    except UnicodeDecodeError as exc:
+        raise DraftLensError(f"{path} is not a text file — open a .jsonl DraftLens trace") from exc
     except OSError as exc:
         raise DraftLensError(f"cannot read trace {path}: {exc.strerror or exc}") from exc
     for number, line in enumerate(lines, start=1):
@@ -206,16 +208,23 @@ def read_trace(path: str | os.PathLike[str]) -> Trace:
             raise DraftLensError(
                 f"trace {path} line {number} is not JSON — is this a DraftLens trace?"
             ) from exc
+        if not isinstance(data, dict):
+            raise DraftLensError(f"trace {path} line {number} is not a DraftLens record")
         kind = data.get("type")
-        if kind == "header":
-            data.pop("type")
-            data.pop("version", None)
-            header = TraceHeader(**data)
-        elif kind == "step":
-            steps.append(step_from_dict(data))
-        elif kind == "summary":
-            data.pop("type")
-            summary = data
+        try:
+            if kind == "header":
+                data.pop("type")
+                data.pop("version", None)
+                header = TraceHeader(**data)
+            elif kind == "step":
+                steps.append(step_from_dict(data))
+            elif kind == "summary":
+                data.pop("type")
+                summary = data
+        except (KeyError, TypeError, ValueError) as exc:
+            raise DraftLensError(
+                f"trace {path} line {number} is not a valid DraftLens {kind} record ({exc})"
+            ) from exc
     if header is None and not steps:
         raise DraftLensError(f"{path} holds no DraftLens records — open a .jsonl trace file")
     return Trace(header, steps, summary)

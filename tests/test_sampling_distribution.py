@@ -1,0 +1,379 @@
+"""Speculative sampling must emit tokens distributed exactly as the target alone would.
+
+Three levels, all with fixed seeds (so each verdict is deterministic) and a G-test:
+  - verify() on hand-made small-vocabulary distribution pairs, 20,000 draws per case and k:
+    the first emitted token ~ p_1; after a rejection at position 1 the replacement ~
+    norm(max(0, p_1 - q_1)); after an acceptance at position 1 the next token ~ p_2; and the
+    acceptance rate equals sum(min(p, q)).
+  - the same statistics applied to deliberately broken samplers must reject (p < 1e-6), so
+    we know the tests have power.
+  - end to end through Session with the tiny torch models: the first and second generated
+    tokens against the target's exact processed distributions.
+A correct sampler passes when p > 1e-3.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import textwrap
+from dataclasses import dataclass
+
+import numpy as np
+import pytest
+from scipy.stats import binomtest, power_divergence
+
+import app.speculative as speculative
+from app.drafters import ModelDrafter, NgramDrafter
+from app.sampling import SamplingParams, process
+from app.session import DecodeConfig, Session
+
+EXACT_P = 1e-3  # a correct sampler passes every test at this level (fixed seeds)
+BROKEN_P = 1e-6  # a broken sampler must be rejected at least this strongly
+N_DRAWS = 20_000  # verify-level draws per (case, k)
+# draws per broken-sampler run: the expected G-statistic (noncentrality) is then >= 160 for
+# every case and statistic; "close" (total variation 0.06) needs 4x the draws for that
+N_BROKEN = {"close": 40_000}
+N_BROKEN_DEFAULT = 10_000
+SAMPLING = SamplingParams(temperature=1.0)
+
+
+# --- the statistics ----------------------------------------------------------------------
+
+
+def gof_pvalue(samples: np.ndarray, probs: np.ndarray, min_expected: float = 5.0) -> float:
+    """G-test p-value of token samples against a distribution.
+
+    A sample on a token of probability 0 is an outright failure (p-value 0). Cells with an
+    expected count below `min_expected` are pooled so the chi-square approximation holds.
+    """
+    samples = np.asarray(samples, dtype=np.int64)
+    assert samples.size > 0, "no samples to test"
+    probs = np.asarray(probs, dtype=np.float64)
+    probs = probs / probs.sum()
+    counts = np.bincount(samples, minlength=probs.shape[0])
+    support = probs > 0
+    if counts[~support].any():
+        return 0.0
+    observed = counts[support].astype(np.float64)
+    expected = probs[support] * samples.size
+    small = expected < min_expected
+    if small.any():
+        observed = np.append(observed[~small], observed[small].sum())
+        expected = np.append(expected[~small], expected[small].sum())
+    if observed.size < 2:
+        return 1.0
+    return float(power_divergence(observed, expected, lambda_="log-likelihood").pvalue)
+
+
+def normalise(x) -> np.ndarray:
+    x = np.asarray(x, dtype=np.float64)
+    return x / x.sum()
+
+
+def residual(p: np.ndarray, q: np.ndarray) -> np.ndarray:
+    """norm(max(0, p - q)), written out here so a broken engine cannot hide behind it."""
+    return normalise(np.maximum(p - q, 0.0))
+
+
+# --- verify-level simulation -------------------------------------------------------------
+
+_rng = np.random.default_rng(7)
+CASES: dict[str, tuple[np.ndarray, np.ndarray]] = {
+    "q_mass_where_p_zero": (
+        normalise([0.3, 0.25, 0.2, 0.15, 0.1, 0, 0, 0]),
+        normalise([0.1, 0.1, 0.1, 0.1, 0.1, 0.2, 0.2, 0.1]),
+    ),
+    "p_mass_where_q_zero": (
+        normalise([0.1, 0.1, 0.1, 0.2, 0.2, 0.1, 0.1, 0.1]),
+        normalise([0.4, 0.3, 0.2, 0.1, 0, 0, 0, 0]),
+    ),
+    "p_equals_q": (
+        normalise([0.05, 0.1, 0.15, 0.2, 0.25, 0.1, 0.1, 0.05]),
+        normalise([0.05, 0.1, 0.15, 0.2, 0.25, 0.1, 0.1, 0.05]),
+    ),
+    "close": (
+        normalise([0.2, 0.18, 0.16, 0.14, 0.12, 0.1, 0.06, 0.04]),
+        normalise([0.17, 0.2, 0.15, 0.15, 0.1, 0.11, 0.07, 0.05]),
+    ),
+    "very_different": (
+        normalise([0.7, 0.1, 0.05, 0.05, 0.04, 0.03, 0.02, 0.01]),
+        normalise([0.01, 0.02, 0.03, 0.04, 0.05, 0.05, 0.1, 0.7]),
+    ),
+    "random_v10": (_rng.dirichlet(np.full(10, 0.7)), _rng.dirichlet(np.full(10, 0.7))),
+    # an n-gram draft: q is one-hot on the proposed token
+    "one_hot_q": (
+        normalise([0.1, 0.15, 0.3, 0.2, 0.1, 0.05, 0.05, 0.05]),
+        normalise([0, 0, 1, 0, 0, 0, 0, 0]),
+    ),
+}
+WITH_REJECTIONS = [name for name, (p, q) in CASES.items() if not np.allclose(p, q)]
+
+
+@dataclass
+class Runs:
+    p_rows: np.ndarray  # (k+1, V)
+    q_rows: np.ndarray  # (k, V)
+    first: np.ndarray  # first emitted token of each draw
+    rejected: np.ndarray  # whether draft position 1 was rejected
+    second: np.ndarray  # second emitted token, -1 where the step emitted only one
+
+
+def rows_for(case: str, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """Context-free rows: position i uses the case's pair rotated by i."""
+    p, q = CASES[case]
+    p_rows = np.stack([np.roll(p, i) for i in range(k + 1)])
+    q_rows = np.stack([np.roll(q, i) for i in range(k)])
+    return p_rows, q_rows
+
+
+def sample_rows(probs: np.ndarray, n: int, rng: np.random.Generator) -> np.ndarray:
+    """n independent draws from one row, vectorised (inverse CDF)."""
+    cumulative = np.cumsum(probs)
+    index = np.searchsorted(cumulative, rng.random(n) * cumulative[-1], side="right")
+    return np.minimum(index, probs.shape[0] - 1)
+
+
+def simulate(case: str, k: int, n: int, seed: int, verify=None) -> Runs:
+    """n verify steps of k draft tokens, each drawn from its q row."""
+    verify = verify or speculative.verify
+    p_rows, q_rows = rows_for(case, k)
+    rng = np.random.default_rng(seed)
+    drafts = np.stack([sample_rows(q_rows[i], n, rng) for i in range(k)], axis=1).tolist()
+    first = np.empty(n, dtype=np.int64)
+    second = np.full(n, -1, dtype=np.int64)
+    rejected = np.empty(n, dtype=bool)
+    for i, draft in enumerate(drafts):
+        verdict = verify(draft, q_rows, p_rows, SAMPLING, rng, str)
+        first[i] = verdict.emitted[0]
+        rejected[i] = not verdict.records[0].accepted
+        if len(verdict.emitted) > 1:
+            second[i] = verdict.emitted[1]
+    return Runs(p_rows, q_rows, first, rejected, second)
+
+
+@functools.cache
+def correct_runs(case: str, k: int) -> Runs:
+    return simulate(case, k, N_DRAWS, seed=1000 * k + sorted(CASES).index(case))
+
+
+# the statistics each test applies; the broken-sampler tests apply the very same functions
+
+
+def first_token_pvalue(runs: Runs) -> float:
+    return gof_pvalue(runs.first, runs.p_rows[0])
+
+
+def replacement_pvalue(runs: Runs) -> float:
+    replacements = runs.first[runs.rejected]
+    return gof_pvalue(replacements, residual(runs.p_rows[0], runs.q_rows[0]))
+
+
+def after_acceptance_pvalue(runs: Runs) -> float:
+    return gof_pvalue(runs.second[~runs.rejected], runs.p_rows[1])
+
+
+def acceptance_rate_pvalue(runs: Runs) -> float:
+    beta = float(np.minimum(runs.p_rows[0], runs.q_rows[0]).sum())
+    accepted = int((~runs.rejected).sum())
+    if beta >= 1.0:
+        return 1.0 if accepted == runs.rejected.size else 0.0
+    return float(binomtest(accepted, runs.rejected.size, beta).pvalue)
+
+
+@pytest.mark.parametrize("k", [1, 2, 3])
+@pytest.mark.parametrize("case", list(CASES))
+def test_first_emitted_token_follows_target_distribution(case, k):
+    assert first_token_pvalue(correct_runs(case, k)) > EXACT_P
+
+
+@pytest.mark.parametrize("k", [1, 3])
+@pytest.mark.parametrize("case", WITH_REJECTIONS)
+def test_replacement_after_rejection_follows_residual_distribution(case, k):
+    runs = correct_runs(case, k)
+    assert runs.rejected.sum() >= 1000
+    assert replacement_pvalue(runs) > EXACT_P
+
+
+@pytest.mark.parametrize("k", [1, 2, 3])
+@pytest.mark.parametrize("case", list(CASES))
+def test_token_after_an_accepted_first_draft_follows_next_target_row(case, k):
+    runs = correct_runs(case, k)
+    assert (~runs.rejected).sum() >= 1000
+    assert (runs.second[~runs.rejected] >= 0).all()
+    assert after_acceptance_pvalue(runs) > EXACT_P
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_acceptance_rate_is_sum_of_min_p_q(case):
+    assert acceptance_rate_pvalue(correct_runs(case, 2)) > EXACT_P
+
+
+def test_equal_distributions_never_reject():
+    assert not correct_runs("p_equals_q", 3).rejected.any()
+
+
+# --- the tests have power: broken samplers are caught --------------------------------------
+
+
+def resample_from_p(monkeypatch):
+    """Bug: after a rejection, draw from p instead of the residual norm(max(0, p - q))."""
+    monkeypatch.setattr(speculative, "residual_distribution", lambda p, q: p)
+    return speculative.verify
+
+
+def always_accept(monkeypatch):
+    """Bug: accept every draft token (the u < p/q test replaced by True)."""
+    return mutated_verify("record.u * record.q < record.p", "True")
+
+
+def mutated_verify(old: str, new: str):
+    """speculative.verify with one expression of its source replaced."""
+    source = inspect.getsource(speculative.verify)
+    assert old in source, f"the acceptance rule no longer reads {old!r}: update this mutation"
+    namespace = dict(vars(speculative))
+    # compiled here, so it inherits this module's `from __future__ import annotations`
+    code = compile(textwrap.dedent(source.replace(old, new)), speculative.__file__, "exec")
+    exec(code, namespace)  # noqa: S102 - a test-only mutant of the engine's own function
+    return namespace["verify"]
+
+
+@pytest.mark.parametrize("case", WITH_REJECTIONS)
+def test_resampling_from_p_instead_of_residual_is_detected(case, monkeypatch):
+    broken = resample_from_p(monkeypatch)
+    runs = simulate(case, 2, N_BROKEN.get(case, N_BROKEN_DEFAULT), seed=99, verify=broken)
+    assert first_token_pvalue(runs) < BROKEN_P
+    assert replacement_pvalue(runs) < BROKEN_P
+
+
+@pytest.mark.parametrize("case", WITH_REJECTIONS)
+def test_always_accepting_is_detected(case, monkeypatch):
+    broken = always_accept(monkeypatch)
+    runs = simulate(case, 2, N_BROKEN.get(case, N_BROKEN_DEFAULT), seed=98, verify=broken)
+    assert first_token_pvalue(runs) < BROKEN_P
+    assert acceptance_rate_pvalue(runs) < BROKEN_P
+
+
+def test_broken_samplers_agree_with_correct_one_when_p_equals_q(monkeypatch):
+    # sanity check of the mutants: with q == p nothing is ever rejected, so neither bug shows
+    for make in (resample_from_p, always_accept):
+        runs = simulate("p_equals_q", 2, 5000, seed=97, verify=make(monkeypatch))
+        assert first_token_pvalue(runs) > EXACT_P
+
+
+# --- end to end through Session with the tiny torch models -------------------------------
+
+PROMPT = "def add(a, b):\n    return"
+NGRAM_PROMPT = "the cat sat on the mat. the cat"  # ends in a repeat, so lookup finds a draft
+N_SESSION = 1500  # Session runs per configuration (k = 3 on the first step)
+SESSION_CONFIGS = {
+    "t1.0": SamplingParams(temperature=1.0),
+    "t0.7": SamplingParams(temperature=0.7),
+    "t1.0-top_k5": SamplingParams(temperature=1.0, top_k=5),
+    "t0.7-top_p0.8": SamplingParams(temperature=0.7, top_p=0.8),
+}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _one_torch_thread():
+    """The tiny models run thousands of one-token passes: one thread is several times faster
+    than several (no thread wake-ups per op), and far faster on a busy machine."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+@dataclass
+class Exact:
+    first: np.ndarray  # target's processed distribution of the first generated token
+    second: np.ndarray  # marginal of the second: sum_x p(x) p(. | prompt + x)
+
+
+def exact_distributions(target, prompt_ids: list[int], params: SamplingParams) -> Exact:
+    target.truncate(0)
+    first = process(target.extend(prompt_ids, 1)[0], params)
+    second = np.zeros_like(first)
+    for token in np.flatnonzero(first):
+        second += first[token] * process(target.extend([int(token)], 1)[0], params)
+        target.truncate(len(prompt_ids))
+    target.truncate(0)
+    return Exact(first, second)
+
+
+def first_two_tokens(target, drafter, prompt_ids, params, n, seed0):
+    """The first two generated tokens of n independent sessions (seeds seed0, seed0+1, ...)."""
+    out = np.empty((n, 2), dtype=np.int64)
+    for i in range(n):
+        config = DecodeConfig(
+            n_predict=4, draft_max=3, stop_at_eos=False,
+            sampling=SamplingParams(
+                temperature=params.temperature, top_k=params.top_k, top_p=params.top_p,
+                seed=seed0 + i,
+            ),
+        )
+        session = Session(target, drafter, config)
+        for _ in session.steps(prompt_ids):
+            if len(session.output_ids) >= 2:
+                break
+        out[i] = session.output_ids[:2]
+    return out
+
+
+@pytest.fixture(scope="module")
+def session_runs(hf_pair):
+    """Per configuration: exact distributions and N_SESSION sampled runs, computed on demand."""
+    target, draft = hf_pair
+    cache: dict[str, tuple[Exact, np.ndarray]] = {}
+
+    def get(name: str, drafter_kind: str = "model"):
+        key = f"{name}/{drafter_kind}"
+        if key not in cache:
+            params = SESSION_CONFIGS[name]
+            if drafter_kind == "model":
+                drafter, prompt_ids = ModelDrafter(draft), target.tokenize(PROMPT)
+            else:
+                drafter, prompt_ids = NgramDrafter(), target.tokenize(NGRAM_PROMPT)
+            exact = exact_distributions(target, prompt_ids, params)
+            tokens = first_two_tokens(target, drafter, prompt_ids, params, N_SESSION, 10_000)
+            cache[key] = (exact, tokens)
+        return cache[key]
+
+    return get
+
+
+@pytest.mark.parametrize("name", list(SESSION_CONFIGS))
+def test_session_first_token_matches_target_distribution(session_runs, name):
+    exact, tokens = session_runs(name)
+    assert set(tokens[:, 0].tolist()) <= set(np.flatnonzero(exact.first).tolist())
+    assert gof_pvalue(tokens[:, 0], exact.first) > EXACT_P
+
+
+@pytest.mark.parametrize("name", list(SESSION_CONFIGS))
+def test_session_second_token_matches_target_marginal(session_runs, name):
+    exact, tokens = session_runs(name)
+    assert set(tokens[:, 1].tolist()) <= set(np.flatnonzero(exact.second).tolist())
+    assert gof_pvalue(tokens[:, 1], exact.second) > EXACT_P
+
+
+def test_session_with_ngram_drafter_matches_target_distribution(hf_pair, session_runs):
+    target, _ = hf_pair
+    config = DecodeConfig(n_predict=4, draft_max=3, sampling=SamplingParams(1.0, seed=1))
+    first_step = next(Session(target, NgramDrafter(), config).steps(target.tokenize(NGRAM_PROMPT)))
+    assert first_step.k > 0 and first_step.tokens[0].q == 1.0  # a one-hot draft is judged
+    exact, tokens = session_runs("t1.0", "ngram")
+    assert gof_pvalue(tokens[:, 0], exact.first) > EXACT_P
+    assert gof_pvalue(tokens[:, 1], exact.second) > EXACT_P
+
+
+def test_session_level_test_detects_resampling_from_p(hf_pair, monkeypatch):
+    target, draft = hf_pair
+    prompt_ids = target.tokenize(PROMPT)
+    # top-k 5 makes the tiny draft's and target's supports differ: expected G about 170
+    params = SESSION_CONFIGS["t1.0-top_k5"]
+    exact = exact_distributions(target, prompt_ids, params)
+    resample_from_p(monkeypatch)
+    tokens = first_two_tokens(target, ModelDrafter(draft), prompt_ids, params, 800, 50_000)
+    assert gof_pvalue(tokens[:, 0], exact.first) < BROKEN_P
