@@ -46,6 +46,28 @@ def _silence_logs() -> None:
     llama_cpp.llama_log_set(_quiet_logger, ctypes.c_void_p(0))
 
 
+def _make_cpu_batch_invariant(model_params) -> list[str]:  # noqa: ANN001
+    """Make a CPU verify pass over k+1 tokens give bit-identical logits to k+1 single steps.
+
+    llama.cpp's CPU backend picks kernels by batch size: repacked weights (gemv for one row,
+    gemm for several), a tiled K-quant matmul from 8 rows, llamafile's sgemm, and a flash
+    attention that splits the cache across threads for one query once it holds 512 cells.
+    Each sums in another order, so a verify pass and plain decoding disagree in the last
+    bits and greedy output can flip at a near-tie. Without them every logit is the same dot
+    products in the same order whatever the batch. Returns what could not be switched off.
+    """
+    import llama_cpp
+
+    model_params.use_extra_bufts = False
+    os.environ["GGML_CPU_TILED_MM"] = "0"  # read once per process, at the first matmul
+    info = llama_cpp.llama_print_system_info().decode(errors="replace")
+    if "LLAMAFILE = 1" in info:
+        return ["this llama-cpp-python was built with llamafile's sgemm (GGML_LLAMAFILE=ON): "
+                "verify passes may differ from plain decoding in the last bits; rebuild with "
+                "packaging/setup.sh for exact greedy equality"]
+    return []
+
+
 class LlamaCppModel:
     backend = "llamacpp"
 
@@ -81,12 +103,10 @@ class LlamaCppModel:
 
         model_params = llama_cpp.llama_model_default_params()
         model_params.n_gpu_layers = layers
-        # The CPU's repacked weight layouts score one token (gemv) and several (gemm) with
-        # different kernels, so a verify pass and plain decoding disagree in the last bits
-        # and greedy output can flip at near-ties. Without them, logits do not depend on
-        # how many tokens share a batch.
         self.batch_invariant = batch_invariant
-        model_params.use_extra_bufts = not batch_invariant
+        self.caveats: list[str] = []
+        if batch_invariant:
+            self.caveats = _make_cpu_batch_invariant(model_params)
         self._model = llama_cpp.llama_model_load_from_file(self.path.encode(), model_params)
         if not self._model:
             raise BackendError(
@@ -107,6 +127,8 @@ class LlamaCppModel:
         ctx_params.n_threads = threads
         ctx_params.n_threads_batch = threads
         ctx_params.no_perf = True
+        if batch_invariant:
+            ctx_params.flash_attn_type = llama_cpp.LLAMA_FLASH_ATTN_TYPE_DISABLED
         self._ctx = llama_cpp.llama_init_from_model(self._model, ctx_params)
         if not self._ctx:
             llama_cpp.llama_model_free(self._model)

@@ -42,23 +42,31 @@ fi
 
 # --- llama-cpp-python: compiled from source with explicit, portable CPU flags ----------------
 # The default GGML_NATIVE build crashed in the first decode on CPUs that advertise AMX, so the
-# instruction sets are named explicitly from what this CPU reports.
-if ! $VENV/bin/python -c "import llama_cpp" 2>/dev/null; then
-  if [ -z "${CMAKE_ARGS:-}" ]; then
-    if command -v nvidia-smi >/dev/null 2>&1; then
-      CMAKE_ARGS="-DGGML_CUDA=ON -DGGML_NATIVE=OFF"
-    elif [ "$(uname)" = "Darwin" ]; then
-      CMAKE_ARGS="-DGGML_METAL=ON"
-    else
-      CMAKE_ARGS="-DGGML_NATIVE=OFF"
-      for flag in avx2 fma f16c; do
-        has_cpu_flag "$flag" && CMAKE_ARGS="$CMAKE_ARGS -DGGML_${flag^^}=ON"
-      done
-      has_cpu_flag avx512f && CMAKE_ARGS="$CMAKE_ARGS -DGGML_AVX512=ON"
-    fi
+# instruction sets are named explicitly from what this CPU reports. GGML_LLAMAFILE=OFF keeps
+# batched and single-token logits bit-identical (exact greedy equality with plain decoding).
+# The flags used are recorded next to the venv; different flags mean a rebuild.
+if [ -z "${CMAKE_ARGS:-}" ]; then
+  if command -v nvidia-smi >/dev/null 2>&1; then
+    CMAKE_ARGS="-DGGML_CUDA=ON -DGGML_NATIVE=OFF"
+  elif [ "$(uname)" = "Darwin" ]; then
+    CMAKE_ARGS="-DGGML_METAL=ON"
+  else
+    CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_LLAMAFILE=OFF"
+    for flag in avx2 fma f16c; do
+      if has_cpu_flag "$flag"; then CMAKE_ARGS="$CMAKE_ARGS -DGGML_${flag^^}=ON"; fi
+    done
+    if has_cpu_flag avx512f; then CMAKE_ARGS="$CMAKE_ARGS -DGGML_AVX512=ON"; fi
   fi
+fi
+LLAMA_STAMP="$VENV/.llama-cpp-cmake-args"
+if ! $VENV/bin/python -c "import llama_cpp" 2>/dev/null \
+   || [ "$(cat "$LLAMA_STAMP" 2>/dev/null)" != "$CMAKE_ARGS" ]; then
   echo "Building llama-cpp-python with CMAKE_ARGS=\"$CMAKE_ARGS\" (a few minutes on first install)"
-  CMAKE_ARGS="$CMAKE_ARGS" $PIP install "llama-cpp-python==0.3.36"
+  # --no-cache-dir: a wheel cached from a build with other flags must not be reused
+  $PIP install --quiet numpy typing-extensions diskcache jinja2
+  CMAKE_ARGS="$CMAKE_ARGS" $PIP install --no-cache-dir --force-reinstall --no-deps \
+    "llama-cpp-python==0.3.36"
+  echo "$CMAKE_ARGS" > "$LLAMA_STAMP"
 fi
 
 if [ "$DEV" = 1 ]; then

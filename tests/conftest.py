@@ -16,6 +16,20 @@ def _isolated_home(tmp_path_factory, monkeypatch):
     monkeypatch.setenv("DRAFTLENS_HOME", str(tmp_path_factory.mktemp("home")))
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _one_torch_thread():
+    """Tiny models run faster on one thread than fighting over two shared cores."""
+    try:
+        import torch
+    except ImportError:
+        yield
+        return
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
 @pytest.fixture(scope="session")
 def hf_dirs(tmp_path_factory):
     from tests.tiny_hf import write_tiny_hf
