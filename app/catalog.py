@@ -129,7 +129,23 @@ def known_pairs() -> list[KnownPair]:
         for file in sorted(folder.rglob("*.gguf")):
             if file not in (target, draft):
                 pairs.append(KnownPair(f"file: {file.name}", file, None, True))
+    for snapshot in hf_cache_models():
+        pairs.append(KnownPair(f"transformers: {snapshot.parent.parent.name[8:]}", snapshot,
+                               None, True))
     return pairs
+
+
+def hf_cache_models() -> list[Path]:
+    """Model snapshots in the Hugging Face cache that hold a config and safetensors."""
+    root = Path(os.environ.get("HF_HUB_CACHE") or
+                Path(os.environ.get("HF_HOME", Path.home() / ".cache" / "huggingface")) / "hub")
+    if not root.is_dir():
+        return []
+    found = []
+    for snapshot in sorted(root.glob("models--*/snapshots/*")):
+        if (snapshot / "config.json").exists() and any(snapshot.glob("*.safetensors")):
+            found.append(snapshot)
+    return found
 
 
 def model_folders() -> list[Path]:
