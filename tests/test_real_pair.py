@@ -17,20 +17,22 @@ pytestmark = [
 ]
 
 PROMPT = "def fibonacci(n):\n"
+# resolved at import, before the per-test fixture points DRAFTLENS_HOME at a temp folder
+DEMO_PATHS = demo_paths()
 
 
 @pytest.fixture(scope="module")
 def demo_pair():
     from backends.llamacpp import LlamaCppModel
 
-    target, draft = (LlamaCppModel(p, n_ctx=1024) for p in demo_paths())
+    target, draft = (LlamaCppModel(p, n_ctx=1024) for p in DEMO_PATHS)
     yield target, draft
     target.close()
     draft.close()
 
 
 def test_demo_pair_is_compatible():
-    check = check_pair_files(*demo_paths())
+    check = check_pair_files(*DEMO_PATHS)
     assert check.compatible and not check.warnings
 
 

@@ -1,0 +1,139 @@
+"""The desktop app's remembered choices: window layout, theme, last decode settings, recent pairs.
+
+Plain data, no Qt: the UI turns its geometry and splitter states into strings before they land
+here. The file is JSON in the config folder (app.paths), written atomically (a temp file in the
+same folder, then os.replace), so a crash mid-write never leaves a half-written file. A missing
+or unreadable file gives the defaults; unknown keys are ignored, so older and newer versions of
+the app can share one file.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from app.paths import config_dir
+
+SETTINGS_FILE = "settings.json"
+MAX_RECENT = 10
+THEMES = ("system", "light", "dark")
+
+
+@dataclass
+class RecentPair:
+    """One model pair the user ran; `draft` is empty for n-gram lookup or plain decoding."""
+
+    target: str
+    draft: str = ""
+    ngram: bool = False
+    backend: str = "auto"
+    device: str = "auto"
+    n_gpu_layers: int = -1  # -1: automatic
+
+    @property
+    def label(self) -> str:
+        target = Path(self.target).name
+        if self.ngram:
+            return f"{target} + n-gram lookup"
+        return f"{target} + {Path(self.draft).name}" if self.draft else target
+
+
+@dataclass
+class DecodeChoices:
+    """The decode panel's values, as the user left them."""
+
+    prompt: str = "def fibonacci(n):\n"
+    chat: bool = False
+    draft_max: int = 8
+    draft_min: int = 0
+    adaptive: bool = False
+    p_min: float = 0.0
+    temperature: float = 0.0
+    top_k: int = 0
+    top_p: float = 1.0
+    seed: int = -1  # -1: no fixed seed
+    max_new_tokens: int = 128
+    compare: bool = False
+
+
+@dataclass
+class Settings:
+    theme: str = "system"
+    show_rejected: bool = True
+    window_geometry: str = ""  # base64 of QWidget.saveGeometry()
+    splitters: dict[str, str] = field(default_factory=dict)  # name -> base64 of saveState()
+    decode: DecodeChoices = field(default_factory=DecodeChoices)
+    recent_pairs: list[RecentPair] = field(default_factory=list)
+    last_trace_dir: str = ""
+
+    def remember_pair(self, pair: RecentPair) -> None:
+        """Put `pair` first in the recent list (once), keeping at most MAX_RECENT."""
+        key = (pair.target, pair.draft, pair.ngram)
+        rest = [p for p in self.recent_pairs if (p.target, p.draft, p.ngram) != key]
+        self.recent_pairs = [pair, *rest][:MAX_RECENT]
+
+
+def settings_path() -> Path:
+    return config_dir() / SETTINGS_FILE
+
+
+def load_settings(path: str | os.PathLike[str] | None = None) -> Settings:
+    """The saved settings, or the defaults when the file is missing or unreadable."""
+    file = Path(path) if path is not None else settings_path()
+    try:
+        data = json.loads(file.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return Settings()
+    if not isinstance(data, dict):
+        return Settings()
+    return _settings_from_dict(data)
+
+
+def save_settings(settings: Settings, path: str | os.PathLike[str] | None = None) -> Path:
+    """Write the settings atomically; returns the file written."""
+    file = Path(path) if path is not None else settings_path()
+    file.parent.mkdir(parents=True, exist_ok=True)
+    text = json.dumps(asdict(settings), indent=2, ensure_ascii=False)
+    fd, tmp = tempfile.mkstemp(prefix=".settings-", suffix=".tmp", dir=file.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            out.write(text)
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(tmp, file)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return file
+
+
+def _known(cls: type, data: Any) -> dict[str, Any]:
+    """The entries of `data` that are fields of dataclass `cls` (ignores unknown keys)."""
+    if not isinstance(data, dict):
+        return {}
+    names = {f.name for f in fields(cls)}
+    return {k: v for k, v in data.items() if k in names}
+
+
+def _settings_from_dict(data: dict[str, Any]) -> Settings:
+    values = _known(Settings, data)
+    defaults = Settings()
+    try:
+        values["decode"] = DecodeChoices(**_known(DecodeChoices, data.get("decode")))
+    except TypeError:
+        values["decode"] = DecodeChoices()
+    pairs = []
+    for item in data.get("recent_pairs") or []:
+        entry = _known(RecentPair, item)
+        if isinstance(entry.get("target"), str):
+            pairs.append(RecentPair(**entry))
+    values["recent_pairs"] = pairs[:MAX_RECENT]
+    if not isinstance(values.get("splitters"), dict):
+        values["splitters"] = {}
+    if values.get("theme") not in THEMES:
+        values["theme"] = defaults.theme
+    return Settings(**values)

@@ -1,0 +1,123 @@
+"""Screenshots of the real app on the demo pair, for the README and a look before release.
+
+    xvfb-run -s "-screen 0 1600x1000x24" .venv/bin/python packaging/screenshot.py \
+        --out assets/screenshot.png
+
+Starts the window (not offscreen), loads the demo pair, runs a code prompt in compare mode with
+greedy decoding, selects a verify step with a rejection, and writes PNGs of the window
+(`--out`), plus `<out>-charts.png`, `<out>-inspector.png` and, with --dark, a dark-theme shot.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+if TYPE_CHECKING:
+    from ui.main_window import MainWindow
+
+PROMPT = (
+    "from dataclasses import dataclass\n\n\n@dataclass\nclass Point:\n    x: float\n"
+    "    y: float\n\n    def distance_to(self, other: \"Point\") -> float:\n"
+)
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", default=str(ROOT / "assets" / "screenshot.png"))
+    parser.add_argument("--tokens", type=int, default=160)
+    parser.add_argument("--draft-max", type=int, default=6)
+    parser.add_argument("--theme", default="light", choices=("light", "dark", "system"))
+    parser.add_argument("--dark", action="store_true", help="also write <out>-dark.png")
+    parser.add_argument("--width", type=int, default=1600)
+    parser.add_argument("--height", type=int, default=1000)
+    return parser.parse_args(argv)
+
+
+def pick_rejection_step(window: MainWindow) -> int:
+    """A step with a rejection, preferring one whose table has several rows and is mid-text."""
+    steps = window.run.steps
+    candidates = [s.index for s in steps if any(not t.accepted for t in s.tokens)]
+    if not candidates:
+        return len(steps) // 2
+    rich = [i for i in candidates if steps[i].n_accepted >= 2 and i > 3]
+    pool = rich or candidates
+    return pool[len(pool) // 2]
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    from app.demo import demo_installed
+    from app.settings import Settings
+    from ui.app import make_application, wait_until
+    from ui.main_window import MainWindow, demo_pair
+
+    if not demo_installed():
+        print("the demo pair is not installed — run the app once and download it, or "
+              "`draftlens models --fetch-demo`", file=sys.stderr)
+        return 1
+    make_application()
+    errors: list[str] = []
+    with tempfile.TemporaryDirectory(prefix="draftlens-shot-") as tmp:
+        window = MainWindow(Settings(), save_path=Path(tmp) / "settings.json")
+        window.dialogs = False
+        window.trace_folder = Path(tmp) / "traces"
+        window.error_shown.connect(errors.append)
+        window.set_theme(args.theme)
+        window.show_workspace()
+        window.picker.set_pair(demo_pair())
+        panel = window.decode
+        panel.prompt.setPlainText(PROMPT)
+        panel.chat.setChecked(False)
+        panel.max_new.setValue(args.tokens)
+        panel.draft_max.setValue(args.draft_max)
+        panel.temperature.setValue(0.0)
+        panel.compare.setChecked(True)
+        window.resize(args.width, args.height)
+        window.move(0, 0)
+        window.show()
+        try:
+            if not wait_until(lambda: not window.picker.checking, 120):
+                raise RuntimeError("the pair check did not finish")
+            window.start_run()
+            if not wait_until(lambda: not window.running, 900):
+                raise RuntimeError("the run did not finish in 15 minutes")
+            if errors:
+                raise RuntimeError(errors[0])
+            step = pick_rejection_step(window)
+            window.select_step(step)
+            wait_until(lambda: False, 0.5)
+            out = Path(args.out)
+            out.parent.mkdir(parents=True, exist_ok=True)
+            shots = {out: window, out.with_name(out.stem + "-charts.png"): window.charts,
+                     out.with_name(out.stem + "-inspector.png"): window.inspector}
+            for path, widget in shots.items():
+                if not widget.grab().save(str(path)):
+                    raise RuntimeError(f"cannot write {path}")
+                print(f"wrote {path}")
+            if args.dark:
+                window.set_theme("dark")
+                window.flush()
+                window.select_step(step)
+                wait_until(lambda: False, 0.5)
+                dark = out.with_name(out.stem + "-dark.png")
+                window.grab().save(str(dark))
+                print(f"wrote {dark}")
+            print("step shown:", step + 1, "·", window.status_label.text())
+            print(window.compare_label.text())
+            return 0
+        except Exception as exc:  # noqa: BLE001 - reported as the exit status
+            print(f"screenshot failed: {exc}", file=sys.stderr)
+            return 1
+        finally:
+            window.close()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,169 @@
+"""The prompt and the decode settings, with the Run / Stop / Step buttons.
+
+The values map one to one onto app.session.DecodeConfig (and app.settings.DecodeChoices,
+which remembers them); nothing here exists that the engine does not take.
+"""
+
+from __future__ import annotations
+
+from PySide6.QtGui import QAction
+from PySide6.QtWidgets import (
+    QCheckBox,
+    QDoubleSpinBox,
+    QGridLayout,
+    QGroupBox,
+    QHBoxLayout,
+    QLabel,
+    QPlainTextEdit,
+    QSpinBox,
+    QToolButton,
+    QVBoxLayout,
+    QWidget,
+)
+
+from app.sampling import SamplingParams
+from app.session import MAX_DRAFT, DecodeConfig
+from app.settings import DecodeChoices
+
+
+def _spin(low: int, high: int, value: int, tip: str, special: str = "") -> QSpinBox:
+    box = QSpinBox()
+    box.setRange(low, high)
+    box.setValue(value)
+    box.setToolTip(tip)
+    if special:
+        box.setSpecialValueText(special)
+    return box
+
+
+def _dspin(low: float, high: float, value: float, step: float, decimals: int, tip: str,
+           special: str = "") -> QDoubleSpinBox:  # fmt: skip
+    box = QDoubleSpinBox()
+    box.setRange(low, high)
+    box.setDecimals(decimals)
+    box.setSingleStep(step)
+    box.setValue(value)
+    box.setToolTip(tip)
+    if special:
+        box.setSpecialValueText(special)
+    return box
+
+
+class DecodePanel(QGroupBox):
+    def __init__(self, run: QAction, stop: QAction, step: QAction,
+                 parent: QWidget | None = None) -> None:  # fmt: skip
+        super().__init__("Prompt and decoding", parent)
+        self.prompt = QPlainTextEdit()
+        self.prompt.setPlaceholderText("Text to continue from (or a question in chat mode)")
+        self.prompt.setMinimumHeight(70)
+        self.chat = QCheckBox("chat mode (apply the target's chat template)")
+        self.draft_max = _spin(1, MAX_DRAFT, 8, "k: tokens the draft proposes per verify pass")
+        self.draft_min = _spin(0, MAX_DRAFT, 0, "fewest draft tokens worth a verify pass")
+        self.adaptive = QCheckBox("adaptive k")
+        self.adaptive.setToolTip("choose k per step from measured acceptance and costs; "
+                                 "falls back to plain decoding when drafting does not pay")
+        self.p_min = _dspin(0.0, 0.99, 0.0, 0.05, 2,
+                            "stop drafting when the draft's own probability drops below this",
+                            special="off")
+        self.temperature = _dspin(0.0, 5.0, 0.0, 0.1, 2, "0 = greedy", special="0 (greedy)")
+        self.top_k = _spin(0, 100000, 0, "keep the k most likely tokens (0 = off)", "off")
+        self.top_p = _dspin(0.01, 1.0, 1.0, 0.05, 2, "nucleus: keep tokens up to this mass")
+        self.seed = _spin(-1, 2**31 - 1, -1, "random seed for sampling", "random")
+        self.max_new = _spin(1, 100000, 128, "stop after this many new tokens")
+        self.compare = QCheckBox("compare with plain decoding")
+        self.compare.setToolTip("after the run, decode the same prompt with the target alone "
+                                "and report the speedup and whether the texts are identical")
+        self.draft_max.valueChanged.connect(lambda v: self.draft_min.setMaximum(v))
+        self.draft_min.setMaximum(self.draft_max.value())
+
+        grid = QGridLayout()
+        grid.setColumnStretch(1, 1)
+        grid.setColumnStretch(3, 1)
+        rows = (
+            ("draft max k", self.draft_max, "min", self.draft_min),
+            (None, self.adaptive, "p-min", self.p_min),
+            ("temperature", self.temperature, "seed", self.seed),
+            ("top-k", self.top_k, "top-p", self.top_p),
+            ("max new", self.max_new, None, None),
+        )
+        for row, (label_a, a, label_b, b) in enumerate(rows):
+            if label_a is None:
+                grid.addWidget(a, row, 0, 1, 2)
+            else:
+                grid.addWidget(QLabel(label_a), row, 0)
+                grid.addWidget(a, row, 1)
+            if label_b is not None:
+                grid.addWidget(QLabel(label_b), row, 2)
+                grid.addWidget(b, row, 3)
+        self.max_new.setToolTip("max new tokens: stop after this many")
+        grid.addWidget(self.compare, len(rows), 0, 1, 4)
+
+        buttons = QHBoxLayout()
+        self.run_button, self.stop_button, self.step_button = (
+            self._button(action) for action in (run, stop, step)
+        )
+        for button in (self.run_button, self.stop_button, self.step_button):
+            buttons.addWidget(button)
+        buttons.addStretch(1)
+
+        layout = QVBoxLayout(self)
+        layout.addWidget(self.prompt, 1)
+        layout.addWidget(self.chat)
+        layout.addLayout(grid)
+        layout.addLayout(buttons)
+
+    @staticmethod
+    def _button(action: QAction) -> QToolButton:
+        button = QToolButton()
+        button.setDefaultAction(action)
+        button.setToolButtonStyle(button.toolButtonStyle().ToolButtonTextOnly)
+        button.setMinimumWidth(72)
+        return button
+
+    # --- values -------------------------------------------------------------------------
+    def config(self) -> DecodeConfig:
+        """The settings as the engine takes them (validated by the engine when a run starts)."""
+        seed = self.seed.value()
+        return DecodeConfig(
+            n_predict=self.max_new.value(),
+            draft_max=self.draft_max.value(),
+            draft_min=self.draft_min.value(),
+            draft_p_min=self.p_min.value(),
+            adaptive=self.adaptive.isChecked(),
+            sampling=SamplingParams(
+                temperature=self.temperature.value(),
+                top_k=self.top_k.value(),
+                top_p=self.top_p.value(),
+                seed=None if seed < 0 else seed,
+            ),
+        )
+
+    def choices(self) -> DecodeChoices:
+        return DecodeChoices(
+            prompt=self.prompt.toPlainText(),
+            chat=self.chat.isChecked(),
+            draft_max=self.draft_max.value(),
+            draft_min=self.draft_min.value(),
+            adaptive=self.adaptive.isChecked(),
+            p_min=self.p_min.value(),
+            temperature=self.temperature.value(),
+            top_k=self.top_k.value(),
+            top_p=self.top_p.value(),
+            seed=self.seed.value(),
+            max_new_tokens=self.max_new.value(),
+            compare=self.compare.isChecked(),
+        )
+
+    def set_choices(self, c: DecodeChoices) -> None:
+        self.prompt.setPlainText(c.prompt)
+        self.chat.setChecked(c.chat)
+        self.draft_max.setValue(c.draft_max)
+        self.draft_min.setValue(c.draft_min)
+        self.adaptive.setChecked(c.adaptive)
+        self.p_min.setValue(c.p_min)
+        self.temperature.setValue(c.temperature)
+        self.top_k.setValue(c.top_k)
+        self.top_p.setValue(c.top_p)
+        self.seed.setValue(c.seed)
+        self.max_new.setValue(c.max_new_tokens)
+        self.compare.setChecked(c.compare)

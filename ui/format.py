@@ -1,0 +1,85 @@
+"""How numbers and token texts are written in the UI (one place, so tests can compare)."""
+
+from __future__ import annotations
+
+import math
+
+from app.trace import StepRecord, TokenRecord
+
+_VISIBLE = str.maketrans({" ": "␣", "\n": "↵", "\t": "⇥", "\r": "␍"})
+
+
+def prob(value: float | None) -> str:
+    """A probability: 4 decimals, or scientific notation when it would read as 0."""
+    if value is None:
+        return "—"
+    if math.isinf(value):
+        return "∞"
+    if value != 0.0 and abs(value) < 1e-3:
+        return f"{value:.2e}"
+    return f"{value:.4f}"
+
+
+def token(text: str | None) -> str:
+    """A token's text with its whitespace made visible (a leading space matters)."""
+    if text is None:
+        return "—"
+    return text.translate(_VISIBLE) if text else "∅"
+
+
+def decision(record: TokenRecord) -> str:
+    return "accepted" if record.accepted else "rejected"
+
+
+def seconds_ms(value: float) -> str:
+    return f"{value * 1000:.1f} ms"
+
+
+def step_summary(step: StepRecord, total: int | None = None) -> str:
+    """One line about a verify step, for the inspector's header."""
+    of = f" / {total}" if total else ""
+    if step.k == 0:
+        head = f"Step {step.index + 1}{of} · plain (no draft)"
+    else:
+        head = f"Step {step.index + 1}{of} · k = {step.k} · accepted {step.n_accepted}"
+    return (
+        f"{head} · +{len(step.emitted)} token{'s' if len(step.emitted) != 1 else ''} · "
+        f"draft {seconds_ms(step.t_draft)} · verify {seconds_ms(step.t_verify)} · "
+        f"overhead {seconds_ms(step.t_overhead)}"
+    )
+
+
+def token_tooltip(record: TokenRecord | None, origin: str, step: StepRecord) -> str:
+    """What hovering a token shows: its p, q, p/q, u and the decision on it."""
+    if record is None:
+        lines = [f"<b>{origin}</b> token of step {step.index + 1}"]
+        if origin == "bonus":
+            lines.append("every draft token passed; the target adds one more from p")
+        elif origin == "plain":
+            lines.append("plain target decoding (no draft this step)")
+        return "<br>".join(lines)
+    if origin == "replacement":
+        first = (f"<b>{_html(token(record.replacement_text))}</b> · the target's replacement "
+                 f"for the rejected draft token <b>{_html(token(record.text))}</b>")
+    else:
+        heading = "rejected draft token" if origin == "rejected draft" else "accepted draft token"
+        first = f"<b>{_html(token(record.text))}</b> · {heading}"
+    lines = [first,
+             f"step {step.index + 1}, draft position {record.pos - step.tokens[0].pos + 1}"]
+    lines.append(f"q (draft) = {prob(record.q)}")
+    lines.append(f"p (target) = {prob(record.p)}")
+    lines.append(f"p/q = {prob(record.ratio)} → min(1, p/q) = {prob(record.acceptance_chance)}")
+    lines.append(f"u = {prob(record.u)}" if record.u is not None else "u: none (greedy)")
+    if record.accepted:
+        lines.append("decision: <b>accepted</b>")
+    else:
+        lines.append(
+            f"decision: <b>rejected</b> → target wrote "
+            f"<b>{_html(token(record.replacement_text))}</b>"
+            + (" (from the residual max(0, p−q))" if record.residual_used else "")
+        )
+    return "<br>".join(lines)
+
+
+def _html(text: str) -> str:
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")

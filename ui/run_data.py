@@ -1,0 +1,95 @@
+"""What the window keeps of one run: the step records, the engine's RunStats over them, and
+numpy columns of per-step values for the charts (appended in O(1), read as array views).
+
+No Qt here. Every figure comes from a record field or from app.metrics; the charts only
+smooth or stack these values for display.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from app.metrics import RunStats
+from app.trace import StepRecord, TraceHeader
+
+KIND_SPECULATIVE = "speculative"
+KIND_PLAIN = "plain"
+
+COLUMNS = ("t_draft", "t_verify", "t_overhead", "t_total", "emitted", "k", "accepted", "judged")
+
+
+class StepColumns:
+    """Growable float64 columns, one row per step."""
+
+    def __init__(self, capacity: int = 256) -> None:
+        self._data = np.zeros((len(COLUMNS), capacity))
+        self.n = 0
+
+    def append(self, step: StepRecord) -> None:
+        if self.n == self._data.shape[1]:
+            grown = np.zeros((len(COLUMNS), 2 * self.n))
+            grown[:, : self.n] = self._data
+            self._data = grown
+        self._data[:, self.n] = (
+            step.t_draft, step.t_verify, step.t_overhead, step.t_total,
+            len(step.emitted), step.k, step.n_accepted, len(step.tokens),
+        )  # fmt: skip
+        self.n += 1
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        return self._data[COLUMNS.index(name), : self.n]
+
+
+@dataclass
+class CompareResult:
+    """Speculative run against the plain baseline on the same prompt and settings."""
+
+    speculative_tok_s: float
+    plain_tok_s: float
+    identical: bool
+    greedy: bool
+    speculative_tokens: int
+    plain_tokens: int
+
+    @property
+    def speedup(self) -> float:
+        return self.speculative_tok_s / self.plain_tok_s if self.plain_tok_s > 0 else 0.0
+
+    def describe(self) -> str:
+        if self.identical:
+            verdict = "texts identical"
+        elif self.greedy:
+            verdict = "texts DIFFER (greedy runs should match — please report this)"
+        else:
+            verdict = "texts differ (expected when sampling)"
+        return (
+            f"speedup {self.speedup:.2f}× ({self.speculative_tok_s:.1f} vs "
+            f"{self.plain_tok_s:.1f} tok/s plain) · {verdict}"
+        )
+
+
+class RunData:
+    """The records of one run as they arrive (live, or read back from a trace)."""
+
+    def __init__(self, kind: str, header: TraceHeader | None = None) -> None:
+        self.kind = kind
+        self.header = header
+        self.steps: list[StepRecord] = []
+        self.stats = RunStats()
+        self.columns = StepColumns()
+        self.summary: dict | None = None
+
+    def add(self, step: StepRecord) -> None:
+        self.steps.append(step)
+        self.stats.add(step)
+        self.columns.append(step)
+
+    @property
+    def output_ids(self) -> list[int]:
+        return [t for step in self.steps for t in step.emitted]
+
+    @property
+    def text(self) -> str:
+        return "".join(t for step in self.steps for t in step.emitted_text)

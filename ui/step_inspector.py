@@ -1,0 +1,266 @@
+"""One verify step up close: a table of its draft tokens and verdicts, and for the selected
+row a bar chart of the top alternatives under p (target) and q (draft), plus the residual
+max(0, p - q) over them when the replacement was drawn from it.
+
+Every number shown is a record field; the exact value sits in the cell's UserRole so tests (and
+copy-paste) can check it against the record.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QHBoxLayout,
+    QHeaderView,
+    QLabel,
+    QPushButton,
+    QSplitter,
+    QTableView,
+    QVBoxLayout,
+    QWidget,
+)
+
+from app.trace import Alternative, StepRecord, TokenRecord
+from ui import format as fmt
+from ui.charts import style_legend
+from ui.step_table import StepTableModel
+from ui.theme import LIGHT, Colours
+
+
+class StepInspector(QWidget):
+    """Shows `steps[index]`; the list is shared with the window and grows during a run."""
+
+    step_changed = Signal(int)
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.steps: list[StepRecord] = []
+        self.index = -1
+        self._follow = True
+        self._colours = LIGHT
+        self.header = QLabel("No step selected — run a prompt, then click a token or use ←/→")
+        self.header.setWordWrap(True)
+        self.prev_button = QPushButton("◀ Prev")
+        self.next_button = QPushButton("Next ▶")
+        self.prev_button.setToolTip("Previous step (← or PgUp)")
+        self.next_button.setToolTip("Next step (→ or PgDn)")
+        self.prev_button.clicked.connect(self.previous_step)
+        self.next_button.clicked.connect(self.next_step)
+        self.table = self._make_table()
+        self.bars = _AlternativesChart()
+        top = QHBoxLayout()
+        top.addWidget(self.header, 1)
+        top.addWidget(self.prev_button)
+        top.addWidget(self.next_button)
+        split = QSplitter(Qt.Orientation.Vertical)
+        split.setObjectName("inspector_split")
+        split.addWidget(self.table)
+        split.addWidget(self.bars)
+        split.setSizes([220, 200])
+        self.splitter = split
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(4, 4, 4, 4)
+        layout.addLayout(top)
+        layout.addWidget(split, 1)
+        self._update_buttons()
+
+    def _make_table(self) -> QTableView:
+        table = QTableView()
+        self.model = StepTableModel()
+        table.setModel(self.model)
+        table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+        table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+        table.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
+        table.verticalHeader().setVisible(False)
+        table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.Interactive)
+        table.horizontalHeader().setStretchLastSection(True)
+        table.selectionModel().selectionChanged.connect(self._row_selected)
+        return table
+
+    def set_colours(self, colours: Colours) -> None:
+        self._colours = colours
+        self.bars.set_colours(colours)
+        self.show_step(self.index)
+
+    # --- navigation ---------------------------------------------------------------------
+    def set_steps(self, steps: list[StepRecord]) -> None:
+        self.steps = steps
+        self.index = -1
+        self._follow = True
+        self.model.set_step(None)
+        self.bars.show_record(None, None)
+        self.header.setText("No step selected — run a prompt, then click a token or use ←/→")
+        self._update_buttons()
+
+    def steps_added(self) -> None:
+        """New steps arrived: keep following the newest one if the newest was selected."""
+        if self.index == -1 or self._follow:
+            self.show_step(len(self.steps) - 1)
+        else:
+            self._update_header()
+            self._update_buttons()
+
+    def next_step(self) -> None:
+        if self.index + 1 < len(self.steps):
+            self.show_step(self.index + 1)
+
+    def previous_step(self) -> None:
+        if self.index > 0:
+            self.show_step(self.index - 1)
+
+    def show_step(self, index: int) -> None:
+        if not 0 <= index < len(self.steps):
+            return
+        changed = index != self.index
+        self.index = index
+        self._follow = index == len(self.steps) - 1
+        self._fill_table(self.steps[index])
+        self._update_header()
+        self._update_buttons()
+        if changed:
+            self.step_changed.emit(index)
+
+    def _update_header(self) -> None:
+        if 0 <= self.index < len(self.steps):
+            self.header.setText(fmt.step_summary(self.steps[self.index], len(self.steps)))
+
+    def _update_buttons(self) -> None:
+        self.prev_button.setEnabled(self.index > 0)
+        self.next_button.setEnabled(self.index + 1 < len(self.steps))
+
+    # --- the table ----------------------------------------------------------------------
+    def _fill_table(self, step: StepRecord) -> None:
+        table, model = self.table, self.model
+        model.colours = self._colours
+        selection = table.selectionModel()
+        selection.blockSignals(True)
+        model.set_step(step)
+        table.resizeColumnsToContents()
+        rejected = next((i for i, r in enumerate(step.tokens) if not r.accepted), None)
+        if model.rows:
+            table.selectRow(rejected if rejected is not None else 0)
+        selection.blockSignals(False)
+        self._row_selected()
+
+    def row_texts(self) -> list[list[str]]:
+        """What the table shows, cell by cell (for tests and copying)."""
+        model = self.model
+        return [
+            [model.index(r, c).data() for c in range(model.columnCount())]
+            for r in range(model.rowCount())
+        ]
+
+    def _row_selected(self) -> None:
+        if not 0 <= self.index < len(self.steps):
+            self.bars.show_record(None, None)
+            return
+        step = self.steps[self.index]
+        rows = self.table.selectionModel().selectedRows()
+        row = rows[0].row() if rows else -1
+        record = step.tokens[row] if 0 <= row < len(step.tokens) else None
+        self.bars.show_record(record, step)
+
+
+class _AlternativesChart(pg.PlotWidget):
+    """Top alternatives at one position: p and q side by side, and the residual if used.
+
+    The three bar series are created once and updated with setOpts (no item churn)."""
+
+    SERIES = ("p (target)", "q (draft)", "max(0, p−q)")
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.setMinimumHeight(150)
+        self._colours = LIGHT
+        self.setMouseEnabled(x=False, y=False)
+        self.hideButtons()
+        self.setMenuEnabled(False)
+        plot = self.getPlotItem()
+        plot.setLabel("left", "probability")
+        plot.getAxis("left").enableAutoSIPrefix(False)
+        self.legend = plot.addLegend(offset=(-4, 4), labelTextSize="8pt")
+        # p and q are named (always in the legend); the residual joins it only when shown
+        self.bars = [pg.BarGraphItem(x=[], height=[], width=0.3, pen=pg.mkPen(None), name=name)
+                     for name in (*self.SERIES[:2], None)]  # fmt: skip
+        for bar in self.bars:
+            plot.addItem(bar)
+        self._residual_in_legend = False
+        self._title = ""
+        self.set_colours(LIGHT)
+        self.show_record(None, None)
+
+    def set_colours(self, colours: Colours) -> None:
+        self._colours = colours
+        self._title = ""
+        self.setBackground(colours.background)
+        for bar, colour in zip(self.bars, (colours.p_bar, colours.q_bar, colours.residual_bar),
+                               strict=True):  # fmt: skip
+            bar.setOpts(brush=colour)
+        style_legend(self.legend, colours)
+        for axis in ("left", "bottom"):
+            ax = self.getPlotItem().getAxis(axis)
+            ax.setPen(colours.muted)
+            ax.setTextPen(colours.foreground)
+
+    def _set_title(self, text: str, colour: str) -> None:
+        if text != self._title:
+            self._title = text
+            self.getPlotItem().setTitle(text, size="9pt", color=colour)
+
+    def _show_residual_in_legend(self, on: bool) -> None:
+        if on != self._residual_in_legend:
+            self._residual_in_legend = on
+            if on:
+                self.legend.addItem(self.bars[2], self.SERIES[2])
+                style_legend(self.legend, self._colours)
+            else:
+                self.legend.removeItem(self.bars[2])
+
+    def show_record(self, record: TokenRecord | None, step: StepRecord | None) -> None:
+        plot = self.getPlotItem()
+        if record is None:
+            for bar in self.bars:
+                bar.setOpts(x=[], height=[])
+            self._show_residual_in_legend(False)
+            self._set_title("select a draft token to see the alternatives under p and q",
+                            self._colours.muted)
+            plot.getAxis("bottom").setTicks([[]])
+            return
+        alternatives = list(record.top)
+        if record.token not in {a.token for a in alternatives}:
+            alternatives.append(Alternative(record.token, record.text, record.p, record.q))
+        p = np.array([a.p for a in alternatives])
+        q = np.array([a.q for a in alternatives])
+        x = np.arange(len(alternatives), dtype=float)
+        series = [p, q] + ([np.maximum(p - q, 0.0)] if record.residual_used else [])
+        width = 0.8 / len(series)
+        for i, bar in enumerate(self.bars):
+            if i < len(series):
+                bar.setOpts(x=x + (i - (len(series) - 1) / 2) * width, height=series[i],
+                            width=width * 0.95)
+            else:
+                bar.setOpts(x=[], height=[])
+        self._show_residual_in_legend(record.residual_used)
+        ticks = []
+        for i, a in enumerate(alternatives):
+            label = fmt.token(a.text)
+            if a.token == record.token:
+                label += " ◆"
+            if record.replacement is not None and a.token == record.replacement:
+                label += " ★"
+            ticks.append((float(i), label))
+        plot.getAxis("bottom").setTicks([ticks])
+        plot.setXRange(-0.6, len(alternatives) - 0.4, padding=0)
+        plot.setYRange(0, max(1e-6, float(max(p.max(), q.max()))) * 1.15, padding=0)
+        where = f"position {record.pos}"
+        if step is not None:
+            where = f"step {step.index + 1}, {where}"
+        self._set_title(f"top alternatives at {where} (◆ draft token, ★ replacement)",
+                        self._colours.foreground)
+
+    def series_heights(self) -> list[list[float]]:
+        """The heights drawn per series (p, q, residual), for tests."""
+        return [list(np.asarray(bar.opts["height"], dtype=float)) for bar in self.bars]

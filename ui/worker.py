@@ -1,0 +1,298 @@
+"""The worker that loads a model pair and runs the engine on its own thread.
+
+It only iterates `Session.steps(...)` and forwards each StepRecord as a signal; the records
+are also appended to the trace file as they come (a crash loses at most the last step).
+Stop is a flag checked between steps (and between loading phases); Step mode waits on a
+semaphore for the UI to release one step at a time. The loaded pair is kept between runs and
+reloaded only when the model choice changes.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+import traceback
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+
+from PySide6.QtCore import QObject, QSemaphore, Signal, Slot
+
+from app import __version__
+from app.drafters import Drafter, ModelDrafter, NgramDrafter
+from app.errors import DraftLensError
+from app.loading import LoadedPair, ModelSpec, load_pair
+from app.paths import data_dir
+from app.session import DecodeConfig, Session
+from app.trace import TraceHeader, TraceWriter
+from ui.latency import freeze_heap
+from ui.run_data import KIND_PLAIN, KIND_SPECULATIVE, CompareResult
+
+_POLL_MS = 50
+
+
+class _Stopped(Exception):
+    """The user pressed Stop while the pair was loading."""
+
+
+@dataclass
+class RunRequest:
+    spec: ModelSpec
+    prompt: str
+    config: DecodeConfig = field(default_factory=DecodeConfig)
+    chat: bool = False
+    compare: bool = False
+    trace_path: Path | None = None
+
+
+@dataclass(frozen=True)
+class LoadInfo:
+    target: str
+    draft: str
+    backend: str
+    device: str
+    warnings: tuple[str, ...]
+
+
+KEEP_TRACES = 50
+
+
+def default_trace_path(folder: Path | None = None) -> Path:
+    """A new file in `folder` (default: the data folder's traces/), where only the newest
+    KEEP_TRACES automatic traces are kept."""
+    folder = folder if folder is not None else data_dir() / "traces"
+    prune_traces(folder, KEEP_TRACES - 1)
+    stamp = datetime.now().strftime("%Y%m%d-%H%M%S-%f")
+    return folder / f"run-{stamp}.jsonl"
+
+
+def prune_traces(folder: Path, keep: int) -> None:
+    """Delete all but the newest `keep` automatic traces (run-*.jsonl, with their baselines)."""
+    runs = sorted(p for p in folder.glob("run-*.jsonl") if not p.name.endswith(".plain.jsonl"))
+    for old in runs[: max(0, len(runs) - keep)]:
+        old.unlink(missing_ok=True)
+        plain_trace_path(old).unlink(missing_ok=True)
+
+
+def plain_trace_path(path: Path) -> Path:
+    """Where the plain baseline of a compare run is written, beside the speculative trace."""
+    return path.with_name(path.stem + ".plain.jsonl")
+
+
+def _pair_key(spec: ModelSpec) -> tuple:
+    return (spec.target, spec.draft, spec.ngram, spec.backend, spec.device,
+            spec.n_gpu_layers, spec.n_ctx)  # fmt: skip
+
+
+class RunWorker(QObject):
+    """Lives on a QThread; `run` is invoked through a queued signal from the window."""
+
+    progress = Signal(str)
+    loaded = Signal(object)  # LoadInfo
+    run_started = Signal(str, object)  # kind, TraceHeader
+    step = Signal(str, object)  # kind, StepRecord
+    run_finished = Signal(str, object)  # kind, summary dict
+    compared = Signal(object)  # CompareResult
+    waiting = Signal()  # step mode: the next step waits for a release
+    failed = Signal(str)  # the one-line message of an error
+    done = Signal(str)  # the trace path ("" if none was written) once the request has ended
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._cancel = threading.Event()
+        self._step_mode = threading.Event()
+        self._permits = QSemaphore(0)
+        self._pair: LoadedPair | None = None
+        self._pair_key: tuple | None = None
+        self.steps_emitted = 0  # in this request; read by the UI thread (atomic under the GIL)
+
+    # --- called from the UI thread ------------------------------------------------------
+    def prepare(self, step_mode: bool) -> None:
+        """Reset the controls before a run is queued (the worker is idle then)."""
+        self._cancel.clear()
+        self.steps_emitted = 0
+        self._permits.tryAcquire(self._permits.available())
+        self.set_step_mode(step_mode)
+
+    def cancel(self) -> None:
+        self._cancel.set()
+
+    @property
+    def cancelled(self) -> bool:
+        return self._cancel.is_set()
+
+    def set_step_mode(self, on: bool) -> None:
+        if on:
+            self._step_mode.set()
+        else:
+            self._step_mode.clear()
+
+    def release_step(self) -> None:
+        self._permits.release()
+
+    # --- on the worker thread -----------------------------------------------------------
+    @Slot(object)
+    def run(self, request: RunRequest) -> None:
+        trace_path: Path | None = None
+        try:
+            pair = self._ensure_pair(request.spec)
+            trace_path = request.trace_path or default_trace_path()
+            self._generate(pair, request, trace_path)
+        except _Stopped:
+            pass
+        except DraftLensError as exc:
+            self.failed.emit(str(exc))
+        except MemoryError:
+            self.failed.emit("out of memory — try a smaller model, fewer GPU layers or a "
+                             "shorter context")
+        except Exception as exc:  # noqa: BLE001 - any engine failure becomes a dialog
+            traceback.print_exc(file=sys.stderr)
+            message = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+            self.failed.emit(f"{type(exc).__name__}: {message}" if message else type(exc).__name__)
+        finally:
+            self.done.emit(str(trace_path) if trace_path is not None else "")
+
+    @Slot()
+    def close_models(self) -> None:
+        if self._pair is not None:
+            self._pair.close()
+        self._pair = None
+        self._pair_key = None
+
+    def _ensure_pair(self, spec: ModelSpec) -> LoadedPair:
+        key = _pair_key(spec)
+        if self._pair is not None and self._pair_key == key:
+            return self._pair
+        self.close_models()
+
+        def say(message: str) -> None:
+            if self._cancel.is_set():
+                raise _Stopped
+            self.progress.emit(message)
+
+        pair = load_pair(spec, say)
+        if self._cancel.is_set():
+            pair.close()
+            raise _Stopped
+        self._pair, self._pair_key = pair, key
+        freeze_heap()  # before decoding starts: later GC pauses only walk new objects
+        draft_name = pair.draft.name if pair.draft else ("n-gram lookup" if spec.ngram else "")
+        self.loaded.emit(LoadInfo(pair.target.name, draft_name, pair.target.backend,
+                                  pair.target.device, tuple(pair.warnings)))
+        return pair
+
+    def _drafter(self, pair: LoadedPair, config: DecodeConfig) -> Drafter | None:
+        if pair.draft is not None:
+            return ModelDrafter(pair.draft, p_min=config.draft_p_min, draft_min=config.draft_min)
+        if pair.spec.ngram:
+            return NgramDrafter()
+        return pair.drafter
+
+    def _generate(self, pair: LoadedPair, request: RunRequest, trace_path: Path) -> None:
+        target = pair.target
+        prompt_text = target.chat_prompt(request.prompt) if request.chat else request.prompt
+        prompt_ids = target.tokenize(prompt_text, add_special=not request.chat)
+        drafter = self._drafter(pair, request.config)
+        session = Session(target, drafter, request.config)
+        header = self._header(pair, request, len(prompt_ids), "speculative" if drafter else "plain")
+        with TraceWriter(trace_path) as writer:
+            writer.header(header)
+            kind = KIND_SPECULATIVE if drafter else KIND_PLAIN
+            self.run_started.emit(kind, header)
+            self._decode(kind, session, prompt_ids, writer)
+            baseline = None
+            if request.compare and drafter is not None and not self._cancel.is_set():
+                baseline = self._baseline(pair, request, prompt_ids, trace_path)
+            summary = self._summary(session, baseline)
+            writer.summary(summary)
+        self.run_finished.emit(kind, summary)
+        if baseline is not None and not self._cancel.is_set():
+            greedy = request.config.sampling.greedy
+            self.compared.emit(CompareResult(
+                session.stats.tokens_per_second, baseline.stats.tokens_per_second,
+                session.output_ids == baseline.output_ids, greedy,
+                len(session.output_ids), len(baseline.output_ids),
+            ))  # fmt: skip
+
+    def _baseline(
+        self, pair: LoadedPair, request: RunRequest, prompt_ids: list[int], trace_path: Path
+    ) -> Session:
+        """The plain target run on the same prompt and settings, for the speedup."""
+        session = Session(pair.target, None, request.config)
+        header = self._header(pair, request, len(prompt_ids), "plain")
+        with TraceWriter(plain_trace_path(trace_path)) as writer:
+            writer.header(header)
+            self.run_started.emit(KIND_PLAIN, header)
+            self._decode(KIND_PLAIN, session, prompt_ids, writer)
+            summary = session.stats.summary()
+            writer.summary(summary)
+        self.run_finished.emit(KIND_PLAIN, summary)
+        return session
+
+    def _decode(
+        self, kind: str, session: Session, prompt_ids: list[int], writer: TraceWriter
+    ) -> None:
+        steps = session.steps(prompt_ids)
+        try:
+            while self._wait_turn(kind):
+                step = next(steps, None)
+                if step is None:
+                    return
+                writer.step(step)
+                self.steps_emitted += 1
+                self.step.emit(kind, step)
+        finally:
+            steps.close()
+
+    def _wait_turn(self, kind: str) -> bool:
+        """False when stopped; in Step mode, blocks until the UI releases one step."""
+        if self._cancel.is_set():
+            return False
+        if kind != KIND_SPECULATIVE or not self._step_mode.is_set():
+            return True
+        if self._permits.tryAcquire(1):
+            return True
+        self.waiting.emit()
+        while not self._cancel.is_set():
+            if self._permits.tryAcquire(1, _POLL_MS) or not self._step_mode.is_set():
+                return not self._cancel.is_set()
+        return False
+
+    def _summary(self, session: Session, baseline: Session | None) -> dict:
+        """The engine's summary; with a baseline, its measured target step time and speedup."""
+        if baseline is None or not baseline.stats.steps:
+            return session.stats.summary()
+        plain = baseline.stats
+        summary = session.stats.summary(t_target=plain.t_verify / plain.steps)
+        summary["plain_tok_s"] = plain.tokens_per_second
+        summary["identical_to_plain"] = session.output_ids == baseline.output_ids
+        return summary
+
+    def _header(
+        self, pair: LoadedPair, request: RunRequest, prompt_tokens: int, mode: str
+    ) -> TraceHeader:
+        settings = request.config.to_dict() | {"chat": request.chat, "compare": request.compare}
+        draft = pair.draft.name if pair.draft else ("ngram" if pair.spec.ngram else "")
+        return TraceHeader(
+            target=pair.target.name, draft=draft if mode != "plain" else "",
+            backend=pair.target.backend, device=pair.target.device, settings=settings,
+            versions=_versions(pair.target.backend), prompt=request.prompt,
+            prompt_tokens=prompt_tokens, mode=mode,
+        )  # fmt: skip
+
+
+def _versions(backend: str) -> dict[str, str]:
+    versions = {"draftlens": __version__}
+    try:
+        import llama_cpp
+
+        versions["llama_cpp"] = llama_cpp.__version__
+    except ImportError:
+        pass
+    if backend == "torch":
+        import torch
+        import transformers
+
+        versions["torch"] = torch.__version__
+        versions["transformers"] = transformers.__version__
+    return versions
