@@ -6,6 +6,7 @@ import platform
 from dataclasses import asdict
 
 from app.calibration import cached_verify_curve, measure_token_cost
+from app.drafters import Drafter
 from app.loading import LoadedPair
 from app.model_protocol import LanguageModel
 from app.session import DecodeConfig, Session
@@ -20,12 +21,16 @@ def encode_prompt(target: LanguageModel, prompt: str, chat: bool) -> list[int]:
 
 
 def make_session(pair: LoadedPair, config: DecodeConfig, plain: bool = False) -> Session:
-    """A speculative session on the pair, or plain target decoding when plain=True.
+    """A speculative session on the pair, or plain target decoding when plain=True."""
+    return session_for(pair, None if plain else pair.drafter, config)
+
+
+def session_for(pair: LoadedPair, drafter: Drafter | None, config: DecodeConfig) -> Session:
+    """A session on the pair's target with this drafter (None: plain decoding).
 
     Adaptive mode starts from the verify-cost curve measured for this target and device
     (cached after the first measurement) and the draft model's measured step time.
     """
-    drafter = None if plain else pair.drafter
     curve = None
     if drafter is not None and config.adaptive:
         curve = cached_verify_curve(pair.target, config.draft_max)

@@ -19,10 +19,11 @@ from pathlib import Path
 from PySide6.QtCore import QObject, QSemaphore, Signal, Slot
 
 from app import __version__
-from app.drafters import Drafter, ModelDrafter, NgramDrafter
+from app.drafters import Drafter, HybridDrafter, ModelDrafter, NgramDrafter
 from app.errors import DraftLensError
 from app.loading import LoadedPair, ModelSpec, load_pair
 from app.paths import data_dir
+from app.runs import encode_prompt, session_for
 from app.session import DecodeConfig, Session
 from app.trace import TraceHeader, TraceWriter
 from ui.latency import freeze_heap
@@ -182,18 +183,20 @@ class RunWorker(QObject):
         return pair
 
     def _drafter(self, pair: LoadedPair, config: DecodeConfig) -> Drafter | None:
+        """A fresh drafter per run, with this run's p-min / draft-min settings."""
         if pair.draft is not None:
-            return ModelDrafter(pair.draft, p_min=config.draft_p_min, draft_min=config.draft_min)
+            drafter = ModelDrafter(pair.draft, p_min=config.draft_p_min,
+                                   draft_min=config.draft_min)
+            return HybridDrafter(drafter) if pair.spec.ngram else drafter
         if pair.spec.ngram:
             return NgramDrafter()
         return pair.drafter
 
     def _generate(self, pair: LoadedPair, request: RunRequest, trace_path: Path) -> None:
         target = pair.target
-        prompt_text = target.chat_prompt(request.prompt) if request.chat else request.prompt
-        prompt_ids = target.tokenize(prompt_text, add_special=not request.chat)
+        prompt_ids = encode_prompt(target, request.prompt, request.chat)
         drafter = self._drafter(pair, request.config)
-        session = Session(target, drafter, request.config)
+        session = session_for(pair, drafter, request.config)
         header = self._header(pair, request, len(prompt_ids), "speculative" if drafter else "plain")
         with TraceWriter(trace_path) as writer:
             writer.header(header)
