@@ -16,7 +16,11 @@ import numpy as np
 from app.trace import StepRecord
 
 _EMA = 0.15
-_PRIOR_ACCEPT = 0.6
+_PRIOR_ACCEPT = {"model": 0.6, "ngram": 0.8}
+# a probe must be able to pay: with near-perfect acceptance some k beats plain by this much,
+# because a draft model that sat idle first re-reads everything emitted since
+_OPTIMISTIC_ACCEPT = 0.95
+_PROBE_MARGIN = 1.15
 # while plain decoding wins, try a draft again after this many steps, doubling each time
 # the probe does not pay (bounded), so a wrong guess costs little
 _FIRST_PROBE_GAP = 8
@@ -72,11 +76,13 @@ class DraftLengthController:
         self._source = "model"
         self._plain_streak = 0
         self._probe_gap = _FIRST_PROBE_GAP
+        self._probing = False
 
     def stats(self, source: str) -> SourceStats:
         if source not in self.sources:
             cost = 0.0 if source == "ngram" else self.draft_cost_hint
-            self.sources[source] = SourceStats([_PRIOR_ACCEPT] * self.draft_max, cost)
+            prior = _PRIOR_ACCEPT.get(source, _PRIOR_ACCEPT["model"])
+            self.sources[source] = SourceStats([prior] * self.draft_max, cost)
         return self.sources[source]
 
     def expected_tokens(self, k: int, source: str = "model") -> float:
@@ -97,20 +103,36 @@ class DraftLengthController:
         if not self.adaptive:
             return limit
         k = self.best_k(source)
-        if k == 0 and source != "ngram":
+        self._probing = False
+        if k == 0:
             k = self._maybe_probe(source)
-        elif k > 0:
+        else:
             self._probe_gap = _FIRST_PROBE_GAP
         return min(k, limit)
 
+    def could_pay(self, source: str) -> int:
+        """The best k if acceptance were near perfect, or 0 if even then drafting loses."""
+        stats = self.stats(source)
+        plain = 1.0 / self.curve.cost(1)
+        best_k, best_rate = 0, plain * _PROBE_MARGIN
+        for k in range(1, self.draft_max + 1):
+            expected = (1 - _OPTIMISTIC_ACCEPT ** (k + 1)) / (1 - _OPTIMISTIC_ACCEPT)
+            rate = expected / (k * stats.draft_cost + self.curve.cost(k + 1))
+            if rate > best_rate:
+                best_k, best_rate = k, rate
+        return best_k
+
     def _maybe_probe(self, source: str) -> int:
-        """Now and then draft anyway, so a wrong acceptance estimate can recover."""
+        """Now and then draft anyway, so a wrong acceptance estimate can recover; never
+        when the measured costs say no acceptance rate could make drafting pay."""
         self._plain_streak += 1
         if self._plain_streak < self._probe_gap:
             return 0
         self._plain_streak = 0
         self._probe_gap = min(2 * self._probe_gap, _MAX_PROBE_GAP)
-        return 2
+        k = self.could_pay(source)
+        self._probing = k > 0
+        return k
 
     def observe(self, step: StepRecord) -> None:
         n = 1 if step.k == 0 else step.k + 1
@@ -119,9 +141,11 @@ class DraftLengthController:
             return
         stats = self.stats(self._source)
         per_token = step.t_draft / step.k
-        stats.draft_cost = per_token if stats.draft_cost == 0 else (
-            (1 - _EMA) * stats.draft_cost + _EMA * per_token
-        )
+        # a probe's draft time includes catching up on the tokens emitted while it sat idle
+        if not self._probing:
+            stats.draft_cost = per_token if stats.draft_cost == 0 else (
+                (1 - _EMA) * stats.draft_cost + _EMA * per_token
+            )
         for i, record in enumerate(step.tokens):
             if i < len(stats.accept_at):
                 hit = 1.0 if record.accepted else 0.0

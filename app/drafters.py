@@ -102,13 +102,26 @@ class ModelDrafter:
         return Draft(tokens, np.stack(rows))
 
 
+_KEEP_OCCURRENCES = 8
+_AGREEMENT_WINDOW = 64
+
+
+def _agreement(context: list[int], start: int, n: int) -> int:
+    """How many tokens before an occurrence at `start` equal those before the context's own
+    last n tokens."""
+    a, b, count = start - 1, len(context) - n - 1, 0
+    while count < _AGREEMENT_WINDOW and a >= 0 and context[a] == context[b]:
+        a, b, count = a - 1, b - 1, count + 1
+    return count
+
+
 class NgramDrafter:
-    """Prompt lookup: find the latest earlier occurrence of the context's last n tokens and
-    propose what followed it. q is one-hot, so no second model is needed."""
+    """Prompt lookup: find an earlier occurrence of the context's last n tokens and propose
+    what followed it. q is one-hot, so no second model is needed."""
 
     cost_hint = 0.0
 
-    def __init__(self, n_max: int = 4, n_min: int = 1) -> None:
+    def __init__(self, n_max: int = 6, n_min: int = 1) -> None:
         self.name = "n-gram lookup"
         self.n_max = n_max
         self.n_min = n_min
@@ -116,8 +129,8 @@ class NgramDrafter:
 
     def reset(self) -> None:
         self._seen: list[int] = []
-        # n -> {ngram: start index of its latest occurrence}
-        self._index: dict[int, dict[tuple[int, ...], int]] = {
+        # n -> {ngram: start indexes of its last few occurrences}
+        self._index: dict[int, dict[tuple[int, ...], list[int]]] = {
             n: {} for n in range(self.n_min, self.n_max + 1)
         }
 
@@ -125,23 +138,27 @@ class NgramDrafter:
         return "ngram"
 
     def match(self, context: list[int]) -> int | None:
-        """Start of the continuation of the longest recent n-gram match, if any."""
+        """Start of the continuation of the best n-gram match, if any: the longest n that
+        matches, and among its occurrences the one whose earlier tokens agree longest with
+        the context's (so copying a repeated line follows the right copy)."""
         self._update(context)
         for n in range(min(self.n_max, len(context) - 1), self.n_min - 1, -1):
-            start = self._index[n].get(tuple(context[-n:]))
-            if start is not None and start + n < len(context):
-                return start + n
+            starts = self._index[n].get(tuple(context[-n:]))
+            if starts:
+                best = max(reversed(starts), key=lambda s: _agreement(context, s, n))
+                return best + n
         return None
 
     def _update(self, context: list[int]) -> None:
         if common_prefix(self._seen, context) < len(self._seen):
             self.reset()
         # index every n-gram that ends before the last token, so a match has a continuation
-        start = max(0, len(self._seen) - self.n_max)
-        for end in range(start + 1, len(context)):
-            for n in self._index:
+        for end in range(max(1, len(self._seen)), len(context)):
+            for n, table in self._index.items():
                 if end - n >= 0:
-                    self._index[n][tuple(context[end - n : end])] = end - n
+                    starts = table.setdefault(tuple(context[end - n : end]), [])
+                    starts.append(end - n)
+                    del starts[:-_KEEP_OCCURRENCES]
         self._seen = list(context)
 
     def propose(

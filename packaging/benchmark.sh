@@ -30,6 +30,11 @@ if [ "$WHICH" = all ] || [ "$WHICH" = llamacpp ]; then
   bench llamacpp-hybrid-adaptive -n "$N" --draft-max 8 --adaptive --ngram
   bench llamacpp-ngram-edit --ngram --suite edit --chat -n 400 --draft-max 64 --adaptive
   bench llamacpp-ngram-edit-k16 --ngram --suite edit --chat -n 400 --draft-max 16
+  # llama.cpp's repacked / tiled CPU kernels: faster, but not batch-invariant
+  bench llamacpp-fast-draft-k4 -n "$N" --draft-max 4 --fast-kernels
+  bench llamacpp-fast-draft-adaptive -n "$N" --draft-max 8 --adaptive --fast-kernels
+  bench llamacpp-fast-ngram-edit --ngram --suite edit --chat -n 400 --draft-max 64 --adaptive \
+    --fast-kernels
 fi
 if [ "$WHICH" = all ] || [ "$WHICH" = torch ]; then
   bench torch-draft-k4 --backend torch -n 48 --draft-max 4 --compare-hf

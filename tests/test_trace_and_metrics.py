@@ -377,13 +377,19 @@ def test_fixed_k_controller_ignores_costs():
     assert ctl.next_k(1, "model") == 0
 
 
-def test_controller_probes_again_after_choosing_plain_decoding():
-    steep = {n: 1.0 + 0.8 * (n - 1) for n in range(1, 10)}
-    ctl = controller(0.3, 0.6, steep)
+def test_controller_probes_again_when_a_better_acceptance_could_pay():
+    gentle = {n: 1.0 + 0.1 * (n - 1) for n in range(1, 10)}
+    ctl = controller(0.05, 0.1, gentle)  # acceptance looks hopeless, costs do not
     choices = [ctl.next_k(100, "model") for _ in range(40)]
     assert choices[0] == 0
     assert any(k > 0 for k in choices), "a wrong estimate must be able to recover"
     assert sum(k > 0 for k in choices) <= 5  # but rarely
+
+
+def test_controller_never_probes_when_no_acceptance_could_pay():
+    steep = {n: 1.0 + 0.8 * (n - 1) for n in range(1, 10)}
+    ctl = controller(0.3, 0.6, steep)  # even 95% acceptance would lose to plain decoding
+    assert all(ctl.next_k(100, "model") == 0 for _ in range(300))
 
 
 def test_controller_learns_acceptance_from_observed_steps():
