@@ -44,7 +44,7 @@ EDIT_SOURCE = '''def summarize_orders(orders, tax_rate):
 '''
 EDIT_PROMPT = (
     "Here is a Python function:\n\n```python\n" + EDIT_SOURCE + "```\n\n"
-    "Rewrite it with the variable `total` renamed to `subtotal`. "
+    "Rewrite it with the function renamed to `order_summary`; change nothing else. "
     "Reply with only the complete code in one ```python block."
 )
 SUITES = {"code": CODE_PROMPTS, "edit": [EDIT_PROMPT]}
