@@ -4,6 +4,17 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash packaging/setup.sh --dev
+# Qt needs a few system libraries even offscreen (EGL/GL, fontconfig, xkbcommon); on a bare
+# Debian/Ubuntu machine install them when they are missing and we are allowed to.
+if ! .venv/bin/python -c "import PySide6.QtGui" 2>/dev/null; then
+  if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+      libegl1 libgl1 libfontconfig1 libxkbcommon0 libdbus-1-3 libglib2.0-0 >/dev/null
+  else
+    echo "test.sh: PySide6 cannot load its system libraries (libEGL, libGL, fontconfig," \
+         "xkbcommon); install them with your package manager" >&2
+  fi
+fi
 export HF_HUB_OFFLINE=1 QT_QPA_PLATFORM=offscreen
 .venv/bin/ruff check .
 .venv/bin/python -m pytest -q "$@"
