@@ -14,7 +14,7 @@ from pathlib import Path
 
 from app.adaptive import VerifyCostCurve
 from app.model_protocol import LanguageModel
-from app.paths import cache_dir
+from app.paths import cache_dir, write_atomically
 
 _CONTEXT_TOKENS = 48
 
@@ -92,7 +92,4 @@ def _read_store() -> dict[str, dict[str, float]]:
 
 
 def _write_store(store: dict[str, dict[str, float]]) -> None:
-    path = _cache_file()
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(store, indent=1))
-    os.replace(tmp, path)
+    write_atomically(_cache_file(), json.dumps(store, indent=1))

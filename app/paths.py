@@ -8,6 +8,7 @@ a packaged app can redirect all of it. Each function creates its folder on deman
 from __future__ import annotations
 
 import os
+import tempfile
 from pathlib import Path
 
 import platformdirs
@@ -54,3 +55,20 @@ def config_dir() -> Path:
 def models_dir() -> Path:
     """Model files DraftLens installs itself (the demo pair)."""
     return _ensure(data_dir() / "models")
+
+
+def write_atomically(path: str | os.PathLike[str], text: str, newline: str | None = None) -> Path:
+    """Write text to a temp file in the same folder, then rename it over `path`, so a crash
+    mid-write never leaves a half-written file."""
+    target = Path(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}-", suffix=".tmp", dir=target.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline=newline) as out:
+            out.write(text)
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return target

@@ -15,7 +15,6 @@ import os
 import signal
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from dataclasses import dataclass
@@ -23,7 +22,7 @@ from importlib import metadata
 from pathlib import Path
 
 from app.errors import DraftLensError, ModelFileError
-from app.paths import cache_dir
+from app.paths import cache_dir, write_atomically
 
 CACHE_NAME = "preflight.json"
 CACHE_VERSION = 1
@@ -203,14 +202,5 @@ def _save_cache(entries: dict[str, dict]) -> None:
     if len(entries) > MAX_CACHE_ENTRIES:
         newest = sorted(entries.items(), key=lambda kv: kv[1].get("checked_at", 0))
         entries = dict(newest[-MAX_CACHE_ENTRIES:])
-    target = _cache_path()
-    fd, tmp = tempfile.mkstemp(prefix=".preflight-", suffix=".tmp", dir=target.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump({"version": CACHE_VERSION, "entries": entries}, f, indent=1)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    write_atomically(_cache_path(),
+                     json.dumps({"version": CACHE_VERSION, "entries": entries}, indent=1))

@@ -11,12 +11,11 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from app.paths import config_dir
+from app.paths import config_dir, write_atomically
 
 SETTINGS_FILE = "settings.json"
 MAX_RECENT = 10
@@ -97,18 +96,7 @@ def save_settings(settings: Settings, path: str | os.PathLike[str] | None = None
     """Write the settings atomically; returns the file written."""
     file = Path(path) if path is not None else settings_path()
     file.parent.mkdir(parents=True, exist_ok=True)
-    text = json.dumps(asdict(settings), indent=2, ensure_ascii=False)
-    fd, tmp = tempfile.mkstemp(prefix=".settings-", suffix=".tmp", dir=file.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as out:
-            out.write(text)
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(tmp, file)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return file
+    return write_atomically(file, json.dumps(asdict(settings), indent=2, ensure_ascii=False))
 
 
 def _known(cls: type, data: Any) -> dict[str, Any]:

@@ -7,6 +7,7 @@ line. Inside the app these are dataclasses; dicts appear only at the file bounda
 from __future__ import annotations
 
 import csv
+import io
 import json
 import os
 from collections.abc import Iterator
@@ -15,6 +16,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from app.errors import DraftLensError
+from app.paths import write_atomically
 
 TRACE_VERSION = 1
 
@@ -256,9 +258,8 @@ def export_csv(steps: list[StepRecord], path: str | os.PathLike[str]) -> None:
     """One row per draft token, with its step's timings."""
     rows = list(iter_token_rows(steps))
     fields = list(rows[0]) if rows else ["step", "k", "pos", "token", "text", "q", "p"]
-    tmp = Path(str(path) + ".tmp")
-    with open(tmp, "w", newline="", encoding="utf-8") as f:
-        writer = csv.DictWriter(f, fieldnames=fields)
-        writer.writeheader()
-        writer.writerows(rows)
-    os.replace(tmp, path)
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=fields)
+    writer.writeheader()
+    writer.writerows(rows)
+    write_atomically(path, buffer.getvalue(), newline="")
