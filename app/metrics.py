@@ -9,7 +9,7 @@ with the measured time to verify k+1 tokens: E * t_target(1) / (k t_draft + t_ve
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 from app.trace import StepRecord
@@ -155,6 +155,3 @@ class RunStats:
             )
         return data
 
-
-def stats_dict(stats: RunStats) -> dict[str, Any]:
-    return asdict(stats)

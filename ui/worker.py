@@ -18,12 +18,11 @@ from pathlib import Path
 
 from PySide6.QtCore import QObject, QSemaphore, Signal, Slot
 
-from app import __version__
 from app.drafters import Drafter, HybridDrafter, ModelDrafter, NgramDrafter
 from app.errors import DraftLensError
 from app.loading import LoadedPair, ModelSpec, load_pair
 from app.paths import data_dir
-from app.runs import encode_prompt, session_for
+from app.runs import encode_prompt, session_for, versions
 from app.session import DecodeConfig, Session
 from app.trace import TraceHeader, TraceWriter
 from ui.latency import freeze_heap
@@ -279,23 +278,6 @@ class RunWorker(QObject):
         return TraceHeader(
             target=pair.target.name, draft=draft if mode != "plain" else "",
             backend=pair.target.backend, device=pair.target.device, settings=settings,
-            versions=_versions(pair.target.backend), prompt=request.prompt,
+            versions=versions(), prompt=request.prompt,
             prompt_tokens=prompt_tokens, mode=mode,
         )  # fmt: skip
-
-
-def _versions(backend: str) -> dict[str, str]:
-    versions = {"draftlens": __version__}
-    try:
-        import llama_cpp
-
-        versions["llama_cpp"] = llama_cpp.__version__
-    except ImportError:
-        pass
-    if backend == "torch":
-        import torch
-        import transformers
-
-        versions["torch"] = torch.__version__
-        versions["transformers"] = transformers.__version__
-    return versions
