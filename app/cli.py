@@ -1,4 +1,4 @@
-"""`draftlens`: the GUI with no arguments, or the same engine headless.
+"""The headless `draftlens` commands (ui/launcher.py opens the window when none is given).
 
   draftlens run    -m TARGET -md DRAFT -p PROMPT -n N   stream text, stats to stderr
   draftlens bench  ...                                  plain vs speculative, side by side
@@ -23,6 +23,13 @@ from app.session import DecodeConfig
 from backends.base import BackendError
 
 COMMANDS = ("run", "bench", "models", "trace")
+_HEADLESS_FIRST = {"-h", "--help", "--version", "--preflight-child", *COMMANDS}
+
+
+def wants_window(argv: Sequence[str]) -> bool:
+    """True when `draftlens ARGV` means the desktop app rather than a headless command."""
+    args = [a for a in argv if a != "--debug"]
+    return not args or args[0] not in _HEADLESS_FIRST
 
 
 def add_model_flags(parser: argparse.ArgumentParser) -> None:
@@ -295,17 +302,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         from app.preflight_child import main as preflight_child
 
         return preflight_child(argv[1:])
-    headless = {"-h", "--help", "--version", "--debug", *COMMANDS}
-    if not argv or argv[0] not in headless:
-        from ui.app import main as gui_main
-
-        return gui_main(argv)
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.command is None:
-        from ui.app import main as gui_main
-
-        return gui_main([a for a in argv if a != "--debug"])
+        parser.print_help(sys.stderr)
+        return 2
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     try:
         if args.command == "run":

@@ -119,7 +119,8 @@ def _run_child(path: Path, timeout_s: float) -> ChildResult:
 
 def _child_command(path: Path) -> list[str]:
     """`python -m app.preflight_child PATH`; a packaged (frozen) app has no `-m`, so it runs
-    its own executable with the hidden first argument `--preflight-child` (see app.cli.main)."""
+    its own executable with the hidden first argument `--preflight-child` (see app.cli.main,
+    reached through ui.launcher)."""
     if getattr(sys, "frozen", False):
         return [sys.executable, "--preflight-child", str(path)]
     return [sys.executable, "-m", "app.preflight_child", str(path)]

@@ -7,7 +7,7 @@ child process when there is no `python -m` (see app/preflight.py).
 
 import sys
 
-from app.cli import main
+from ui.launcher import main
 
 if __name__ == "__main__":
     sys.exit(main())
