@@ -1,16 +1,29 @@
-"""Glue shared by the CLI and the GUI worker: prompt encoding, sessions, streamed text."""
+"""The one place a run is built, for the CLI, the bench and the window alike: a loaded pair
+and decode settings become a drafter, a session and the trace header that describes them."""
 
 from __future__ import annotations
 
-import platform
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
+from typing import Any
 
-from app.calibration import cached_verify_curve, measure_token_cost
-from app.drafters import Drafter
-from app.loading import LoadedPair
-from app.model_protocol import LanguageModel
-from app.session import DecodeConfig, Session
-from app.trace import TraceHeader
+from app.engine.calibration import cached_verify_curve, measure_token_cost
+from app.engine.drafters import Drafter, HybridDrafter, ModelDrafter, NgramDrafter
+from app.engine.protocol import LanguageModel
+from app.engine.session import DecodeConfig, Session
+from app.engine.trace import MODE_PLAIN, MODE_SPECULATIVE, TraceHeader
+from app.models.loading import LoadedPair, ModelSpec
+from app.versions import versions
+
+NGRAM_LABEL = "n-gram lookup"
+
+
+@dataclass
+class Run:
+    """A session ready to iterate over `prompt_ids`, and the header its trace starts with."""
+
+    session: Session
+    prompt_ids: list[int]
+    header: TraceHeader
 
 
 def encode_prompt(target: LanguageModel, prompt: str, chat: bool) -> list[int]:
@@ -20,86 +33,78 @@ def encode_prompt(target: LanguageModel, prompt: str, chat: bool) -> list[int]:
     return target.tokenize(prompt)
 
 
-def make_session(pair: LoadedPair, config: DecodeConfig, plain: bool = False) -> Session:
-    """A speculative session on the pair, or plain target decoding when plain=True."""
-    return session_for(pair, None if plain else pair.drafter, config)
+def build_drafter(pair: LoadedPair, config: DecodeConfig) -> Drafter | None:
+    """A fresh drafter for one run (drafters keep per-run state), or None for plain decoding."""
+    if pair.draft is not None:
+        drafter = ModelDrafter(pair.draft, p_min=config.draft_p_min, draft_min=config.draft_min)
+        return HybridDrafter(drafter) if pair.spec.ngram else drafter
+    if pair.spec.ngram:
+        return NgramDrafter()
+    return None
 
 
-def session_for(pair: LoadedPair, drafter: Drafter | None, config: DecodeConfig) -> Session:
-    """A session on the pair's target with this drafter (None: plain decoding).
+def build_session(pair: LoadedPair, config: DecodeConfig, plain: bool = False) -> Session:
+    """A speculative session on the pair, or plain target decoding when plain=True.
 
     Adaptive mode starts from the verify-cost curve measured for this target and device
     (cached after the first measurement) and the draft model's measured step time.
     """
+    drafter = None if plain else build_drafter(pair, config)
     curve = None
     if drafter is not None and config.adaptive:
         curve = cached_verify_curve(pair.target, config.draft_max)
-        if pair.draft is not None and drafter.cost_hint == 0.0:
-            drafter.cost_hint = measure_token_cost(pair.draft)
+        if pair.draft is not None:
+            if not pair.draft_step_seconds:
+                pair.draft_step_seconds = measure_token_cost(pair.draft)
+            drafter.cost_hint = pair.draft_step_seconds
     return Session(pair.target, drafter, config, curve)
 
 
-def trace_header(pair: LoadedPair, config: DecodeConfig, prompt: str, n_prompt: int,
-                 mode: str) -> TraceHeader:
+def prepare_run(
+    pair: LoadedPair,
+    config: DecodeConfig,
+    prompt: str,
+    chat: bool,
+    plain: bool = False,
+    extra_settings: dict[str, Any] | None = None,
+) -> Run:
+    """Encode the prompt, check it fits, build the session and its trace header."""
+    prompt_ids = encode_prompt(pair.target, prompt, chat)
+    session = build_session(pair, config, plain)
+    session.check_prompt(prompt_ids)
+    header = trace_header(pair, config, prompt, len(prompt_ids), chat,
+                          plain=session.drafter is None, extra_settings=extra_settings)
+    return Run(session, prompt_ids, header)
+
+
+def draft_label(spec: ModelSpec) -> str:
+    """What drafts in a run of this spec, as the trace header names it."""
+    if spec.draft and spec.ngram:
+        return f"{NGRAM_LABEL} + {spec.draft}"
+    return spec.draft or (NGRAM_LABEL if spec.ngram else "")
+
+
+def trace_header(
+    pair: LoadedPair,
+    config: DecodeConfig,
+    prompt: str,
+    n_prompt: int,
+    chat: bool,
+    plain: bool = False,
+    extra_settings: dict[str, Any] | None = None,
+) -> TraceHeader:
     spec = pair.spec
-    draft = spec.draft or ("n-gram lookup" if spec.ngram else "")
+    settings = {**asdict(config), "chat": chat, "n_gpu_layers": spec.n_gpu_layers,
+                "n_ctx": spec.n_ctx, "batch_invariant": spec.batch_invariant,
+                **(extra_settings or {})}
     return TraceHeader(
         target=spec.target,
-        draft=draft,
+        draft="" if plain else draft_label(spec),
         backend=pair.target.backend,
         device=pair.target.device,
-        settings={**asdict(config), "n_gpu_layers": spec.n_gpu_layers, "n_ctx": spec.n_ctx},
+        settings=settings,
         versions=versions(),
         prompt=prompt,
         prompt_tokens=n_prompt,
-        mode=mode,
+        mode=MODE_PLAIN if plain else MODE_SPECULATIVE,
     )
-
-
-def versions() -> dict[str, str]:
-    import numpy
-
-    import app
-
-    found = {"draftlens": app.__version__, "python": platform.python_version(),
-             "numpy": numpy.__version__}
-    for module, distribution in (("llama_cpp", "llama_cpp_python"), ("torch", "torch"),
-                                 ("transformers", "transformers")):
-        found[module] = _installed_version(module, distribution)
-    return found
-
-
-def _installed_version(module: str, distribution: str) -> str:
-    """Read from package metadata, so asking for versions does not import torch."""
-    from importlib import metadata
-    from importlib.util import find_spec
-
-    if find_spec(module) is None:
-        return "not installed"
-    try:
-        return metadata.version(distribution)
-    except metadata.PackageNotFoundError:  # a frozen bundle may drop the metadata
-        return str(getattr(__import__(module), "__version__", "unknown"))
-
-
-class TextStream:
-    """Turns the growing list of output ids into text increments, holding back a partial
-    UTF-8 character until its last byte arrives."""
-
-    def __init__(self, model: LanguageModel) -> None:
-        self.model = model
-        self.ids: list[int] = []
-        self.shown = 0
-
-    def push(self, ids: list[int]) -> str:
-        self.ids.extend(ids)
-        text = self.model.detokenize(self.ids)
-        ready = len(text)
-        while ready > self.shown and text[ready - 1] == "\ufffd":
-            ready -= 1
-        piece = text[self.shown : ready]
-        self.shown = ready
-        return piece
-
-    def text(self) -> str:
-        return self.model.detokenize(self.ids)

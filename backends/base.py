@@ -1,25 +1,14 @@
-"""What every backend shares: its error type and the vocabulary summary used by the pair check.
+"""What every backend shares: its error type and the device choice.
 
 Backends know nothing of speculation; the engine's contract with them is
-app.model_protocol.LanguageModel (tokenize, detokenize, extend, truncate, ...).
+app.engine.protocol.LanguageModel (tokenize, detokenize, extend, truncate, ...).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 
 class BackendError(Exception):
     """A runtime failed to load or run a model; the message says what to do."""
-
-
-@dataclass(frozen=True)
-class VocabInfo:
-    kind: str  # e.g. "gpt2" (byte-level BPE), "llama" (SentencePiece)
-    size: int
-    bos_id: int | None
-    eos_id: int | None
-    tokens: tuple[str, ...]
 
 
 def pick_device(requested: str, cuda: bool, mps: bool, metal: bool = False) -> str:

@@ -10,14 +10,14 @@ import ctypes
 import os
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import jinja2
 import jinja2.sandbox
 import numpy as np
 
-from backends.base import BackendError, VocabInfo
+from backends.base import BackendError
 
-_VOCAB_KINDS = {1: "llama", 2: "gpt2", 3: "bert", 4: "t5", 5: "rwkv", 6: "plamo2"}
 _quiet_logger = None
 
 
@@ -27,6 +27,16 @@ def llamacpp_available() -> tuple[bool, str]:
     except ImportError as exc:
         return False, f"llama-cpp-python is not installed ({exc}) — run packaging/setup.sh"
     return True, ""
+
+
+def describe_llamacpp() -> str:
+    ok, why = llamacpp_available()
+    if not ok:
+        return "llama-cpp-python: not installed"
+    import llama_cpp
+
+    offload = "yes" if gpu_offload_supported() else "no (CPU build)"
+    return f"llama-cpp-python {llama_cpp.__version__} · GPU offload {offload}"
 
 
 def gpu_offload_supported() -> bool:
@@ -46,7 +56,7 @@ def _silence_logs() -> None:
     llama_cpp.llama_log_set(_quiet_logger, ctypes.c_void_p(0))
 
 
-def _make_cpu_batch_invariant(model_params) -> list[str]:  # noqa: ANN001
+def _make_cpu_batch_invariant(model_params: Any) -> list[str]:
     """Make a CPU verify pass over k+1 tokens give bit-identical logits to k+1 single steps.
 
     llama.cpp's CPU backend picks kernels by batch size: repacked weights (gemv for one row,
@@ -148,6 +158,10 @@ class LlamaCppModel:
     def n_cached(self) -> int:
         return self._n_cached
 
+    @property
+    def speed_key(self) -> str:
+        return f"gpu-layers={self.n_gpu_layers}|batch-invariant={self.batch_invariant}"
+
     # --- text -------------------------------------------------------------------------
     def tokenize(self, text: str, add_special: bool = True) -> list[int]:
         data = text.encode("utf-8")
@@ -224,18 +238,6 @@ class LlamaCppModel:
                 "run without --chat and write the prompt in the model's format"
             ) from exc
 
-    def vocab(self) -> VocabInfo:
-        ll = self._ll
-        texts = tuple(
-            (ll.llama_vocab_get_text(self._vocab, t) or b"").decode("utf-8", errors="replace")
-            for t in range(self.n_vocab)
-        )
-        kind = _VOCAB_KINDS.get(int(ll.llama_vocab_type(self._vocab)), "other")
-        bos = int(ll.llama_vocab_bos(self._vocab))
-        eos = int(ll.llama_vocab_eos(self._vocab))
-        return VocabInfo(kind, self.n_vocab, bos if bos >= 0 else None,
-                         eos if eos >= 0 else None, texts)
-
     # --- the KV cache -----------------------------------------------------------------
     def extend(self, ids: Sequence[int], n_logits: int) -> np.ndarray:
         if self._n_cached + len(ids) > self.n_ctx:
@@ -271,7 +273,7 @@ class LlamaCppModel:
         if n_logits == 0:
             return np.zeros((0, self.n_vocab), dtype=np.float32)
         pointer = self._ll.llama_get_logits(self._ctx)
-        return np.ctypeslib.as_array(pointer, shape=(n_logits, self.n_vocab)).copy()
+        return np.array(np.ctypeslib.as_array(pointer, shape=(n_logits, self.n_vocab)))
 
     def truncate(self, n: int) -> None:
         if n >= self._n_cached:

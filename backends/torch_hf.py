@@ -5,10 +5,11 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
-from backends.base import BackendError, VocabInfo, pick_device
+from backends.base import BackendError, pick_device
 
 _PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt")
 
@@ -26,7 +27,56 @@ def torch_available() -> tuple[bool, str]:
     return True, ""
 
 
-def _dtype_for(device: str):  # noqa: ANN202 - a torch.dtype, torch imported lazily
+def describe_torch() -> str:
+    ok, _why = torch_available()
+    if not ok:
+        return "PyTorch backend: not installed"
+    import torch
+    import transformers
+
+    devices = ["cpu"]
+    if torch.cuda.is_available():
+        devices.append(f"cuda ({torch.cuda.get_device_name(0)})")
+    if torch.backends.mps.is_available():
+        devices.append("mps")
+    return (f"torch {torch.__version__} · transformers {transformers.__version__} · "
+            f"devices: {', '.join(devices)}")
+
+
+def torch_devices() -> tuple[bool, bool]:
+    """(CUDA, MPS): which GPUs PyTorch can use here."""
+    import torch
+
+    return torch.cuda.is_available(), torch.backends.mps.is_available()
+
+
+def read_tokenizer_vocab(
+    path: Path,
+) -> tuple[str, tuple[str, ...], int | None, int | None]:
+    """(kind, token texts, BOS id, EOS id) of a transformers folder's (or GGUF's) tokenizer,
+    without loading weights; kind is "gpt2" for byte-level BPE, else "sentencepiece"."""
+    ok, _why = torch_available()
+    if not ok:
+        raise BackendError(
+            f"{path} is a transformers folder but the PyTorch backend is not installed — "
+            "install draftlens[torch] or use a GGUF file"
+        )
+    from transformers import AutoTokenizer
+
+    folder, gguf_file = (path.parent, path.name) if path.is_file() else (path, None)
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=gguf_file)
+    except (OSError, ValueError) as exc:
+        raise BackendError(
+            f"cannot read a tokenizer from {path} — is it a transformers model folder?"
+        ) from exc
+    texts = tokenizer.convert_ids_to_tokens(list(range(len(tokenizer))))
+    kind = "gpt2" if any("Ġ" in (t or "") for t in texts[:2000]) else "sentencepiece"
+    return (kind, tuple(t or "" for t in texts), tokenizer.bos_token_id,
+            tokenizer.eos_token_id)
+
+
+def _dtype_for(device: str) -> Any:  # a torch.dtype; torch is imported lazily
     import torch
 
     if device == "cuda":
@@ -70,7 +120,7 @@ class TorchModel:
             device, torch.cuda.is_available(), torch.backends.mps.is_available()
         )
         torch_dtype = getattr(torch, dtype) if dtype else _dtype_for(self.device)
-        kwargs = {"trust_remote_code": trust_remote_code}
+        kwargs: dict[str, Any] = {"trust_remote_code": trust_remote_code}
         if gguf_file:
             kwargs["gguf_file"] = gguf_file
         else:
@@ -86,12 +136,14 @@ class TorchModel:
                 "folder (config.json + safetensors) or a GGUF file"
             ) from exc
         self.model.to(self.device).eval()
+        self.dtype = str(torch_dtype).removeprefix("torch.")
         self.name = path.name
         self.path = str(path)
         config = self.model.config
         self.n_vocab = int(self.model.get_output_embeddings().weight.shape[0])
         self.n_ctx = int(getattr(config, "max_position_embeddings", 4096) or 4096)
         self.eos_ids = frozenset(_eos_ids(self.model, self.tokenizer))
+        self.caveats: list[str] = []
         self._cache = DynamicCache()
         self._n_cached = 0
         self._text_cache: dict[int, str] = {}
@@ -100,11 +152,15 @@ class TorchModel:
     def n_cached(self) -> int:
         return self._n_cached
 
+    @property
+    def speed_key(self) -> str:
+        return f"dtype={self.dtype}"
+
     def tokenize(self, text: str, add_special: bool = True) -> list[int]:
         return list(self.tokenizer.encode(text, add_special_tokens=add_special))
 
     def detokenize(self, ids: Sequence[int]) -> str:
-        return self.tokenizer.decode(list(ids), skip_special_tokens=False)
+        return str(self.tokenizer.decode(list(ids), skip_special_tokens=False))
 
     def token_text(self, token: int) -> str:
         text = self._text_cache.get(token)
@@ -119,9 +175,9 @@ class TorchModel:
                 f"{self.name} has no chat template — run without --chat (raw prompt)"
             )
         messages = [{"role": "user", "content": user_text}]
-        return self.tokenizer.apply_chat_template(
+        return str(self.tokenizer.apply_chat_template(
             messages, tokenize=False, add_generation_prompt=True
-        )
+        ))
 
     def extend(self, ids: Sequence[int], n_logits: int) -> np.ndarray:
         torch = self._torch
@@ -143,7 +199,7 @@ class TorchModel:
         self._n_cached += len(ids)
         if n_logits == 0:
             return np.zeros((0, self.n_vocab), dtype=np.float32)
-        return out.logits[0, -n_logits:].float().cpu().numpy()
+        return np.asarray(out.logits[0, -n_logits:].float().cpu().numpy())
 
     def truncate(self, n: int) -> None:
         if n >= self._n_cached:
@@ -155,13 +211,25 @@ class TorchModel:
             self._cache.crop(n - self._n_cached)
         self._n_cached = n
 
-    def vocab(self) -> VocabInfo:
-        tok = self.tokenizer
-        size = max(len(tok), self.n_vocab)
-        texts = tok.convert_ids_to_tokens(list(range(len(tok))))
-        kind = "gpt2" if any("Ġ" in (t or "") for t in texts[:2000]) else "other"
-        return VocabInfo(kind, size, tok.bos_token_id, tok.eos_token_id,
-                         tuple(t or "" for t in texts))
+    def reference_generate(
+        self, prompt_ids: Sequence[int], n_new: int, assistant: object | None = None
+    ) -> list[int]:
+        """transformers' own greedy generate(), assisted by `assistant` (a TorchModel) if given.
+
+        It runs on its own cache, so this model's cache is left as it was."""
+        torch = self._torch
+        extra = {}
+        if assistant is not None:
+            if not isinstance(assistant, TorchModel):
+                raise BackendError("transformers' assisted generation needs a torch draft model")
+            extra["assistant_model"] = assistant.model
+        input_ids = torch.tensor([list(prompt_ids)], device=self.model.device)
+        with torch.inference_mode():
+            out = self.model.generate(
+                input_ids, attention_mask=torch.ones_like(input_ids), do_sample=False,
+                max_new_tokens=n_new, pad_token_id=self.tokenizer.eos_token_id, **extra,
+            )
+        return [int(t) for t in out[0, len(prompt_ids):].tolist()]
 
     def close(self) -> None:
         self._cache = self._cache_cls()
@@ -178,7 +246,7 @@ def _refuse_pickle_only(folder: Path, allow_pickle: bool) -> None:
         )
 
 
-def _eos_ids(model, tokenizer) -> set[int]:  # noqa: ANN001
+def _eos_ids(model: Any, tokenizer: Any) -> set[int]:
     ids: set[int] = set()
     for source in (getattr(model, "generation_config", None), model.config, tokenizer):
         value = getattr(source, "eos_token_id", None)

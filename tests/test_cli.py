@@ -7,7 +7,7 @@ import shutil
 
 import pytest
 
-from app.cli import main
+from app.cli.main import main
 from tests.tiny_gguf import DEFAULT_WORDS, write_tiny_gguf
 
 BENCH_KEYS = {"plain_tok_s", "spec_tok_s", "speedup", "acceptance", "cost_ratio",

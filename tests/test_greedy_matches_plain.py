@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from app.drafters import ModelDrafter, NgramDrafter
-from app.sampling import SamplingParams
-from app.session import DecodeConfig, Session
+from app.engine.drafters import ModelDrafter, NgramDrafter
+from app.engine.sampling import SamplingParams
+from app.engine.session import DecodeConfig, Session
 
 PROMPTS = ["def add(a, b):\n    return", "the cat sat on the mat. the cat"]
 
@@ -102,7 +102,7 @@ def _clone_with_eos(model, stop_token):
 
 @pytest.mark.parametrize("adaptive", [False, True])
 def test_hybrid_lookup_and_draft_model_greedy_equals_plain(pair, adaptive):
-    from app.drafters import HybridDrafter
+    from app.engine.drafters import HybridDrafter
 
     target, draft = pair
     prompt = PROMPTS[1]

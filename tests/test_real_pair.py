@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import pytest
 
-from app.catalog import check_pair_files
-from app.demo import demo_installed, demo_paths
-from app.drafters import HybridDrafter, ModelDrafter, NgramDrafter
-from app.sampling import SamplingParams
-from app.session import DecodeConfig, Session
+from app.engine.drafters import HybridDrafter, ModelDrafter, NgramDrafter
+from app.engine.sampling import SamplingParams
+from app.engine.session import DecodeConfig, Session
+from app.models.demo import demo_installed, demo_paths
+from app.models.pair_check import check_pair_files
 
 pytestmark = [
     pytest.mark.real_models,

@@ -23,10 +23,10 @@ import numpy as np
 import pytest
 from scipy.stats import binomtest, power_divergence
 
-import app.speculative as speculative
-from app.drafters import ModelDrafter, NgramDrafter
-from app.sampling import SamplingParams, process
-from app.session import DecodeConfig, Session
+import app.engine.speculative as speculative
+from app.engine.drafters import ModelDrafter, NgramDrafter
+from app.engine.sampling import SamplingParams, process
+from app.engine.session import DecodeConfig, Session
 
 EXACT_P = 1e-3  # a correct sampler passes every test at this level (fixed seeds)
 BROKEN_P = 1e-6  # a broken sampler must be rejected at least this strongly

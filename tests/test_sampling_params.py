@@ -5,10 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-import app.sampling as sampling
+import app.engine.sampling as sampling
+from app.engine.sampling import SamplingParams, choose, draw, process, softmax
+from app.engine.session import DecodeConfig, Session
 from app.errors import SettingsError
-from app.sampling import SamplingParams, choose, draw, process, softmax
-from app.session import DecodeConfig, Session
 
 
 def sampled(**kwargs) -> SamplingParams:

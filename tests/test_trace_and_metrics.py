@@ -5,28 +5,26 @@ from __future__ import annotations
 
 import csv
 import json
+from dataclasses import asdict
 
 import numpy as np
 import pytest
 
-from app.adaptive import DraftLengthController, VerifyCostCurve
-from app.drafters import ModelDrafter
-from app.errors import DraftLensError
-from app.metrics import RunStats, expected_tokens_per_pass, predicted_speedup, theory_speedup
-from app.sampling import SamplingParams
-from app.session import DecodeConfig, Session
-from app.trace import (
+from app.engine.adaptive import DraftLengthController, VerifyCostCurve
+from app.engine.drafters import ModelDrafter
+from app.engine.metrics import RunStats, expected_tokens_per_pass, predicted_speedup, theory_speedup
+from app.engine.records import (
     ORIGIN_ACCEPTED,
     ORIGIN_BONUS,
     ORIGIN_PLAIN,
     ORIGIN_REPLACEMENT,
     StepRecord,
     TokenRecord,
-    TraceHeader,
-    TraceWriter,
-    export_csv,
-    read_trace,
 )
+from app.engine.sampling import SamplingParams
+from app.engine.session import DecodeConfig, Session
+from app.engine.trace import TraceHeader, TraceWriter, export_csv, read_trace
+from app.errors import DraftLensError
 
 PROMPT = "def add(a, b):\n    return"
 STEP_KEYS = {"type", "k", "tokens", "emitted", "t_draft", "t_verify", "t_overhead"}
@@ -45,7 +43,7 @@ def real_run(hf_pair, temperature: float) -> tuple[Session, list[StepRecord], Tr
     steps = list(session.steps(prompt_ids))
     header = TraceHeader(
         target=target.name, draft=draft.name, backend=target.backend, device=target.device,
-        settings=config.to_dict(), versions={"draftlens": "test"}, prompt=PROMPT,
+        settings=asdict(config), versions={"draftlens": "test"}, prompt=PROMPT,
         prompt_tokens=len(prompt_ids),
     )
     return session, steps, header

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from PySide6.QtCore import Qt
 
+from app.models import runtimes
 from app.settings import RecentPair, Settings
-from ui import devices
 from ui.first_run import describe_progress
 from ui.main_window import MainWindow
 from ui.pair_picker import PairPicker
@@ -47,7 +47,7 @@ def test_ngram_lookup_needs_no_draft_and_no_check(qtbot, hf_dirs):
 def test_unavailable_backends_and_devices_are_greyed_with_the_reason(qtbot):
     picker = PairPicker()
     qtbot.addWidget(picker)
-    caps = devices.probe()
+    caps = runtimes.probe()
     picker.set_capabilities(caps)
     for key in ("llamacpp", "torch"):
         index = picker.backend.findData(key)
@@ -89,7 +89,7 @@ def test_without_models_the_first_screen_offers_the_demo_pair(qtbot, tmp_path):
 
 
 def test_download_progress_reads_size_and_speed():
-    from app.demo import FetchProgress
+    from app.models.fetch_progress import FetchProgress
 
     mib = 1024 * 1024
     text = describe_progress(FetchProgress("t.gguf", 3, 22, "download", 120 * mib, 1000 * mib,

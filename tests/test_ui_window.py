@@ -11,8 +11,9 @@ from PySide6.QtCore import QPoint, Qt  # noqa: E402
 from PySide6.QtGui import QTextCursor  # noqa: E402
 from PySide6.QtWidgets import QMessageBox  # noqa: E402
 
+from app.engine.records import ORIGIN_ACCEPTED
+from app.engine.trace import read_trace  # noqa: E402
 from app.settings import RecentPair, Settings  # noqa: E402
-from app.trace import ORIGIN_ACCEPTED, read_trace  # noqa: E402
 from ui import format as fmt  # noqa: E402
 from ui.main_window import MainWindow  # noqa: E402
 from ui.step_table import COL_P, COL_Q  # noqa: E402

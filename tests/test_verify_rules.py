@@ -5,10 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from app.drafters import Draft
-from app.sampling import SamplingParams
-from app.speculative import entropy, verify
-from app.trace import ORIGIN_ACCEPTED, ORIGIN_BONUS, ORIGIN_PLAIN, ORIGIN_REPLACEMENT
+from app.engine.drafters import Draft
+from app.engine.records import ORIGIN_ACCEPTED, ORIGIN_BONUS, ORIGIN_PLAIN, ORIGIN_REPLACEMENT
+from app.engine.sampling import SamplingParams
+from app.engine.speculative import entropy, verify
 
 GREEDY = SamplingParams(temperature=0.0)
 SAMPLE = SamplingParams(temperature=1.0)

@@ -10,6 +10,7 @@ from PySide6.QtCore import qVersion
 from PySide6.QtWidgets import QMessageBox, QWidget
 
 from app import __version__
+from app.models.runtimes import runtime_lines
 
 
 def version_lines() -> list[str]:
@@ -18,27 +19,7 @@ def version_lines() -> list[str]:
         f"Python {platform.python_version()} on {platform.system()} {platform.machine()}",
         f"Qt {qVersion()} · PySide6 {PySide6.__version__} · pyqtgraph {pyqtgraph.__version__}",
     ]
-    try:
-        import llama_cpp
-
-        offload = bool(llama_cpp.llama_supports_gpu_offload())
-        lines.append(f"llama-cpp-python {llama_cpp.__version__} · GPU offload "
-                     f"{'yes' if offload else 'no (CPU build)'}")
-    except ImportError:
-        lines.append("llama-cpp-python: not installed")
-    try:
-        import torch
-        import transformers
-
-        devices = ["cpu"]
-        if torch.cuda.is_available():
-            devices.append(f"cuda ({torch.cuda.get_device_name(0)})")
-        if torch.backends.mps.is_available():
-            devices.append("mps")
-        lines.append(f"torch {torch.__version__} · transformers {transformers.__version__} · "
-                     f"devices: {', '.join(devices)}")
-    except ImportError:
-        lines.append("PyTorch backend: not installed")
+    lines.extend(runtime_lines())
     return lines
 
 

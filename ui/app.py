@@ -98,7 +98,7 @@ def wait_until(condition: Callable[[], bool], timeout: float) -> bool:
 
 
 def self_test(args: argparse.Namespace) -> int:
-    from app.demo import demo_installed, demo_paths
+    from app.models.demo import demo_installed, demo_paths
     from app.settings import RecentPair, Settings
     from ui.main_window import MainWindow
 

@@ -4,7 +4,7 @@ the theory next to the measurement.
 `redraw()` reads the runs' numpy columns and the engine's RunStats and calls setData on
 existing items; the window calls it from a ~10 Hz timer when something changed, never per token.
 Rolling windows and stacking are display smoothing of record values; the figures (alpha, k,
-cost ratio c, E, theory speedup) come from app.metrics.
+cost ratio c, E, theory speedup) come from app.engine.metrics.
 
 During a run the charts are redrawn one per timer tick (`redraw_some`): Qt defers each plot's
 repaint to a queued call, and six of them in one batch kept the event loop from its timers for
@@ -27,7 +27,7 @@ from PySide6.QtCore import Qt
 from PySide6.QtGui import QColor, QFont, QPaintEvent
 from PySide6.QtWidgets import QGraphicsItem, QGridLayout, QWidget
 
-from app.metrics import expected_tokens_per_pass, theory_speedup
+from app.engine.metrics import expected_tokens_per_pass, theory_speedup
 from ui.run_data import RunData
 from ui.theme import LIGHT, Colours
 
@@ -315,10 +315,7 @@ class ChartsPanel(QWidget):
             self._fit("theory", 0.0, 1.0, 0.0, 1.2)
             return
         stats = run.stats
-        t_target = None
-        if baseline is not None and baseline.stats.steps:
-            t_target = baseline.stats.t_verify / baseline.stats.steps
-        summary = stats.summary(t_target)
+        summary = stats.summary(baseline.stats.plain_step_time if baseline else None)
         alpha, k = summary["alpha"], summary["mean_k"]
         c = summary.get("cost_ratio")
         if c is not None:

@@ -1,6 +1,6 @@
 """The prompt and the decode settings, with the Run / Stop / Step buttons.
 
-The values map one to one onto app.session.DecodeConfig (and app.settings.DecodeChoices,
+The values map one to one onto app.engine.session.DecodeConfig (and app.settings.DecodeChoices,
 which remembers them); nothing here exists that the engine does not take.
 """
 
@@ -21,8 +21,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.sampling import SamplingParams
-from app.session import MAX_DRAFT, DecodeConfig
+from app.engine.sampling import SamplingParams
+from app.engine.session import MAX_DRAFT, DecodeConfig
 from app.settings import DecodeChoices
 
 

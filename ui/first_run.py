@@ -1,5 +1,5 @@
 """The first screen when there are no models yet: download the demo pair (with progress, size,
-speed and cancel) or open model files. The download runs app.demo.fetch_demo on a worker
+speed and cancel) or open model files. The download runs app.models.demo.fetch_demo on a worker
 thread; cancelling keeps what was fetched so a later try resumes.
 """
 
@@ -17,8 +17,9 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.demo import DEMO_DRAFT, DEMO_TARGET, FetchProgress, fetch_demo
 from app.errors import DownloadCancelled, DraftLensError
+from app.models.demo import DEMO_DRAFT, DEMO_TARGET, fetch_demo
+from app.models.fetch_progress import FetchProgress
 
 _MB = 1024 * 1024
 

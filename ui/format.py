@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from app.trace import StepRecord, TokenRecord
+from app.engine.records import StepRecord, TokenRecord
 
 _VISIBLE = str.maketrans({" ": "␣", "\n": "↵", "\t": "⇥", "\r": "␍"})
 
@@ -25,10 +25,6 @@ def token(text: str | None) -> str:
     if text is None:
         return "—"
     return text.translate(_VISIBLE) if text else "∅"
-
-
-def decision(record: TokenRecord) -> str:
-    return "accepted" if record.accepted else "rejected"
 
 
 def seconds_ms(value: float) -> str:

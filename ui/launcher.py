@@ -8,8 +8,8 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 
-from app.cli import main as cli_main
-from app.cli import wants_window
+from app.cli.main import main as cli_main
+from app.cli.main import wants_window
 
 
 def main(argv: Sequence[str] | None = None) -> int:

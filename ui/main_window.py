@@ -1,20 +1,20 @@
 """The main window: pair picker and decode panel on the left; the coloured text, the step
-inspector and the live charts on the right; menus, shortcuts, status line.
+inspector and the live charts on the right; menus, shortcuts, status line, and the settings
+and theme it restores and saves.
 
-Records reach the views through one path, `_begin_run` + `_add_step`, whether they come from
-the worker live or from a trace file, so an opened trace looks exactly like a live run. Views
-render on a ~10 Hz timer (`flush`), never per record.
+Two helpers the window owns do the rest, and the window's public methods delegate to them:
+ui.run_control.RunControl starts, steps and stops runs on the worker thread and renders the
+records into the views on a ~10 Hz timer; ui.trace_files.TraceFiles opens, saves and exports
+traces through the same record path, so an opened trace looks exactly like a live run.
 """
 
 from __future__ import annotations
 
 import base64
-import shutil
-import time
 from collections.abc import Callable
 from pathlib import Path
 
-from PySide6.QtCore import QByteArray, Qt, QThread, QTimer, Signal
+from PySide6.QtCore import QByteArray, Qt, QThread, Signal
 from PySide6.QtGui import (
     QAction,
     QActionGroup,
@@ -25,7 +25,6 @@ from PySide6.QtGui import (
 )
 from PySide6.QtWidgets import (
     QApplication,
-    QFileDialog,
     QLabel,
     QMainWindow,
     QMessageBox,
@@ -38,10 +37,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.demo import demo_installed, demo_paths
-from app.errors import DraftLensError
+from app.models.demo import demo_installed, demo_paths
 from app.settings import RecentPair, Settings, load_settings, save_settings
-from app.trace import StepRecord, TraceHeader, export_csv, read_trace
 from ui import theme
 from ui.about import show_about
 from ui.charts import ChartsPanel
@@ -50,14 +47,12 @@ from ui.first_run import FirstRunPage
 from ui.icon import app_icon
 from ui.latency import freeze_heap
 from ui.pair_picker import PairPicker
-from ui.run_data import KIND_PLAIN, KIND_SPECULATIVE, CompareResult, RunData
+from ui.run_control import RunControl
+from ui.run_data import CompareResult, RunData
 from ui.step_inspector import StepInspector
 from ui.token_view import TokenView
-from ui.worker import LoadInfo, RunRequest, RunWorker, default_trace_path, plain_trace_path
-
-REDRAW_MS = 100
-INSPECTOR_S = 1.0  # during a run, the inspector follows the newest step at most this often
-TRACE_FILTER = "DraftLens traces (*.jsonl);;All files (*)"
+from ui.trace_files import TraceFiles
+from ui.worker import RunWorker
 
 
 def demo_pair() -> RecentPair:
@@ -70,25 +65,12 @@ class MainWindow(QMainWindow):
     error_shown = Signal(str)  # an error dialog is about to be shown with this message
     paused = Signal()  # Step mode: the records so far are in; the worker waits for Step
 
-    _request_run = Signal(object)  # RunRequest, to the worker thread
-
     def __init__(self, settings: Settings | None = None, save_path: Path | None = None) -> None:
         super().__init__()
         self.settings = settings if settings is not None else load_settings(save_path)
         self._save_path = save_path
         self.setWindowTitle("DraftLens")
         self.setWindowIcon(app_icon())
-        self.run: RunData | None = None
-        self.baseline: RunData | None = None
-        self.compare_result: CompareResult | None = None
-        self.trace_path: Path | None = None
-        self.running = False
-        self._step_mode = False
-        self._dirty = False
-        self._charts_dirty = False
-        self._inspector_dirty = False
-        self._inspector_at = 0.0
-        self._current: RunData | None = None
         self._colours = theme.LIGHT
         self.dialogs = True  # False: errors only go to error_shown (self-test, scripts)
         self.trace_folder: Path | None = None  # None: the data folder's traces/
@@ -96,16 +78,37 @@ class MainWindow(QMainWindow):
         self._make_actions()
         self._make_widgets()
         self._make_menus()
-        self._make_worker()
+        self.run_control = RunControl(self)  # the worker thread, the run on show, redraws
+        self.trace_files = TraceFiles(self, self.run_control)
+        self.worker: RunWorker = self.run_control.worker
+        self.thread: QThread = self.run_control.worker_thread  # as before, shadows QObject.thread
         self._restore_settings()
         self.picker.probe_devices()
         hints = QGuiApplication.styleHints()
         if hasattr(hints, "colorSchemeChanged"):
             hints.colorSchemeChanged.connect(self._system_scheme_changed)
-        self.timer = QTimer(self, interval=REDRAW_MS)
-        self.timer.timeout.connect(self.flush)
-        self.timer.start()
-        self._update_actions()
+        self.update_actions()
+
+    # --- the run on show (kept by run_control) ------------------------------------------
+    @property
+    def run(self) -> RunData | None:
+        return self.run_control.run
+
+    @property
+    def baseline(self) -> RunData | None:
+        return self.run_control.baseline
+
+    @property
+    def compare_result(self) -> CompareResult | None:
+        return self.run_control.compare_result
+
+    @property
+    def trace_path(self) -> Path | None:
+        return self.run_control.trace_path
+
+    @property
+    def running(self) -> bool:
+        return self.run_control.running
 
     # --- construction -------------------------------------------------------------------
     def _action(self, text: str, slot: Callable[..., object], shortcuts: tuple = (),
@@ -209,7 +212,7 @@ class MainWindow(QMainWindow):
 
         self.text_view.step_clicked.connect(self.select_step)
         self.inspector.step_changed.connect(self.text_view.select_step)
-        self.picker.changed.connect(self._update_actions)
+        self.picker.changed.connect(self.update_actions)
         self.picker.probed.connect(self._startup_settled)
         self.first_run.demo_ready.connect(self._demo_ready)
         self.first_run.open_files.connect(self.open_model_files)
@@ -244,23 +247,6 @@ class MainWindow(QMainWindow):
         view.addAction(self.act_rejected)
         bar.addMenu("&Help").addAction(self.act_about)
 
-    def _make_worker(self) -> None:
-        self.thread = QThread(self)
-        self.thread.setObjectName("draftlens-worker")
-        self.worker = RunWorker()
-        self.worker.moveToThread(self.thread)
-        self._request_run.connect(self.worker.run)
-        self.worker.progress.connect(self._on_progress)
-        self.worker.loaded.connect(self._on_loaded)
-        self.worker.run_started.connect(self._on_run_started)
-        self.worker.step.connect(self._on_step)
-        self.worker.run_finished.connect(self._on_run_finished)
-        self.worker.compared.connect(self._on_compared)
-        self.worker.waiting.connect(self._on_waiting)
-        self.worker.failed.connect(self.show_error)
-        self.worker.done.connect(self._on_done)
-        self.thread.start()
-
     # --- settings -----------------------------------------------------------------------
     def _restore_settings(self) -> None:
         s = self.settings
@@ -294,6 +280,13 @@ class MainWindow(QMainWindow):
         s.show_rejected = self.act_rejected.isChecked()
         self._save_settings()
 
+    def remember_current_pair(self) -> None:
+        """The pair just loaded goes first in the recent pairs (and the settings file)."""
+        self.settings.remember_pair(self.picker.current_pair())
+        demo = demo_pair() if demo_installed() else None
+        self.picker.set_recent(self.settings.recent_pairs, demo)
+        self._save_settings()
+
     def _save_settings(self) -> None:
         try:
             save_settings(self.settings, self._save_path)
@@ -315,7 +308,7 @@ class MainWindow(QMainWindow):
         self.picker.set_colours(self._colours)
         self.legend.setText("  ".join(theme.legend_html(o, self._colours) for o in (
             "accepted", "replacement", "bonus", "plain", theme.REJECTED)))
-        self._dirty = True
+        self.run_control.mark_dirty()
 
     def _startup_settled(self) -> None:
         if not self.running:
@@ -349,195 +342,22 @@ class MainWindow(QMainWindow):
         self.picker.set_pair(demo)
         self.show_workspace()
 
-    # --- running ------------------------------------------------------------------------
-    def _update_actions(self) -> None:
+    # --- actions ------------------------------------------------------------------------
+    def update_actions(self) -> None:
+        """Enable what makes sense now (idle or running, a pair that can run, a trace to save)."""
+        runs = self.run_control
         reason = self.picker.blocking_reason()
-        idle = not self.running
-        self.act_run.setEnabled((idle and not reason) or (self.running and self._step_mode))
-        self.act_step.setEnabled((idle and not reason) or self.running)
-        self.act_stop.setEnabled(self.running)
+        idle = not runs.running
+        self.act_run.setEnabled((idle and not reason) or (runs.running and runs.step_mode))
+        self.act_step.setEnabled((idle and not reason) or runs.running)
+        self.act_stop.setEnabled(runs.running)
         tip = reason or "Run the prompt (Ctrl+Enter)"
         self.act_run.setToolTip(tip)
         self.decode.run_button.setToolTip(tip)
-        self.act_save.setEnabled(self.trace_path is not None and idle)
-        self.act_csv.setEnabled(self.run is not None)
+        self.act_save.setEnabled(runs.trace_path is not None and idle)
+        self.act_csv.setEnabled(runs.run is not None)
         self.picker.setEnabled(idle)
         self.act_open.setEnabled(idle)
-
-    def start_run(self, step_mode: bool = False) -> None:
-        """Run (or, during a Step-mode run, continue without pausing)."""
-        if self.running:
-            if self._step_mode and not step_mode:
-                self._step_mode = False
-                self.worker.set_step_mode(False)
-                self._update_actions()
-            return
-        reason = self.picker.blocking_reason()
-        if reason:
-            self.status_label.setText(reason)
-            return
-        choices = self.decode.choices()
-        config = self.decode.config()
-        try:
-            config.validate()
-        except DraftLensError as exc:
-            self.show_error(str(exc))
-            return
-        request = RunRequest(self.picker.model_spec(), choices.prompt, config,
-                             chat=choices.chat, compare=choices.compare,
-                             trace_path=default_trace_path(self.trace_folder))
-        self._reset_views()
-        self.trace_path = None
-        self.running = True
-        self._step_mode = step_mode
-        self.worker.prepare(step_mode)
-        if step_mode:
-            self.worker.release_step()
-        self.status_label.setText("starting…")
-        self.busy.setVisible(True)
-        self._request_run.emit(request)
-        self._update_actions()
-
-    def step_once(self) -> None:
-        """Idle: start a run one step at a time. Running: release (or pause at) the next step."""
-        if not self.running:
-            self.start_run(step_mode=True)
-        elif self._step_mode:
-            self.worker.release_step()
-        else:
-            self._step_mode = True
-            self.worker.set_step_mode(True)
-            self._update_actions()
-
-    def stop_run(self) -> None:
-        if self.running:
-            self.worker.cancel()
-            self.status_label.setText("stopping after this step…")
-
-    def _reset_views(self) -> None:
-        self.run = None
-        self.baseline = None
-        self.compare_result = None
-        self.compare_label.setText("")
-        self.text_view.clear_run()
-        self.plain_view.clear_run()
-        self.inspector.set_steps([])
-        self.text_tabs.setCurrentWidget(self.text_view)
-        self._dirty = True
-
-    # --- records in (live or from a trace) ----------------------------------------------
-    def _begin_run(self, kind: str, header: TraceHeader | None) -> RunData:
-        data = RunData(kind, header)
-        chat = bool(header and header.settings.get("chat"))
-        prefix = header.prompt if header is not None and not chat else ""
-        if self.run is None:
-            self.run = data
-            self.text_view.clear_run(prefix)
-            self.inspector.set_steps(data.steps)
-        else:
-            self.baseline = data
-            self.plain_view.clear_run(prefix)
-        self._dirty = True
-        return data
-
-    def _add_step(self, data: RunData, step: StepRecord) -> None:
-        data.add(step)
-        (self.text_view if data is self.run else self.plain_view).add_step(step)
-        self._dirty = True
-
-    def flush(self, force: bool = False) -> None:
-        """Render what arrived since the last call (the ~10 Hz timer calls this). During a run
-        the inspector follows the newest step every INSPECTOR_S and the charts redraw when due
-        (ChartsPanel.due); idle, paused or forced, everything is brought up to date at once."""
-        if self._dirty:
-            self._dirty = False
-            self._charts_dirty = self._inspector_dirty = True
-            self.text_view.flush()
-            self.plain_view.flush()
-            self._update_status()
-        live = self.running and not force
-        now = time.perf_counter()
-        if self._inspector_dirty and (not live or now - self._inspector_at >= INSPECTOR_S):
-            self._inspector_dirty = False
-            self._inspector_at = now
-            if self.run is not None:
-                self.inspector.steps_added()
-        if not live:
-            if self._charts_dirty or self.charts.in_round:
-                self._charts_dirty = False
-                self.charts.redraw(self.run, self.baseline)
-        elif (self._charts_dirty or self.charts.in_round) and self.charts.redraw_some(
-            self.run, self.baseline
-        ):
-            self._charts_dirty = False  # a round began: it shows the data up to now
-
-    def _update_status(self) -> None:
-        run = self.run
-        if run is None or not run.steps:
-            return
-        s = run.stats
-        parts = [f"{s.tokens_per_second:.1f} tok/s"]
-        if s.spec_steps:
-            parts += [f"α {s.alpha:.2f}", f"{s.tokens_per_pass:.2f} tokens/pass",
-                      f"k {run.steps[-1].k} (mean {s.mean_k:.1f})"]
-        parts.append(f"{s.emitted} tokens in {s.steps} steps")
-        if self.baseline is not None and self.baseline.steps:
-            parts.append(f"plain {self.baseline.stats.tokens_per_second:.1f} tok/s")
-        prefix = "running · " if self.running else ""
-        self.status_label.setText(prefix + " · ".join(parts))
-
-    # --- worker signals -----------------------------------------------------------------
-    def _on_progress(self, message: str) -> None:
-        self.status_label.setText(f"loading: {message}…")
-
-    def _on_loaded(self, info: LoadInfo) -> None:
-        text = f"loaded {info.target}" + (f" + {info.draft}" if info.draft else "")
-        text += f" ({info.backend}, {info.device})"
-        if info.warnings:
-            text += " · ⚠ " + "; ".join(info.warnings)
-        self.status_label.setText(text)
-        self.settings.remember_pair(self.picker.current_pair())
-        demo = demo_pair() if demo_installed() else None
-        self.picker.set_recent(self.settings.recent_pairs, demo)
-        self._save_settings()
-
-    def _on_run_started(self, kind: str, header: TraceHeader) -> None:
-        self.busy.setVisible(False)
-        self._current = self._begin_run(kind, header)
-
-    def _on_step(self, kind: str, step: StepRecord) -> None:
-        data = self._current
-        if data is not None and data.kind == kind:
-            self._add_step(data, step)
-
-    def _on_run_finished(self, kind: str, summary: dict) -> None:
-        if self._current is not None:
-            self._current.summary = summary
-
-    def _on_compared(self, result: CompareResult) -> None:
-        self.compare_result = result
-        self.compare_label.setText("Compared with plain decoding: " + result.describe())
-
-    def _on_waiting(self) -> None:
-        self._dirty = True
-        self.flush(force=True)
-        self.status_label.setText(self.status_label.text().replace("running · ", "")
-                                  + " · paused: Step for the next verify step, Run to continue")
-        self.paused.emit()
-
-    def _on_done(self, trace_path: str) -> None:
-        self.busy.setVisible(False)
-        self.running = False
-        self._step_mode = False
-        self._current = None
-        if trace_path and Path(trace_path).exists():
-            self.trace_path = Path(trace_path)
-        self._dirty = True
-        self.flush()
-        if self.run is None:
-            self.status_label.setText("stopped" if self.worker.cancelled else "ready")
-        self._update_actions()
-        self.run_done.emit()
 
     def show_error(self, message: str) -> None:
         self.error_shown.emit(message)
@@ -547,109 +367,49 @@ class MainWindow(QMainWindow):
     def select_step(self, index: int) -> None:
         self.inspector.show_step(index)
 
-    # --- traces and exports -------------------------------------------------------------
+    # --- running (ui.run_control) -------------------------------------------------------
+    def start_run(self, step_mode: bool = False) -> None:
+        """Run (or, during a Step-mode run, continue without pausing)."""
+        self.run_control.start_run(step_mode)
+
+    def step_once(self) -> None:
+        """Idle: start a run one step at a time. Running: release (or pause at) the next step."""
+        self.run_control.step_once()
+
+    def stop_run(self) -> None:
+        self.run_control.stop_run()
+
+    def flush(self, force: bool = False) -> None:
+        """Render what arrived since the last redraw (see RunControl.flush)."""
+        self.run_control.flush(force)
+
+    # --- traces and exports (ui.trace_files) --------------------------------------------
     def open_trace(self, path: str | Path) -> None:
         """Show a saved trace through the same path live records take."""
-        trace = read_trace(path)
-        self._reset_views()
-        mode = trace.header.mode if trace.header is not None else KIND_SPECULATIVE
-        data = self._begin_run(KIND_PLAIN if mode == "plain" else KIND_SPECULATIVE, trace.header)
-        for step in trace.steps:
-            self._add_step(data, step)
-        data.summary = trace.summary
-        plain_file = plain_trace_path(Path(path))
-        if mode != "plain" and plain_file.exists():
-            plain = read_trace(plain_file)
-            baseline = self._begin_run(KIND_PLAIN, plain.header)
-            for step in plain.steps:
-                self._add_step(baseline, step)
-            self._show_trace_comparison(data, baseline)
-        self.trace_path = Path(path)
-        self.show_workspace()
-        self.flush()
-        self.inspector.show_step(0)
-        self.status_label.setText(f"opened {Path(path).name} · " + self.status_label.text())
-        self._update_actions()
-
-    def _show_trace_comparison(self, run: RunData, baseline: RunData) -> None:
-        greedy = bool(run.header and run.header.settings.get("sampling", {})
-                      .get("temperature", 0.0) == 0.0)  # fmt: skip
-        self._on_compared(CompareResult(
-            run.stats.tokens_per_second, baseline.stats.tokens_per_second,
-            run.output_ids == baseline.output_ids, greedy, run.stats.emitted,
-            baseline.stats.emitted,
-        ))  # fmt: skip
+        self.trace_files.open_trace(path)
 
     def open_trace_dialog(self) -> None:
-        path, _ = QFileDialog.getOpenFileName(self, "Open a trace", self._trace_dir(),
-                                              TRACE_FILTER)
-        if path:
-            self._remember_trace_dir(path)
-            try:
-                self.open_trace(path)
-            except DraftLensError as exc:
-                self.show_error(str(exc))
+        self.trace_files.open_trace_dialog()
 
     def save_trace(self, destination: str | Path) -> None:
         """Copy the run's trace (written during the run) and its plain baseline, if any."""
-        if self.trace_path is None:
-            raise DraftLensError("nothing to save yet — run a prompt first")
-        destination = Path(destination)
-        try:
-            if destination.resolve() != self.trace_path.resolve():
-                shutil.copyfile(self.trace_path, destination)
-                plain = plain_trace_path(self.trace_path)
-                if plain.exists():
-                    shutil.copyfile(plain, plain_trace_path(destination))
-        except OSError as exc:
-            raise DraftLensError(f"cannot save the trace to {destination}: "
-                                 f"{exc.strerror or exc}") from exc
+        self.trace_files.save_trace(destination)
 
     def save_trace_dialog(self) -> None:
-        if self.trace_path is None:
-            self.show_error("nothing to save yet — run a prompt first")
-            return
-        start = str(Path(self._trace_dir()) / self.trace_path.name)
-        path, _ = QFileDialog.getSaveFileName(self, "Save the trace", start, TRACE_FILTER)
-        if path:
-            self._remember_trace_dir(path)
-            try:
-                self.save_trace(path)
-            except DraftLensError as exc:
-                self.show_error(str(exc))
+        self.trace_files.save_trace_dialog()
 
     def export_csv_dialog(self) -> None:
-        if self.run is None:
-            return
-        path, _ = QFileDialog.getSaveFileName(self, "Export CSV", self._trace_dir(),
-                                              "CSV (*.csv)")
-        if path:
-            try:
-                export_csv(self.run.steps, path)
-            except OSError as exc:
-                self.show_error(f"cannot write {path}: {exc.strerror or exc}")
+        self.trace_files.export_csv_dialog()
 
     def export_charts_dialog(self) -> None:
-        path, _ = QFileDialog.getSaveFileName(self, "Export charts", self._trace_dir(),
-                                              "PNG image (*.png)")
-        if path and not self.charts.grab().save(path):
-            self.show_error(f"cannot write the image {path}")
-
-    def _trace_dir(self) -> str:
-        return self.settings.last_trace_dir or str(Path.home())
-
-    def _remember_trace_dir(self, path: str) -> None:
-        self.settings.last_trace_dir = str(Path(path).parent)
+        self.trace_files.export_charts_dialog()
 
     # --- closing ------------------------------------------------------------------------
     def shutdown(self) -> None:
         """Stop the worker cleanly (cancel, quit, wait) and free the models."""
-        self.timer.stop()
-        self.worker.cancel()
+        self.run_control.cancel()
         self.first_run.shutdown()
-        self.thread.quit()
-        self.thread.wait()
-        self.worker.close_models()
+        self.run_control.close()
 
     def closeEvent(self, event: QCloseEvent) -> None:  # noqa: N802 - Qt override
         self._store_settings()

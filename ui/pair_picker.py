@@ -1,5 +1,5 @@
 """Choosing the model pair: target, draft (a model, n-gram lookup, or none), backend, device,
-GPU layers. The compatibility check (app.catalog.check_pair_files, no weights loaded) runs
+GPU layers. The compatibility check (app.models.pair_check.check_pair_files, no weights loaded) runs
 off the UI thread as soon as the paths change, and its verdict is shown; an incompatible pair
 cannot be run, and the verdict says why.
 """
@@ -24,10 +24,10 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.catalog import PairCheck, check_pair_files, is_gguf
-from app.loading import ModelSpec
+from app.models import runtimes
+from app.models.loading import ModelSpec
+from app.models.pair_check import PairCheck, check_pair_files, is_gguf
 from app.settings import RecentPair
-from ui import devices
 from ui.background import run_in_thread
 from ui.theme import LIGHT, Colours
 
@@ -117,9 +117,7 @@ class PairPicker(QGroupBox):
         form.addRow(self.verdict)
         self._colours = LIGHT
         self._tone = "muted"
-        self._caps = devices.unknown()
-        self._recent_pairs: list[RecentPair] = []
-        self._demo: RecentPair | None = None
+        self._caps = runtimes.unknown()
         self._check: PairCheck | None = None
         self._check_error = ""
         self._checking = False
@@ -139,19 +137,19 @@ class PairPicker(QGroupBox):
     # --- capabilities -------------------------------------------------------------------
     def probe_devices(self) -> None:
         """Ask (off the UI thread) which backends and devices exist; grey out the rest."""
-        run_in_thread(devices.probe, self._probed)
+        run_in_thread(runtimes.probe, self._probed)
 
-    def _probed(self, caps: devices.Capabilities | None, error: BaseException | None) -> None:
+    def _probed(self, caps: runtimes.Capabilities | None, error: BaseException | None) -> None:
         if caps is not None:
             self.set_capabilities(caps)
         self.probed.emit()
 
-    def set_capabilities(self, caps: devices.Capabilities) -> None:
+    def set_capabilities(self, caps: runtimes.Capabilities) -> None:
         self._caps = caps
         self._fill_backends()
         self._fill_devices()
 
-    def _fill_combo(self, combo: QComboBox, options: tuple[devices.Option, ...]) -> None:
+    def _fill_combo(self, combo: QComboBox, options: tuple[runtimes.Option, ...]) -> None:
         current = combo.currentData()
         combo.blockSignals(True)
         combo.clear()
@@ -198,8 +196,6 @@ class PairPicker(QGroupBox):
 
     # --- recent pairs -------------------------------------------------------------------
     def set_recent(self, pairs: list[RecentPair], demo: RecentPair | None = None) -> None:
-        self._recent_pairs = list(pairs)
-        self._demo = demo
         self.recent.blockSignals(True)
         self.recent.clear()
         self.recent.addItem("choose a recent pair…", None)

@@ -1,7 +1,7 @@
 """What the window keeps of one run: the step records, the engine's RunStats over them, and
 numpy columns of per-step values for the charts (appended in O(1), read as array views).
 
-No Qt here. Every figure comes from a record field or from app.metrics; the charts only
+No Qt here. Every figure comes from a record field or from app.engine.metrics; the charts only
 smooth or stack these values for display.
 """
 
@@ -11,11 +11,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from app.metrics import RunStats
-from app.trace import StepRecord, TraceHeader
+from app.engine.metrics import RunStats
+from app.engine.records import StepRecord
+from app.engine.trace import MODE_PLAIN, MODE_SPECULATIVE, TraceHeader
 
-KIND_SPECULATIVE = "speculative"
-KIND_PLAIN = "plain"
+# a run in the window is of the same kind as its trace's mode
+KIND_SPECULATIVE = MODE_SPECULATIVE
+KIND_PLAIN = MODE_PLAIN
 
 COLUMNS = ("t_draft", "t_verify", "t_overhead", "t_total", "emitted", "k", "accepted", "judged")
 

@@ -23,7 +23,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.trace import Alternative, StepRecord, TokenRecord
+from app.engine.records import Alternative, StepRecord, TokenRecord
 from ui import format as fmt
 from ui.charts import style_legend
 from ui.step_table import StepTableModel

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from PySide6.QtCore import QAbstractTableModel, QModelIndex, QPersistentModelIndex, Qt
 from PySide6.QtGui import QBrush, QColor
 
-from app.trace import ORIGIN_BONUS, ORIGIN_PLAIN, StepRecord, TokenRecord
+from app.engine.records import ORIGIN_BONUS, ORIGIN_PLAIN, StepRecord, TokenRecord
 from ui import format as fmt
 from ui.theme import LIGHT, Colours
 

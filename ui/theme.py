@@ -14,7 +14,7 @@ from PySide6.QtCore import Qt
 from PySide6.QtGui import QColor, QFont, QGuiApplication, QPalette, QTextCharFormat
 from PySide6.QtWidgets import QApplication
 
-from app.trace import ORIGIN_ACCEPTED, ORIGIN_BONUS, ORIGIN_PLAIN, ORIGIN_REPLACEMENT
+from app.engine.records import ORIGIN_ACCEPTED, ORIGIN_BONUS, ORIGIN_PLAIN, ORIGIN_REPLACEMENT
 
 REJECTED = "rejected"  # a draft token the target turned down (drawn struck through)
 

@@ -22,7 +22,7 @@ from PySide6.QtGui import (
 )
 from PySide6.QtWidgets import QTextEdit, QToolTip, QWidget
 
-from app.trace import ORIGIN_REPLACEMENT, StepRecord, TokenRecord
+from app.engine.records import ORIGIN_REPLACEMENT, StepRecord, TokenRecord
 from ui import format as fmt
 from ui.theme import LIGHT, REJECTED, Colours, token_format
 

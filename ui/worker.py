@@ -12,19 +12,18 @@ from __future__ import annotations
 import sys
 import threading
 import traceback
-from dataclasses import dataclass, field
+from dataclasses import astuple, dataclass, field
 from datetime import datetime
 from pathlib import Path
 
 from PySide6.QtCore import QObject, QSemaphore, Signal, Slot
 
-from app.drafters import Drafter, HybridDrafter, ModelDrafter, NgramDrafter
+from app.engine.session import DecodeConfig, Session
+from app.engine.trace import TraceWriter
 from app.errors import DraftLensError
-from app.loading import LoadedPair, ModelSpec, load_pair
+from app.models.loading import LoadedPair, ModelSpec, load_pair
 from app.paths import data_dir
-from app.runs import encode_prompt, session_for, versions
-from app.session import DecodeConfig, Session
-from app.trace import TraceHeader, TraceWriter
+from app.runs import NGRAM_LABEL, Run, prepare_run
 from ui.latency import freeze_heap
 from ui.run_data import KIND_PLAIN, KIND_SPECULATIVE, CompareResult
 
@@ -80,8 +79,8 @@ def plain_trace_path(path: Path) -> Path:
 
 
 def _pair_key(spec: ModelSpec) -> tuple:
-    return (spec.target, spec.draft, spec.ngram, spec.backend, spec.device,
-            spec.n_gpu_layers, spec.n_ctx)  # fmt: skip
+    """Every choice that changes what is loaded: a new key means a reload."""
+    return astuple(spec)
 
 
 class RunWorker(QObject):
@@ -176,36 +175,23 @@ class RunWorker(QObject):
             raise _Stopped
         self._pair, self._pair_key = pair, key
         freeze_heap()  # before decoding starts: later GC pauses only walk new objects
-        draft_name = pair.draft.name if pair.draft else ("n-gram lookup" if spec.ngram else "")
+        draft_name = pair.draft.name if pair.draft else (NGRAM_LABEL if spec.ngram else "")
         self.loaded.emit(LoadInfo(pair.target.name, draft_name, pair.target.backend,
                                   pair.target.device, tuple(pair.warnings)))
         return pair
 
-    def _drafter(self, pair: LoadedPair, config: DecodeConfig) -> Drafter | None:
-        """A fresh drafter per run, with this run's p-min / draft-min settings."""
-        if pair.draft is not None:
-            drafter = ModelDrafter(pair.draft, p_min=config.draft_p_min,
-                                   draft_min=config.draft_min)
-            return HybridDrafter(drafter) if pair.spec.ngram else drafter
-        if pair.spec.ngram:
-            return NgramDrafter()
-        return pair.drafter
-
     def _generate(self, pair: LoadedPair, request: RunRequest, trace_path: Path) -> None:
-        target = pair.target
-        prompt_ids = encode_prompt(target, request.prompt, request.chat)
-        drafter = self._drafter(pair, request.config)
-        session = session_for(pair, drafter, request.config)
-        header = self._header(pair, request, len(prompt_ids), "speculative" if drafter else "plain")
+        run = self._prepare(pair, request)
+        session = run.session
+        kind = KIND_SPECULATIVE if session.drafter else KIND_PLAIN
         with TraceWriter(trace_path) as writer:
-            writer.header(header)
-            kind = KIND_SPECULATIVE if drafter else KIND_PLAIN
-            self.run_started.emit(kind, header)
-            self._decode(kind, session, prompt_ids, writer)
+            writer.header(run.header)
+            self.run_started.emit(kind, run.header)
+            self._decode(kind, session, run.prompt_ids, writer)
             baseline = None
-            if request.compare and drafter is not None and not self._cancel.is_set():
-                baseline = self._baseline(pair, request, prompt_ids, trace_path)
-            summary = self._summary(session, baseline)
+            if request.compare and session.drafter is not None and not self._cancel.is_set():
+                baseline = self._baseline(pair, request, trace_path)
+            summary = session.summary(baseline)
             writer.summary(summary)
         self.run_finished.emit(kind, summary)
         if baseline is not None and not self._cancel.is_set():
@@ -216,20 +202,21 @@ class RunWorker(QObject):
                 len(session.output_ids), len(baseline.output_ids),
             ))  # fmt: skip
 
-    def _baseline(
-        self, pair: LoadedPair, request: RunRequest, prompt_ids: list[int], trace_path: Path
-    ) -> Session:
+    def _prepare(self, pair: LoadedPair, request: RunRequest, plain: bool = False) -> Run:
+        return prepare_run(pair, request.config, request.prompt, request.chat, plain=plain,
+                           extra_settings={"compare": request.compare})
+
+    def _baseline(self, pair: LoadedPair, request: RunRequest, trace_path: Path) -> Session:
         """The plain target run on the same prompt and settings, for the speedup."""
-        session = Session(pair.target, None, request.config)
-        header = self._header(pair, request, len(prompt_ids), "plain")
+        run = self._prepare(pair, request, plain=True)
         with TraceWriter(plain_trace_path(trace_path)) as writer:
-            writer.header(header)
-            self.run_started.emit(KIND_PLAIN, header)
-            self._decode(KIND_PLAIN, session, prompt_ids, writer)
-            summary = session.stats.summary()
+            writer.header(run.header)
+            self.run_started.emit(KIND_PLAIN, run.header)
+            self._decode(KIND_PLAIN, run.session, run.prompt_ids, writer)
+            summary = run.session.summary()
             writer.summary(summary)
         self.run_finished.emit(KIND_PLAIN, summary)
-        return session
+        return run.session
 
     def _decode(
         self, kind: str, session: Session, prompt_ids: list[int], writer: TraceWriter
@@ -259,25 +246,3 @@ class RunWorker(QObject):
             if self._permits.tryAcquire(1, _POLL_MS) or not self._step_mode.is_set():
                 return not self._cancel.is_set()
         return False
-
-    def _summary(self, session: Session, baseline: Session | None) -> dict:
-        """The engine's summary; with a baseline, its measured target step time and speedup."""
-        if baseline is None or not baseline.stats.steps:
-            return session.stats.summary()
-        plain = baseline.stats
-        summary = session.stats.summary(t_target=plain.t_verify / plain.steps)
-        summary["plain_tok_s"] = plain.tokens_per_second
-        summary["identical_to_plain"] = session.output_ids == baseline.output_ids
-        return summary
-
-    def _header(
-        self, pair: LoadedPair, request: RunRequest, prompt_tokens: int, mode: str
-    ) -> TraceHeader:
-        settings = request.config.to_dict() | {"chat": request.chat, "compare": request.compare}
-        draft = pair.draft.name if pair.draft else ("ngram" if pair.spec.ngram else "")
-        return TraceHeader(
-            target=pair.target.name, draft=draft if mode != "plain" else "",
-            backend=pair.target.backend, device=pair.target.device, settings=settings,
-            versions=versions(), prompt=request.prompt,
-            prompt_tokens=prompt_tokens, mode=mode,
-        )  # fmt: skip

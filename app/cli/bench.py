@@ -10,11 +10,13 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from app.cli.options import decode_config, model_spec
+from app.engine.metrics import RunStats
+from app.engine.protocol import ReferenceGenerator
+from app.engine.session import DecodeConfig
 from app.errors import SettingsError
-from app.loading import LoadedPair, load_pair
-from app.metrics import RunStats, expected_tokens_per_pass, predicted_speedup, theory_speedup
-from app.runs import encode_prompt, make_session
-from app.session import DecodeConfig
+from app.models.loading import LoadedPair, load_pair
+from app.runs import build_drafter, build_session, encode_prompt
 
 CODE_PROMPTS = [
     "def fibonacci(n):\n",
@@ -48,6 +50,18 @@ EDIT_PROMPT = (
     "Reply with only the complete code in one ```python block."
 )
 SUITES = {"code": CODE_PROMPTS, "edit": [EDIT_PROMPT]}
+
+
+def add_bench_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("-p", "--prompt", action="append", help="a prompt (repeatable)")
+    parser.add_argument("--prompt-file", help="one JSON string per line")
+    parser.add_argument("--suite", choices=tuple(SUITES), default="code",
+                        help="built-in prompts when none are given: code completion, or an "
+                             "edit task (code asked back with one rename; use with --chat)")
+    parser.add_argument("--rounds", type=int, default=1, help="alternations per prompt")
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument("--compare-hf", action="store_true",
+                        help="torch backend: also time transformers' assisted generation")
 
 
 @dataclass
@@ -84,7 +98,7 @@ def read_prompts(args: argparse.Namespace) -> list[str]:
 
 def timed_run(pair: LoadedPair, config: DecodeConfig, prompt_ids: list[int], plain: bool,
               tally: Tally) -> None:
-    session = make_session(pair, config, plain=plain)
+    session = build_session(pair, config, plain=plain)
     start = time.perf_counter()
     for step in session.steps(prompt_ids):
         tally.stats.add(step)
@@ -94,8 +108,6 @@ def timed_run(pair: LoadedPair, config: DecodeConfig, prompt_ids: list[int], pla
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
-    from app.cli import decode_config, model_spec
-
     config = decode_config(args)
     prompts = read_prompts(args)
     pair = load_pair(model_spec(args), progress=lambda m: print(f"[bench] {m}", file=sys.stderr))
@@ -103,7 +115,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         encoded = [encode_prompt(pair.target, p, args.chat) for p in prompts]
         warm = DecodeConfig(n_predict=4, sampling=config.sampling)
         timed_run(pair, warm, encoded[0], plain=True, tally=Tally())
-        make_session(pair, config)  # calibrate once, outside the timed runs
+        build_session(pair, config)  # calibrate once, outside the timed runs
         plain, spec = Tally(), Tally()
         for round_index in range(args.rounds):
             for prompt_ids in encoded:
@@ -117,7 +129,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
             report.update(compare_hf(pair, encoded, config, args.rounds))
         report["backend"] = pair.target.backend
         report["device"] = pair.target.device
-        report["drafter"] = pair.drafter.name if pair.drafter else ""
+        drafter = build_drafter(pair, config)
+        report["drafter"] = drafter.name if drafter else ""
         report["prompts"] = len(prompts)
     finally:
         pair.close()
@@ -129,37 +142,32 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
 
 def bench_report(plain: Tally, spec: Tally, config: DecodeConfig) -> dict[str, Any]:
+    """Side-by-side figures; every derived one (c, theory, cost model) from RunStats.summary,
+    with the plain runs' measured step as the target step."""
     stats = spec.stats
-    t_target = plain.stats.t_verify / plain.stats.steps if plain.stats.steps else 0.0
+    summary = stats.summary(plain.stats.plain_step_time or 0.0)
     spec_steps = max(stats.spec_steps, 1)
-    t_verify_spec = (stats.t_verify - stats.t_verify_plain) / spec_steps
-    k = stats.mean_k
-    c = stats.draft_time_per_token / t_target if t_target else 0.0
     identical: bool | None = None
     if config.sampling.greedy:
         identical = plain.outputs == spec.outputs
-    speedup = spec.tok_s / plain.tok_s if plain.tok_s else 0.0
-    share_spec = stats.spec_steps / stats.steps if stats.steps else 0.0
     return {
         "plain_tok_s": plain.tok_s,
         "spec_tok_s": spec.tok_s,
-        "speedup": speedup,
+        "speedup": spec.tok_s / plain.tok_s if plain.tok_s else 0.0,
         "acceptance": stats.acceptance,
         "alpha": stats.alpha,
-        "mean_k": k,
-        "cost_ratio": c,
-        "theory_speedup": theory_speedup(stats.alpha, k, c) if stats.spec_steps else 1.0,
-        "predicted_speedup": predicted_speedup(
-            stats.alpha, k, t_target, stats.draft_time_per_token, t_verify_spec
-        ) if stats.spec_steps else 1.0,
-        "expected_tokens_per_pass": expected_tokens_per_pass(stats.alpha, k),
+        "mean_k": stats.mean_k,
+        "cost_ratio": summary.get("cost_ratio", 0.0),
+        "theory_speedup": summary.get("theory_speedup", 1.0),
+        "predicted_speedup": summary.get("predicted_speedup", 1.0),
+        "expected_tokens_per_pass": summary["expected_tokens_per_pass"],
         "tokens_per_pass": stats.tokens_per_pass,
-        "speculative_step_share": share_spec,
+        "speculative_step_share": stats.spec_steps / stats.steps if stats.steps else 0.0,
         "identical": identical,
         "tokens": spec.tokens,
-        "t_target_step": t_target,
+        "t_target_step": plain.stats.plain_step_time or 0.0,
         "t_draft_per_step": stats.t_draft / spec_steps,
-        "t_verify_per_step": t_verify_spec,
+        "t_verify_per_step": stats.spec_verify_time,
         "t_overhead_per_step": stats.t_overhead / max(stats.steps, 1),
         "adaptive": config.adaptive,
         "draft_max": config.draft_max,
@@ -169,12 +177,10 @@ def bench_report(plain: Tally, spec: Tally, config: DecodeConfig) -> dict[str, A
 
 def compare_hf(pair: LoadedPair, encoded: list[list[int]], config: DecodeConfig,
                rounds: int) -> dict[str, Any]:
-    """transformers' own generate(): plain and assisted, greedy, same prompts and lengths."""
-    if pair.target.backend != "torch" or pair.draft is None:
+    """The runtime's own generate(): plain and assisted, greedy, same prompts and lengths."""
+    target = pair.target
+    if not isinstance(target, ReferenceGenerator) or pair.draft is None:
         raise SettingsError("--compare-hf needs --backend torch and a draft model")
-    import torch
-
-    target, draft = pair.target.model, pair.draft.model  # type: ignore[attr-defined]
     times = {"plain": 0.0, "assisted": 0.0}
     tokens = {"plain": 0, "assisted": 0}
     outputs: dict[str, list[list[int]]] = {"plain": [], "assisted": []}
@@ -182,16 +188,10 @@ def compare_hf(pair: LoadedPair, encoded: list[list[int]], config: DecodeConfig,
         for ids in encoded:
             modes = ["plain", "assisted"] if round_index % 2 == 0 else ["assisted", "plain"]
             for mode in modes:
-                input_ids = torch.tensor([ids], device=target.device)
-                extra = {"assistant_model": draft} if mode == "assisted" else {}
+                assistant = pair.draft if mode == "assisted" else None
                 start = time.perf_counter()
-                with torch.inference_mode():
-                    out = target.generate(
-                        input_ids, attention_mask=torch.ones_like(input_ids), do_sample=False,
-                        max_new_tokens=config.n_predict, pad_token_id=pair.target.tokenizer
-                        .eos_token_id, **extra)
+                new = target.reference_generate(ids, config.n_predict, assistant)
                 times[mode] += time.perf_counter() - start
-                new = out[0, len(ids):].tolist()
                 tokens[mode] += len(new)
                 outputs[mode].append(new)
     plain_rate = tokens["plain"] / times["plain"]

@@ -124,4 +124,4 @@ def draw(probs: np.ndarray, rng: np.random.Generator) -> int:
     """One draw from a (possibly unnormalised) non-negative row, by inverse CDF."""
     cumulative = np.cumsum(probs)
     index = int(np.searchsorted(cumulative, rng.random() * cumulative[-1], side="right"))
-    return min(index, probs.shape[0] - 1)
+    return min(index, int(probs.shape[0]) - 1)

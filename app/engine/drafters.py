@@ -7,8 +7,8 @@ from typing import Protocol
 
 import numpy as np
 
-from app.model_protocol import LanguageModel
-from app.sampling import SamplingParams, choose, process
+from app.engine.protocol import LanguageModel
+from app.engine.sampling import SamplingParams, choose, process
 
 
 @dataclass
@@ -19,7 +19,7 @@ class Draft:
 
     def q_row(self, i: int, vocab: int) -> np.ndarray:
         if self.q_rows is not None:
-            return self.q_rows[i]
+            return np.asarray(self.q_rows[i])
         row = np.zeros(vocab)
         row[self.tokens[i]] = 1.0
         return row
@@ -77,7 +77,7 @@ class ModelDrafter:
         self.model.truncate(keep)
         logits = self.model.extend(context[keep:], 1)[0]
         self._cached = list(context)
-        return logits
+        return np.asarray(logits)
 
     def propose(
         self, context: list[int], k: int, params: SamplingParams, rng: np.random.Generator

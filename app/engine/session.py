@@ -5,19 +5,19 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from app.adaptive import DraftLengthController, VerifyCostCurve
-from app.drafters import EMPTY_DRAFT, Drafter
+from app.engine.adaptive import DraftLengthController, VerifyCostCurve
+from app.engine.drafters import EMPTY_DRAFT, Draft, Drafter
+from app.engine.metrics import RunStats
+from app.engine.protocol import LanguageModel
+from app.engine.records import StepRecord
+from app.engine.sampling import SamplingParams, process
+from app.engine.speculative import verify
 from app.errors import SettingsError
-from app.metrics import RunStats
-from app.model_protocol import LanguageModel
-from app.sampling import SamplingParams, process
-from app.speculative import verify
-from app.trace import StepRecord
 
 MAX_DRAFT = 256
 
@@ -49,9 +49,6 @@ class DecodeConfig:
             raise SettingsError(f"draft-p-min must be in [0, 1) (got {self.draft_p_min})")
         self.sampling.validate()
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
 
 class Session:
     """Runs one generation. Iterate `steps(prompt_ids)`; read `output_ids` and `stats`."""
@@ -76,6 +73,20 @@ class Session:
         self.stats = RunStats()
         self.prefill_seconds = 0.0
         self.stopped_by_eos = False
+
+    def plain_step_time(self) -> float | None:
+        """Seconds of one target step: measured in this run, else from the calibrated curve."""
+        return self.stats.plain_step_time or self.controller.curve.points.get(1)
+
+    def summary(self, baseline: Session | None = None) -> dict[str, Any]:
+        """The trace's summary line; with a plain baseline run of the same prompt, its step
+        time, speed and whether the texts are identical."""
+        if baseline is None or not baseline.stats.steps:
+            return self.stats.summary(self.plain_step_time())
+        summary = self.stats.summary(baseline.stats.plain_step_time)
+        summary["plain_tok_s"] = baseline.stats.tokens_per_second
+        summary["identical_to_plain"] = self.output_ids == baseline.output_ids
+        return summary
 
     def check_prompt(self, prompt_ids: list[int]) -> None:
         if not prompt_ids:
@@ -114,7 +125,9 @@ class Session:
         k = 0
         if self.drafter is not None:
             k = self.controller.next_k(remaining, self.drafter.source_for(context))
-        draft = self.drafter.propose(context, k, params, self.rng) if k > 0 else EMPTY_DRAFT
+        draft = EMPTY_DRAFT
+        if self.drafter is not None and k > 0:
+            draft = self.drafter.propose(context, k, params, self.rng)
         draft_tokens = draft.tokens[: max(0, remaining - 1)]
         t1 = time.perf_counter()
         logits = self.target.extend([context[-1], *draft_tokens], len(draft_tokens) + 1)
@@ -162,14 +175,14 @@ class _LazyRows:
         self._logits = logits
         self._params = params
 
-    def __getitem__(self, i: int) -> np.ndarray:
+    def __getitem__(self, i: int, /) -> np.ndarray:
         return process(self._logits[i], self._params)
 
 
 class _LazyDraftRows:
-    def __init__(self, draft: Any, vocab: int) -> None:
+    def __init__(self, draft: Draft, vocab: int) -> None:
         self._draft = draft
         self._vocab = vocab
 
-    def __getitem__(self, i: int) -> np.ndarray:
+    def __getitem__(self, i: int, /) -> np.ndarray:
         return self._draft.q_row(i, self._vocab)

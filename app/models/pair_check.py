@@ -1,4 +1,4 @@
-"""Which model pairs exist, and whether a target and a draft can work together.
+"""Whether a target and a draft can work together.
 
 The check compares vocabularies before anything is loaded (GGUF metadata, or the
 transformers tokenizer of a folder): type, size, every token text, BOS/EOS.
@@ -55,7 +55,7 @@ def read_model_vocab(path: str | os.PathLike[str]) -> Vocab:
     if not path.exists():
         raise ModelFileError(f"model not found: {path} — check the path")
     if is_gguf(path):
-        from app.gguf_check import check_gguf, read_vocab
+        from app.models.gguf_check import check_gguf, read_vocab
 
         info = check_gguf(path)
         return Vocab(info.vocab_type, tuple(read_vocab(path)), info.bos_id, info.eos_id,
@@ -64,24 +64,14 @@ def read_model_vocab(path: str | os.PathLike[str]) -> Vocab:
 
 
 def _tokenizer_vocab(path: Path) -> Vocab:
+    from backends.base import BackendError
+    from backends.torch_hf import read_tokenizer_vocab
+
     try:
-        from transformers import AutoTokenizer
-    except ImportError as exc:
-        raise ModelFileError(
-            f"{path} is a transformers folder but the PyTorch backend is not installed — "
-            "install draftlens[torch] or use a GGUF file"
-        ) from exc
-    folder, gguf_file = (path.parent, path.name) if path.is_file() else (path, None)
-    try:
-        tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=gguf_file)
-    except (OSError, ValueError) as exc:
-        raise ModelFileError(
-            f"cannot read a tokenizer from {path} — is it a transformers model folder?"
-        ) from exc
-    texts = tokenizer.convert_ids_to_tokens(list(range(len(tokenizer))))
-    kind = "gpt2" if any("Ġ" in (t or "") for t in texts[:2000]) else "sentencepiece"
-    return Vocab(kind, tuple(t or "" for t in texts), tokenizer.bos_token_id,
-                 tokenizer.eos_token_id, model_size_bytes(path))
+        kind, tokens, bos_id, eos_id = read_tokenizer_vocab(path)
+    except BackendError as exc:
+        raise ModelFileError(str(exc)) from exc
+    return Vocab(kind, tokens, bos_id, eos_id, model_size_bytes(path))
 
 
 def check_vocabs(target: Vocab, draft: Vocab) -> PairCheck:
@@ -109,48 +99,3 @@ def check_vocabs(target: Vocab, draft: Vocab) -> PairCheck:
 
 def check_pair_files(target: str | os.PathLike[str], draft: str | os.PathLike[str]) -> PairCheck:
     return check_vocabs(read_model_vocab(target), read_model_vocab(draft))
-
-
-@dataclass
-class KnownPair:
-    name: str
-    target: Path
-    draft: Path | None
-    installed: bool
-
-
-def known_pairs() -> list[KnownPair]:
-    """The demo pair, plus GGUF files found in the app's models folder and LM Studio's."""
-    from app.demo import demo_installed, demo_paths
-
-    target, draft = demo_paths()
-    pairs = [KnownPair("demo: Qwen2.5-Coder 1.5B + 0.5B", target, draft, demo_installed())]
-    for folder in model_folders():
-        for file in sorted(folder.rglob("*.gguf")):
-            if file not in (target, draft):
-                pairs.append(KnownPair(f"file: {file.name}", file, None, True))
-    for snapshot in hf_cache_models():
-        pairs.append(KnownPair(f"transformers: {snapshot.parent.parent.name[8:]}", snapshot,
-                               None, True))
-    return pairs
-
-
-def hf_cache_models() -> list[Path]:
-    """Model snapshots in the Hugging Face cache that hold a config and safetensors."""
-    root = Path(os.environ.get("HF_HUB_CACHE") or
-                Path(os.environ.get("HF_HOME", Path.home() / ".cache" / "huggingface")) / "hub")
-    if not root.is_dir():
-        return []
-    found = []
-    for snapshot in sorted(root.glob("models--*/snapshots/*")):
-        if (snapshot / "config.json").exists() and any(snapshot.glob("*.safetensors")):
-            found.append(snapshot)
-    return found
-
-
-def model_folders() -> list[Path]:
-    from app.paths import models_dir
-
-    folders = [models_dir(), Path.home() / ".lmstudio" / "models",
-               Path.home() / ".cache" / "lm-studio" / "models"]
-    return [f for f in folders if f.is_dir()]

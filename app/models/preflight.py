@@ -1,9 +1,9 @@
 """Load a model once in a child process, so a native crash in llama.cpp cannot take us down.
 
 Call `check_gguf` first (cheap, in process); then `preflight_gguf`, which starts
-`python -m app.preflight_child PATH` (load, tokenize a sample, one decode) and turns the child's
-death (a signal, an error exit, a timeout) into a one-line ModelFileError. A packaged (frozen)
-app runs `draftlens --preflight-child PATH` instead. Files that passed are
+`python -m backends.llamacpp_preflight PATH` (load, tokenize a sample, one decode) and turns
+the child's death (a signal, an error exit, a timeout) into a one-line ModelFileError. A
+packaged (frozen) app runs `draftlens --preflight-child PATH` instead. Files that passed are
 remembered in cache_dir()/preflight.json, keyed by absolute path, size, mtime and the
 llama-cpp-python version, so checking them again is instant.
 """
@@ -20,6 +20,7 @@ import time
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
+from typing import Any
 
 from app.errors import DraftLensError, ModelFileError
 from app.paths import cache_dir, write_atomically
@@ -27,8 +28,8 @@ from app.paths import cache_dir, write_atomically
 CACHE_NAME = "preflight.json"
 CACHE_VERSION = 1
 MAX_CACHE_ENTRIES = 500
-_PROJECT_ROOT = Path(__file__).resolve().parent.parent
-_EXIT_NO_RUNTIME = 3  # app.preflight_child: llama-cpp-python is missing
+_PROJECT_ROOT = Path(__file__).resolve().parents[2]
+_EXIT_NO_RUNTIME = 3  # backends.llamacpp_preflight: llama-cpp-python is missing
 _lock = threading.Lock()
 
 _DOING = {
@@ -118,12 +119,12 @@ def _run_child(path: Path, timeout_s: float) -> ChildResult:
 
 
 def _child_command(path: Path) -> list[str]:
-    """`python -m app.preflight_child PATH`; a packaged (frozen) app has no `-m`, so it runs
+    """`python -m backends.llamacpp_preflight PATH`; a packaged (frozen) app has no `-m`, so it runs
     its own executable with the hidden first argument `--preflight-child` (see app.cli.main,
     reached through ui.launcher)."""
     if getattr(sys, "frozen", False):
         return [sys.executable, "--preflight-child", str(path)]
-    return [sys.executable, "-m", "app.preflight_child", str(path)]
+    return [sys.executable, "-m", "backends.llamacpp_preflight", str(path)]
 
 
 def _error_for(path: Path, result: ChildResult) -> DraftLensError:
@@ -187,7 +188,7 @@ def _cache_path() -> Path:
     return cache_dir() / CACHE_NAME
 
 
-def _load_cache() -> dict[str, dict]:
+def _load_cache() -> dict[str, dict[str, Any]]:
     try:
         data = json.loads(_cache_path().read_text(encoding="utf-8"))
     except (OSError, ValueError):
@@ -198,7 +199,7 @@ def _load_cache() -> dict[str, dict]:
     return entries if isinstance(entries, dict) else {}
 
 
-def _save_cache(entries: dict[str, dict]) -> None:
+def _save_cache(entries: dict[str, dict[str, Any]]) -> None:
     """Write the cache atomically (temp file in the same folder, then os.replace)."""
     if len(entries) > MAX_CACHE_ENTRIES:
         newest = sorted(entries.items(), key=lambda kv: kv[1].get("checked_at", 0))

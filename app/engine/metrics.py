@@ -9,18 +9,28 @@ with the measured time to verify k+1 tokens: E * t_target(1) / (k t_draft + t_ve
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from app.trace import StepRecord
+import numpy as np
+
+from app.engine.records import StepRecord
 
 
 def expected_tokens_per_pass(alpha: float, k: float) -> float:
+    """Tokens a pass emits when each of k draft tokens passes with the same chance alpha."""
     if k <= 0:
         return 1.0
     if alpha >= 1.0:
         return k + 1.0
-    return (1.0 - alpha ** (k + 1)) / (1.0 - alpha)
+    return float((1.0 - alpha ** (k + 1)) / (1.0 - alpha))
+
+
+def expected_tokens_by_position(accept_at: Sequence[float]) -> float:
+    """Tokens a pass emits when draft position i, once reached, passes with accept_at[i]:
+    1 + sum_j prod_{i<=j} accept_at[i] (acceptance correlated along a draft, as in copying)."""
+    return 1.0 + float(np.cumprod(accept_at).sum()) if len(accept_at) else 1.0
 
 
 def theory_speedup(alpha: float, k: float, c: float) -> float:
@@ -117,13 +127,24 @@ class RunStats:
         return self.k_sum / self.spec_steps if self.spec_steps else 0.0
 
     @property
+    def plain_step_time(self) -> float | None:
+        """Mean seconds of a pass without drafts (one target step), if any was measured."""
+        return self.t_verify_plain / self.plain_steps if self.plain_steps else None
+
+    @property
+    def spec_verify_time(self) -> float:
+        """Mean seconds of a verify pass that carried drafts."""
+        spec_verify = self.t_verify - self.t_verify_plain
+        return spec_verify / self.spec_steps if self.spec_steps else 0.0
+
+    @property
     def draft_time_per_token(self) -> float:
         return self.t_draft / self.drafted if self.drafted else 0.0
 
     def summary(self, t_target: float | None = None) -> dict[str, Any]:
         """Figures for the trace's summary line; t_target is one plain target step, if known."""
-        if t_target is None and self.plain_steps:
-            t_target = self.t_verify_plain / self.plain_steps
+        if t_target is None:
+            t_target = self.plain_step_time
         k = self.mean_k
         data: dict[str, Any] = {
             "steps": self.steps,
@@ -146,12 +167,11 @@ class RunStats:
         }
         if t_target and self.spec_steps:
             c = self.draft_time_per_token / t_target
-            t_verify_spec = (self.t_verify - self.t_verify_plain) / self.spec_steps
             data["t_target"] = t_target
             data["cost_ratio"] = c
             data["theory_speedup"] = theory_speedup(self.alpha, k, c)
             data["predicted_speedup"] = predicted_speedup(
-                self.alpha, k, t_target, self.draft_time_per_token, t_verify_spec
+                self.alpha, k, t_target, self.draft_time_per_token, self.spec_verify_time
             )
         return data
 

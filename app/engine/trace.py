@@ -1,4 +1,4 @@
-"""What the engine reports, and the JSONL trace file that keeps it.
+"""The JSONL trace file that keeps what the engine reports (app.engine.records).
 
 The trace format is a public interface: a header line, one line per verify step, a summary
 line. Inside the app these are dataclasses; dicts appear only at the file boundary.
@@ -11,79 +11,18 @@ import io
 import json
 import os
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import IO, Any
 
+from app.engine.records import Alternative, StepRecord, TokenRecord
 from app.errors import DraftLensError
 from app.paths import write_atomically
 
 TRACE_VERSION = 1
-
-# Where an emitted token came from; the UI colours tokens by this.
-ORIGIN_ACCEPTED = "accepted"  # a draft token the target accepted
-ORIGIN_REPLACEMENT = "replacement"  # the target's token after a rejection
-ORIGIN_BONUS = "bonus"  # the target's extra token when every draft token passed
-ORIGIN_PLAIN = "plain"  # plain target decoding (no draft this step)
-
-
-@dataclass
-class Alternative:
-    token: int
-    text: str
-    p: float
-    q: float
-
-
-@dataclass
-class TokenRecord:
-    """One draft token and the verdict on it."""
-
-    pos: int
-    token: int
-    text: str
-    q: float
-    p: float
-    u: float | None
-    accepted: bool
-    replacement: int | None = None
-    replacement_text: str | None = None
-    residual_used: bool = False
-    top: list[Alternative] = field(default_factory=list)
-    p_entropy: float = 0.0
-    q_entropy: float = 0.0
-
-    @property
-    def ratio(self) -> float:
-        return self.p / self.q if self.q > 0 else float("inf")
-
-    @property
-    def acceptance_chance(self) -> float:
-        return min(1.0, self.ratio)
-
-
-@dataclass
-class StepRecord:
-    """One target forward pass: the draft, the verdicts and what was emitted."""
-
-    index: int
-    k: int
-    tokens: list[TokenRecord]
-    emitted: list[int]
-    emitted_text: list[str]
-    origins: list[str]
-    t_draft: float
-    t_verify: float
-    t_overhead: float
-    drafter: str = ""
-
-    @property
-    def n_accepted(self) -> int:
-        return sum(1 for t in self.tokens if t.accepted)
-
-    @property
-    def t_total(self) -> float:
-        return self.t_draft + self.t_verify + self.t_overhead
+# a trace's header says which of these it holds
+MODE_SPECULATIVE = "speculative"
+MODE_PLAIN = "plain"
 
 
 @dataclass
@@ -96,7 +35,7 @@ class TraceHeader:
     versions: dict[str, str]
     prompt: str = ""
     prompt_tokens: int = 0
-    mode: str = "speculative"
+    mode: str = MODE_SPECULATIVE
 
 
 def step_to_dict(step: StepRecord) -> dict[str, Any]:

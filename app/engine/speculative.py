@@ -14,11 +14,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 
-from app.sampling import SamplingParams, choose, draw
-from app.trace import (
+from app.engine.records import (
     ORIGIN_ACCEPTED,
     ORIGIN_BONUS,
     ORIGIN_PLAIN,
@@ -26,8 +26,15 @@ from app.trace import (
     Alternative,
     TokenRecord,
 )
+from app.engine.sampling import SamplingParams, choose, draw
 
 TokenText = Callable[[int], str]
+
+
+class Rows(Protocol):
+    """Row i of a (k+1, V) table of distributions; the session computes rows on demand."""
+
+    def __getitem__(self, i: int, /) -> np.ndarray: ...
 
 
 @dataclass
@@ -43,13 +50,13 @@ def residual_distribution(p: np.ndarray, q: np.ndarray) -> np.ndarray:
     total = residual.sum()
     if total <= 0.0:
         return p
-    return residual / total
+    return np.asarray(residual / total)
 
 
 def verify(
     draft: list[int],
-    q_rows: np.ndarray,
-    p_rows: np.ndarray,
+    q_rows: Rows,
+    p_rows: Rows,
     params: SamplingParams,
     rng: np.random.Generator,
     text_of: TokenText,

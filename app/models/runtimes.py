@@ -1,4 +1,5 @@
-"""Which backends and devices this machine can use, and why not (shown greyed with the reason)."""
+"""Which runtimes (backends) and devices this machine can use, and why not (the window shows
+the unusable ones greyed with the reason); and what each runtime reports of itself."""
 
 from __future__ import annotations
 
@@ -50,10 +51,9 @@ def _llamacpp_devices(ok: bool) -> tuple[Option, ...]:
 def _torch_devices(ok: bool) -> tuple[Option, ...]:
     cuda = mps = False
     if ok:
-        import torch
+        from backends.torch_hf import torch_devices
 
-        cuda = torch.cuda.is_available()
-        mps = torch.backends.mps.is_available()
+        cuda, mps = torch_devices()
     missing = "the PyTorch backend is not installed"
     return (
         Option("auto", "Auto", True),
@@ -87,3 +87,11 @@ def unknown() -> Capabilities:
     backends = tuple(Option(k, v, True) for k, v in BACKEND_LABELS.items())
     devices = tuple(Option(k, v, True) for k, v in DEVICE_LABELS.items())
     return Capabilities(backends, {"llamacpp": devices, "torch": devices})
+
+
+def runtime_lines() -> list[str]:
+    """One line per runtime: its version and the devices it can use here, or why it cannot."""
+    from backends.llamacpp import describe_llamacpp
+    from backends.torch_hf import describe_torch
+
+    return [describe_llamacpp(), describe_torch()]

@@ -12,8 +12,8 @@ import os
 import time
 from pathlib import Path
 
-from app.adaptive import VerifyCostCurve
-from app.model_protocol import LanguageModel
+from app.engine.adaptive import VerifyCostCurve
+from app.engine.protocol import LanguageModel
 from app.paths import cache_dir, write_atomically
 
 _CONTEXT_TOKENS = 48
@@ -52,13 +52,13 @@ def measure_verify_curve(
 
 
 def _key(model: LanguageModel) -> str:
-    path = Path(getattr(model, "path", model.name))
+    path = Path(model.path)
     stamp = ""
     if path.exists():
         stat = path.stat()
         stamp = f"{stat.st_size}:{int(stat.st_mtime)}"
-    extra = f"{getattr(model, 'n_gpu_layers', '')}|{getattr(model, 'batch_invariant', '')}"
-    return f"{model.backend}|{path.resolve()}|{stamp}|{model.device}|{extra}|{os.cpu_count()}"
+    return (f"{model.backend}|{path.resolve()}|{stamp}|{model.device}|{model.speed_key}|"
+            f"{os.cpu_count()}")
 
 
 def _cache_file() -> Path:
@@ -86,9 +86,10 @@ def measure_token_cost(model: LanguageModel, repeats: int = 3) -> float:
 
 def _read_store() -> dict[str, dict[str, float]]:
     try:
-        return json.loads(_cache_file().read_text())
+        store = json.loads(_cache_file().read_text())
     except (OSError, ValueError):
         return {}
+    return store if isinstance(store, dict) else {}
 
 
 def _write_store(store: dict[str, dict[str, float]]) -> None:

@@ -1,8 +1,8 @@
 """Choosing the draft length k from measured costs and measured acceptance.
 
-Expected tokens from a pass with k drafts: E(k) = 1 + sum_{j<=k} prod_{i<=j} a_i, where a_i
-is the measured chance that draft position i is accepted once reached (this captures
-acceptance that is correlated along a draft, as in copying, which a single alpha does not).
+Expected tokens from a pass with k drafts, E(k), comes from app.engine.metrics, with a_i the
+measured chance that draft position i is accepted once reached (this captures acceptance that
+is correlated along a draft, as in copying, which a single alpha does not).
 Time of that pass: k * t_draft + t_verify(k+1), with t_verify measured per pass size.
 k = argmax E(k) / time(k); k = 0 (plain decoding) when no k beats one plain step.
 """
@@ -13,7 +13,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from app.trace import StepRecord
+from app.engine.metrics import expected_tokens_by_position, expected_tokens_per_pass
+from app.engine.records import StepRecord
 
 _EMA = 0.15
 _PRIOR_ACCEPT = {"model": 0.6, "ngram": 0.8}
@@ -86,8 +87,7 @@ class DraftLengthController:
         return self.sources[source]
 
     def expected_tokens(self, k: int, source: str = "model") -> float:
-        reach = np.cumprod(self.stats(source).accept_at[:k])
-        return 1.0 + float(reach.sum())
+        return expected_tokens_by_position(self.stats(source).accept_at[:k])
 
     def throughput(self, k: int, source: str = "model") -> float:
         cost = k * self.stats(source).draft_cost + self.curve.cost(k + 1)
@@ -116,8 +116,8 @@ class DraftLengthController:
         plain = 1.0 / self.curve.cost(1)
         best_k, best_rate = 0, plain * _PROBE_MARGIN
         for k in range(1, self.draft_max + 1):
-            expected = (1 - _OPTIMISTIC_ACCEPT ** (k + 1)) / (1 - _OPTIMISTIC_ACCEPT)
-            rate = expected / (k * stats.draft_cost + self.curve.cost(k + 1))
+            cost = k * stats.draft_cost + self.curve.cost(k + 1)
+            rate = expected_tokens_per_pass(_OPTIMISTIC_ACCEPT, k) / cost
             if rate > best_rate:
                 best_k, best_rate = k, rate
         return best_k

@@ -1,9 +1,11 @@
-"""The child side of app.preflight: load a GGUF with llama.cpp, tokenize a sample, decode once.
+"""The child side of app.models.preflight: load a GGUF with llama.cpp, tokenize a sample,
+decode once.
 
-Run as `python -m app.preflight_child PATH`. Prints "stage: NAME" lines on stdout (flushed) so the
-parent can tell where a crash happened. Exit status: 0 all went well; 2 llama.cpp reported an
-error (a line "preflight-error: ..." on stderr); 3 llama-cpp-python is not installed; 64 bad
-usage. A native crash kills the process by a signal, which is what the parent is there for.
+Run as `python -m backends.llamacpp_preflight PATH`. Prints "stage: NAME" lines on stdout
+(flushed) so the parent can tell where a crash happened. Exit status: 0 all went well;
+2 llama.cpp reported an error (a line "preflight-error: ..." on stderr); 3 llama-cpp-python is
+not installed; 64 bad usage. A native crash kills the process by a signal, which is what the
+parent is there for.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ def main(argv: list[str] | None = None) -> int:
     """Run the preflight on one file; returns the exit status."""
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 1:
-        print("usage: python -m app.preflight_child MODEL.gguf", file=sys.stderr)
+        print("usage: python -m backends.llamacpp_preflight MODEL.gguf", file=sys.stderr)
         return EXIT_USAGE
     path = args[0]
     _stage("import")

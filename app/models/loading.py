@@ -1,4 +1,5 @@
-"""Turning paths and user choices into loaded models and a drafter.
+"""Turning paths and user choices into loaded models (the drafter is built per run, in
+app.runs).
 
 GGUF files are checked before llama.cpp sees them (metadata, then a preflight in a child
 process), because a malformed file can abort the whole process where no except reaches.
@@ -10,10 +11,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from app.catalog import PairCheck, check_pair_files, is_gguf
-from app.drafters import Drafter, HybridDrafter, ModelDrafter, NgramDrafter
+from app.engine.protocol import LanguageModel
 from app.errors import DraftLensError, ModelFileError, SettingsError
-from app.model_protocol import LanguageModel
+from app.models.pair_check import PairCheck, check_pair_files, is_gguf
 
 BACKENDS = ("llamacpp", "torch")
 Progress = Callable[[str], None]
@@ -31,8 +31,6 @@ class ModelSpec:
     n_threads: int | None = None
     trust_remote_code: bool = False
     allow_pickle: bool = False
-    draft_p_min: float = 0.0
-    draft_min: int = 0
     batch_invariant: bool = True
 
     def resolved_backend(self) -> str:
@@ -49,10 +47,10 @@ class ModelSpec:
 class LoadedPair:
     target: LanguageModel
     draft: LanguageModel | None
-    drafter: Drafter | None
     check: PairCheck | None
     spec: ModelSpec
     warnings: list[str] = field(default_factory=list)
+    draft_step_seconds: float = 0.0  # one draft-model step, measured once when first needed
 
     def close(self) -> None:
         self.target.close()
@@ -71,8 +69,8 @@ def validate_model_file(path: str, backend: str) -> None:
                 f"{path} is a folder; the llama.cpp backend needs a .gguf file — "
                 "pick the file, or use --backend torch for a transformers folder"
             )
-        from app.gguf_check import check_gguf
-        from app.preflight import preflight_gguf
+        from app.models.gguf_check import check_gguf
+        from app.models.preflight import preflight_gguf
 
         check_gguf(file)
         preflight_gguf(file)
@@ -83,18 +81,22 @@ def load_model(path: str, spec: ModelSpec) -> LanguageModel:
 
     backend = spec.resolved_backend()
     validate_model_file(path, backend)
+    # the annotations make the type checker prove that each backend satisfies the protocol
+    model: LanguageModel
     try:
         if backend == "llamacpp":
             from backends.llamacpp import LlamaCppModel
 
-            return LlamaCppModel(path, n_gpu_layers=spec.n_gpu_layers, n_ctx=spec.n_ctx,
-                                 n_threads=spec.n_threads, batch_invariant=spec.batch_invariant)
-        from backends.torch_hf import TorchModel
+            model = LlamaCppModel(path, n_gpu_layers=spec.n_gpu_layers, n_ctx=spec.n_ctx,
+                                  n_threads=spec.n_threads, batch_invariant=spec.batch_invariant)
+        else:
+            from backends.torch_hf import TorchModel
 
-        return TorchModel(path, device=spec.device, trust_remote_code=spec.trust_remote_code,
-                          allow_pickle=spec.allow_pickle)
+            model = TorchModel(path, device=spec.device, trust_remote_code=spec.trust_remote_code,
+                               allow_pickle=spec.allow_pickle)
     except BackendError as exc:
         raise DraftLensError(str(exc)) from exc
+    return model
 
 
 def load_pair(spec: ModelSpec, progress: Progress | None = None) -> LoadedPair:
@@ -110,22 +112,18 @@ def load_pair(spec: ModelSpec, progress: Progress | None = None) -> LoadedPair:
     say(f"loading target {Path(spec.target).name}")
     target = load_model(spec.target, spec)
     draft = None
-    drafter: Drafter | None = None
     try:
         if spec.draft:
             say(f"loading draft {Path(spec.draft).name}")
             draft = load_model(spec.draft, spec)
             if draft.n_vocab != target.n_vocab:
+                draft.close()
                 raise ModelFileError(
                     f"the draft scores {draft.n_vocab} tokens but the target {target.n_vocab} — "
                     "pick a draft from the same model family"
                 )
-            drafter = ModelDrafter(draft, p_min=spec.draft_p_min, draft_min=spec.draft_min)
-            if spec.ngram:
-                drafter = HybridDrafter(drafter)
-        elif spec.ngram:
-            drafter = NgramDrafter()
     except Exception:
         target.close()
         raise
-    return LoadedPair(target, draft, drafter, check, spec, warnings)
+    warnings.extend(target.caveats)
+    return LoadedPair(target, draft, check, spec, warnings)

@@ -1,0 +1,105 @@
+"""The headless `draftlens` commands (ui/launcher.py opens the window when none is given).
+
+  draftlens run    -m TARGET -md DRAFT -p PROMPT -n N   stream text, stats to stderr
+  draftlens bench  ...                                  plain vs speculative, side by side
+  draftlens models fetch-demo | list | check T D
+  draftlens trace  FILE                                 summarise a saved trace
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import traceback
+from collections.abc import Sequence
+
+import app
+from app.cli.bench import add_bench_flags, cmd_bench
+from app.cli.commands import cmd_models, cmd_run, cmd_trace
+from app.cli.options import add_decode_flags, add_model_flags
+from app.errors import DraftLensError
+from app.versions import versions
+from backends.base import BackendError
+
+COMMANDS = ("run", "bench", "models", "trace")
+_HEADLESS_FIRST = {"-h", "--help", "--version", "--preflight-child", *COMMANDS}
+
+
+def wants_window(argv: Sequence[str]) -> bool:
+    """True when `draftlens ARGV` means the desktop app rather than a headless command."""
+    args = [a for a in argv if a != "--debug"]
+    return not args or args[0] not in _HEADLESS_FIRST
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="draftlens", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--version", action="version", version=version_text())
+    parser.add_argument("--debug", action="store_true", help="show tracebacks")
+    sub = parser.add_subparsers(dest="command")
+
+    run = sub.add_parser("run", help="generate text with speculative decoding")
+    add_model_flags(run)
+    add_decode_flags(run)
+    run.add_argument("-p", "--prompt", required=True)
+    run.add_argument("--trace", help="write the JSONL trace here")
+    run.add_argument("--debug", action="store_true", default=argparse.SUPPRESS)
+
+    bench = sub.add_parser("bench", help="plain vs speculative decoding on the same prompts")
+    add_model_flags(bench)
+    add_decode_flags(bench)
+    add_bench_flags(bench)
+    bench.add_argument("--debug", action="store_true", default=argparse.SUPPRESS)
+
+    models = sub.add_parser("models", help="demo pair, known pairs, compatibility")
+    models_sub = models.add_subparsers(dest="models_command", required=True)
+    models_sub.add_parser("fetch-demo", help="download and assemble the demo pair")
+    models_sub.add_parser("list", help="known pairs and whether each is usable")
+    check = models_sub.add_parser("check", help="can these two work as target and draft?")
+    check.add_argument("target")
+    check.add_argument("draft")
+
+    trace = sub.add_parser("trace", help="summarise a saved trace")
+    trace.add_argument("file")
+    return parser
+
+
+def version_text() -> str:
+    found = versions()
+    others = ", ".join(f"{k} {v}" for k, v in found.items() if k != "draftlens")
+    return f"draftlens {app.__version__} ({others})"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["--preflight-child"]:  # hidden: app.models.preflight's child in a packaged app
+        from backends.llamacpp_preflight import main as preflight_child
+
+        return preflight_child(argv[1:])
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help(sys.stderr)
+        return 2
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    try:
+        if args.command == "run":
+            return cmd_run(args)
+        if args.command == "bench":
+            return cmd_bench(args)
+        if args.command == "models":
+            return cmd_models(args)
+        return cmd_trace(args)
+    except (DraftLensError, BackendError) as exc:
+        if args.debug:
+            traceback.print_exc()
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("\ninterrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

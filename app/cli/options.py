@@ -1,0 +1,92 @@
+"""The flags the commands share, and turning them into a ModelSpec and a DecodeConfig."""
+
+from __future__ import annotations
+
+import argparse
+
+from app.engine.sampling import SamplingParams
+from app.engine.session import DecodeConfig
+from app.errors import SettingsError
+from app.models.loading import ModelSpec
+
+
+def add_model_flags(parser: argparse.ArgumentParser) -> None:
+    g = parser.add_argument_group("models")
+    g.add_argument("-m", "--target", "--model", dest="target",
+                   help="target model: a .gguf file or a transformers folder (default: demo pair)")
+    g.add_argument("-md", "--draft", "--model-draft", dest="draft", help="draft model")
+    g.add_argument("--ngram", action="store_true",
+                   help="draft by n-gram / prompt lookup; with a draft model, look up first "
+                        "and use the draft model when the context has no match")
+    g.add_argument("--backend", choices=("auto", "llamacpp", "torch"), default="auto")
+    g.add_argument("--device", default="auto", help="auto, cpu, cuda, mps (torch backend)")
+    g.add_argument("-ngl", "--n-gpu-layers", "--gpu-layers", dest="n_gpu_layers", default="auto",
+                   help="layers to offload with llama.cpp: a number or auto")
+    g.add_argument("-c", "--ctx-size", dest="n_ctx", type=int, default=4096)
+    g.add_argument("-t", "--threads", dest="n_threads", type=int, default=None)
+    g.add_argument("--fast-kernels", action="store_true",
+                   help="llama.cpp: use the CPU's repacked kernels (faster on some CPUs, but a "
+                        "verify pass and plain decoding may then differ at near-ties)")
+    g.add_argument("--trust-remote-code", action="store_true",
+                   help="allow a transformers model to run its own Python code")
+    g.add_argument("--allow-pickle", action="store_true",
+                   help="allow loading pickle (.bin) weights, which can run code")
+
+
+def add_decode_flags(parser: argparse.ArgumentParser) -> None:
+    g = parser.add_argument_group("decoding")
+    g.add_argument("-n", "--n-predict", dest="n_predict", type=int, default=128)
+    g.add_argument("--draft-max", "--draft-n", dest="draft_max", type=int, default=None,
+                   help="draft length k (max under --adaptive); default 8, 32 with --ngram")
+    g.add_argument("--draft-min", type=int, default=0)
+    g.add_argument("--draft-p-min", type=float, default=None,
+                   help="stop drafting when the draft's own probability falls below this")
+    g.add_argument("--adaptive", action="store_true",
+                   help="choose k from measured acceptance and verify cost; plain when none pays")
+    g.add_argument("--temp", "--temperature", dest="temp", type=float, default=0.0,
+                   help="0 = greedy (default)")
+    g.add_argument("--top-k", type=int, default=0)
+    g.add_argument("--top-p", type=float, default=1.0)
+    g.add_argument("--min-p", type=float, default=0.0)
+    g.add_argument("-s", "--seed", type=int, default=None)
+    g.add_argument("--chat", action="store_true", help="apply the target's chat template")
+
+
+def model_spec(args: argparse.Namespace) -> ModelSpec:
+    target, draft = args.target, args.draft
+    if target is None:
+        from app.models.demo import demo_installed, demo_paths
+
+        if not demo_installed():
+            raise SettingsError("no target model given and the demo pair is not installed — "
+                                "pass -m FILE, or run: draftlens models fetch-demo")
+        demo_target, demo_draft = demo_paths()
+        target = str(demo_target)
+        if draft is None and not args.ngram:
+            draft = str(demo_draft)
+    if draft is None and not args.ngram:
+        raise SettingsError("no draft given — pass -md DRAFT_FILE, or --ngram for prompt lookup")
+    layers = args.n_gpu_layers
+    if layers != "auto":
+        try:
+            layers = int(layers)
+        except ValueError as exc:
+            raise SettingsError(f"--n-gpu-layers must be a number or auto (got {layers})") from exc
+    return ModelSpec(
+        target=target, draft=draft, ngram=args.ngram, backend=args.backend, device=args.device,
+        n_gpu_layers=layers, n_ctx=args.n_ctx, n_threads=args.n_threads,
+        trust_remote_code=args.trust_remote_code, allow_pickle=args.allow_pickle,
+        batch_invariant=not args.fast_kernels,
+    )
+
+
+def decode_config(args: argparse.Namespace) -> DecodeConfig:
+    draft_max = args.draft_max if args.draft_max is not None else (32 if args.ngram else 8)
+    config = DecodeConfig(
+        n_predict=args.n_predict, draft_max=draft_max, draft_min=args.draft_min,
+        draft_p_min=args.draft_p_min or 0.0, adaptive=args.adaptive,
+        sampling=SamplingParams(temperature=args.temp, top_k=args.top_k, top_p=args.top_p,
+                                min_p=args.min_p, seed=args.seed),
+    )
+    config.validate()
+    return config

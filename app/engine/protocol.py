@@ -1,0 +1,68 @@
+"""What the engine, the bench and the window need from a loaded model: all of it is here.
+
+Backends satisfy these protocols structurally (they never import the engine); a type checker
+proves it (see app.models.loading). Nothing outside backends/ reaches past them into a
+runtime's own objects.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+
+
+class LanguageModel(Protocol):
+    backend: str  # "llamacpp" or "torch"
+    device: str
+    name: str  # the file or folder name, for labels
+    path: str  # the file or folder it was loaded from
+    n_vocab: int  # rows of logits a pass returns
+    n_ctx: int
+    eos_ids: frozenset[int]
+    caveats: list[str]  # what the user should know about how it runs here, e.g. inexact kernels
+
+    @property
+    def n_cached(self) -> int:
+        """Tokens currently held in the KV cache."""
+        ...
+
+    @property
+    def speed_key(self) -> str:
+        """The load settings besides file and device that change how long a pass takes
+        (GPU layers, kernels); keys the cached verify-cost curve."""
+        ...
+
+    def tokenize(self, text: str, add_special: bool = True) -> list[int]: ...
+
+    def detokenize(self, ids: Sequence[int]) -> str: ...
+
+    def token_text(self, token: int) -> str: ...
+
+    def chat_prompt(self, user_text: str) -> str:
+        """The user's text wrapped in the model's chat template, ready to tokenize."""
+        ...
+
+    def extend(self, ids: Sequence[int], n_logits: int) -> np.ndarray:
+        """Append ids to the cache; return logits (n_logits, n_vocab) for the last positions."""
+        ...
+
+    def truncate(self, n: int) -> None:
+        """Roll the cache back to its first n tokens."""
+        ...
+
+    def close(self) -> None: ...
+
+
+@runtime_checkable
+class ReferenceGenerator(Protocol):
+    """A runtime that can also generate with its own decoding loop (greedy), plainly or with
+    its own assisted generation, so the bench can time the peer beside DraftLens."""
+
+    def reference_generate(
+        self, prompt_ids: Sequence[int], n_new: int, assistant: object | None = None
+    ) -> list[int]:
+        """Greedy continuation of prompt_ids by the runtime itself (at most n_new tokens);
+        with `assistant` (a model of the same runtime), its own speculative decoding."""
+        ...

@@ -1,0 +1,297 @@
+"""Run control: start, step and stop a run on the worker thread, take the worker's signals, and
+render what arrived into the window's views on a ~10 Hz timer, with the numbers in the status
+line.
+
+Records reach the views through one path, `begin_run` + `add_step`, whether they come from the
+worker live or from a trace file (ui.trace_files), so an opened trace looks exactly like a live
+run. Views render on the timer (`flush`), never per record.
+
+The window owns one RunControl and delegates to it; it is handed in, never imported, so this
+module does not depend on ui.main_window.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Protocol
+
+from PySide6.QtCore import QObject, QThread, QTimer, Signal, SignalInstance
+from PySide6.QtWidgets import QLabel, QProgressBar, QTabWidget
+
+from app.engine.records import StepRecord
+from app.engine.trace import TraceHeader
+from app.errors import DraftLensError
+from ui.charts import ChartsPanel
+from ui.decode_panel import DecodePanel
+from ui.pair_picker import PairPicker
+from ui.run_data import CompareResult, RunData
+from ui.step_inspector import StepInspector
+from ui.token_view import TokenView
+from ui.worker import LoadInfo, RunRequest, RunWorker, default_trace_path
+
+REDRAW_MS = 100
+INSPECTOR_S = 1.0  # during a run, the inspector follows the newest step at most this often
+
+
+class RunWindow(Protocol):
+    """What RunControl uses of the window that owns it (ui.main_window.MainWindow)."""
+
+    run_done: SignalInstance
+    paused: SignalInstance
+    trace_folder: Path | None
+    picker: PairPicker
+    decode: DecodePanel
+    text_view: TokenView
+    plain_view: TokenView
+    text_tabs: QTabWidget
+    compare_label: QLabel
+    inspector: StepInspector
+    charts: ChartsPanel
+    status_label: QLabel
+    busy: QProgressBar
+
+    def show_error(self, message: str) -> None: ...
+
+    def update_actions(self) -> None: ...
+
+    def remember_current_pair(self) -> None: ...
+
+
+class RunControl(QObject):
+    """The worker and its thread, the run on show (and its plain baseline), and the redraw
+    timer. `window` must be a QObject (it becomes this object's parent)."""
+
+    _request_run = Signal(object)  # RunRequest, to the worker thread
+
+    def __init__(self, window: RunWindow) -> None:
+        super().__init__(window)
+        self.window = window
+        self.run: RunData | None = None
+        self.baseline: RunData | None = None
+        self.compare_result: CompareResult | None = None
+        self.trace_path: Path | None = None  # the trace file of the run on show, if any
+        self.running = False
+        self.step_mode = False
+        self._dirty = False
+        self._charts_dirty = False
+        self._inspector_dirty = False
+        self._inspector_at = 0.0
+        self._current: RunData | None = None
+
+        self.worker_thread = QThread(self)
+        self.worker_thread.setObjectName("draftlens-worker")
+        self.worker = RunWorker()
+        self.worker.moveToThread(self.worker_thread)
+        self._request_run.connect(self.worker.run)
+        self.worker.progress.connect(self._on_progress)
+        self.worker.loaded.connect(self._on_loaded)
+        self.worker.run_started.connect(self._on_run_started)
+        self.worker.step.connect(self._on_step)
+        self.worker.run_finished.connect(self._on_run_finished)
+        self.worker.compared.connect(self.show_comparison)
+        self.worker.waiting.connect(self._on_waiting)
+        self.worker.failed.connect(window.show_error)
+        self.worker.done.connect(self._on_done)
+        self.worker_thread.start()
+
+        self.timer = QTimer(self, interval=REDRAW_MS)
+        self.timer.timeout.connect(self.flush)
+        self.timer.start()
+
+    # --- start, step, stop --------------------------------------------------------------
+    def start_run(self, step_mode: bool = False) -> None:
+        """Run (or, during a Step-mode run, continue without pausing)."""
+        w = self.window
+        if self.running:
+            if self.step_mode and not step_mode:
+                self.step_mode = False
+                self.worker.set_step_mode(False)
+                w.update_actions()
+            return
+        reason = w.picker.blocking_reason()
+        if reason:
+            w.status_label.setText(reason)
+            return
+        choices = w.decode.choices()
+        config = w.decode.config()
+        try:
+            config.validate()
+        except DraftLensError as exc:
+            w.show_error(str(exc))
+            return
+        request = RunRequest(w.picker.model_spec(), choices.prompt, config,
+                             chat=choices.chat, compare=choices.compare,
+                             trace_path=default_trace_path(w.trace_folder))
+        self.reset_views()
+        self.trace_path = None
+        self.running = True
+        self.step_mode = step_mode
+        self.worker.prepare(step_mode)
+        if step_mode:
+            self.worker.release_step()
+        w.status_label.setText("starting…")
+        w.busy.setVisible(True)
+        self._request_run.emit(request)
+        w.update_actions()
+
+    def step_once(self) -> None:
+        """Idle: start a run one step at a time. Running: release (or pause at) the next step."""
+        if not self.running:
+            self.start_run(step_mode=True)
+        elif self.step_mode:
+            self.worker.release_step()
+        else:
+            self.step_mode = True
+            self.worker.set_step_mode(True)
+            self.window.update_actions()
+
+    def stop_run(self) -> None:
+        if self.running:
+            self.worker.cancel()
+            self.window.status_label.setText("stopping after this step…")
+
+    # --- records in (live or from a trace) ----------------------------------------------
+    def reset_views(self) -> None:
+        w = self.window
+        self.run = None
+        self.baseline = None
+        self.compare_result = None
+        w.compare_label.setText("")
+        w.text_view.clear_run()
+        w.plain_view.clear_run()
+        w.inspector.set_steps([])
+        w.text_tabs.setCurrentWidget(w.text_view)
+        self._dirty = True
+
+    def begin_run(self, kind: str, header: TraceHeader | None) -> RunData:
+        w = self.window
+        data = RunData(kind, header)
+        chat = bool(header and header.settings.get("chat"))
+        prefix = header.prompt if header is not None and not chat else ""
+        if self.run is None:
+            self.run = data
+            w.text_view.clear_run(prefix)
+            w.inspector.set_steps(data.steps)
+        else:
+            self.baseline = data
+            w.plain_view.clear_run(prefix)
+        self._dirty = True
+        return data
+
+    def add_step(self, data: RunData, step: StepRecord) -> None:
+        data.add(step)
+        w = self.window
+        (w.text_view if data is self.run else w.plain_view).add_step(step)
+        self._dirty = True
+
+    def show_comparison(self, result: CompareResult) -> None:
+        self.compare_result = result
+        self.window.compare_label.setText("Compared with plain decoding: " + result.describe())
+
+    # --- rendering ----------------------------------------------------------------------
+    def mark_dirty(self) -> None:
+        """Have the next flush re-render the views (e.g. after a theme change)."""
+        self._dirty = True
+
+    def flush(self, force: bool = False) -> None:
+        """Render what arrived since the last call (the ~10 Hz timer calls this). During a run
+        the inspector follows the newest step every INSPECTOR_S and the charts redraw when due
+        (ChartsPanel.due); idle, paused or forced, everything is brought up to date at once."""
+        w = self.window
+        if self._dirty:
+            self._dirty = False
+            self._charts_dirty = self._inspector_dirty = True
+            w.text_view.flush()
+            w.plain_view.flush()
+            self._update_status()
+        live = self.running and not force
+        now = time.perf_counter()
+        if self._inspector_dirty and (not live or now - self._inspector_at >= INSPECTOR_S):
+            self._inspector_dirty = False
+            self._inspector_at = now
+            if self.run is not None:
+                w.inspector.steps_added()
+        if not live:
+            if self._charts_dirty or w.charts.in_round:
+                self._charts_dirty = False
+                w.charts.redraw(self.run, self.baseline)
+        elif (self._charts_dirty or w.charts.in_round) and w.charts.redraw_some(
+            self.run, self.baseline
+        ):
+            self._charts_dirty = False  # a round began: it shows the data up to now
+
+    def _update_status(self) -> None:
+        run = self.run
+        if run is None or not run.steps:
+            return
+        s = run.stats
+        parts = [f"{s.tokens_per_second:.1f} tok/s"]
+        if s.spec_steps:
+            parts += [f"α {s.alpha:.2f}", f"{s.tokens_per_pass:.2f} tokens/pass",
+                      f"k {run.steps[-1].k} (mean {s.mean_k:.1f})"]
+        parts.append(f"{s.emitted} tokens in {s.steps} steps")
+        if self.baseline is not None and self.baseline.steps:
+            parts.append(f"plain {self.baseline.stats.tokens_per_second:.1f} tok/s")
+        prefix = "running · " if self.running else ""
+        self.window.status_label.setText(prefix + " · ".join(parts))
+
+    # --- worker signals -----------------------------------------------------------------
+    def _on_progress(self, message: str) -> None:
+        self.window.status_label.setText(f"loading: {message}…")
+
+    def _on_loaded(self, info: LoadInfo) -> None:
+        text = f"loaded {info.target}" + (f" + {info.draft}" if info.draft else "")
+        text += f" ({info.backend}, {info.device})"
+        if info.warnings:
+            text += " · ⚠ " + "; ".join(info.warnings)
+        self.window.status_label.setText(text)
+        self.window.remember_current_pair()
+
+    def _on_run_started(self, kind: str, header: TraceHeader) -> None:
+        self.window.busy.setVisible(False)
+        self._current = self.begin_run(kind, header)
+
+    def _on_step(self, kind: str, step: StepRecord) -> None:
+        data = self._current
+        if data is not None and data.kind == kind:
+            self.add_step(data, step)
+
+    def _on_run_finished(self, kind: str, summary: dict) -> None:
+        if self._current is not None:
+            self._current.summary = summary
+
+    def _on_waiting(self) -> None:
+        label = self.window.status_label
+        self._dirty = True
+        self.flush(force=True)
+        label.setText(label.text().replace("running · ", "")
+                      + " · paused: Step for the next verify step, Run to continue")
+        self.window.paused.emit()
+
+    def _on_done(self, trace_path: str) -> None:
+        w = self.window
+        w.busy.setVisible(False)
+        self.running = False
+        self.step_mode = False
+        self._current = None
+        if trace_path and Path(trace_path).exists():
+            self.trace_path = Path(trace_path)
+        self._dirty = True
+        self.flush()
+        if self.run is None:
+            w.status_label.setText("stopped" if self.worker.cancelled else "ready")
+        w.update_actions()
+        w.run_done.emit()
+
+    # --- closing ------------------------------------------------------------------------
+    def cancel(self) -> None:
+        """First half of closing: stop redrawing and ask the worker to stop after this step."""
+        self.timer.stop()
+        self.worker.cancel()
+
+    def close(self) -> None:
+        """Second half of closing: end the worker thread (waiting for it) and free the models."""
+        self.worker_thread.quit()
+        self.worker_thread.wait()
+        self.worker.close_models()
