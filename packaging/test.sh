@@ -17,4 +17,5 @@ if ! .venv/bin/python -c "import PySide6.QtGui" 2>/dev/null; then
 fi
 export HF_HUB_OFFLINE=1 QT_QPA_PLATFORM=offscreen
 .venv/bin/ruff check .
+.venv/bin/mypy  # files and strictness: [tool.mypy] in pyproject.toml
 .venv/bin/python -m pytest -q "$@"

@@ -1,0 +1,189 @@
+"""The layers hold: imports point down the floors, Qt stays in ui/, the engine knows no runtime,
+no import cycle, no oversized module. Read from the source (every import, also those inside
+functions), so a lazy import cannot hide a wrong arrow."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGES = ("app", "backends", "ui")
+QT = ("PySide6", "pyqtgraph", "shiboken6")
+RUNTIMES = ("llama_cpp", "torch", "transformers")
+MAX_LINES = 500
+
+# floor of each part, lowest first; a module may import its own floor and those below
+FLOORS = [
+    ("backends", 0),
+    ("app.common", 1),  # app/__init__, errors, paths, versions, settings
+    ("app.engine", 2),
+    ("app.models", 3),
+    ("app.runs", 4),
+    ("app.cli", 5),
+    ("ui", 6),
+]
+# parts that must not import these, whatever the floors say
+FORBIDDEN = {
+    "app.common": ("backends",),
+    "app.engine": ("backends",),
+}
+
+
+def part_of(module: str) -> str:
+    for name, _ in sorted(FLOORS, key=lambda f: -len(f[0])):
+        if module == name or module.startswith(name + "."):
+            return name
+    if module.startswith("app"):
+        return "app.common"
+    raise AssertionError(f"{module} belongs to no floor — add it to FLOORS")
+
+
+def floor_of(module: str) -> int:
+    return dict(FLOORS)[part_of(module)]
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def project_modules() -> dict[str, Path]:
+    return {module_name(p): p for pkg in PACKAGES for p in sorted((ROOT / pkg).rglob("*.py"))}
+
+
+def imports_of(path: Path, module: str) -> set[str]:
+    """Every module named by an import statement anywhere in the file."""
+    names: set[str] = set()
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join(anchor + ([base] if base else []))
+            names.add(base)
+            names.update(f"{base}.{alias.name}" for alias in node.names)
+    return names
+
+
+def project_imports(modules: dict[str, Path]) -> dict[str, set[str]]:
+    """Module -> the project modules it imports (`from app import x` counts as app.x when
+    app.x is a module, else as app)."""
+    graph: dict[str, set[str]] = {}
+    for module, path in modules.items():
+        found = set()
+        for name in imports_of(path, module):
+            if name in modules:
+                found.add(name)
+        graph[module] = found - {module}
+    return graph
+
+
+def upward_imports(graph: dict[str, set[str]]) -> list[str]:
+    return sorted(
+        f"{module} (floor {floor_of(module)}) imports {target} (floor {floor_of(target)})"
+        for module, targets in graph.items() for target in targets
+        if floor_of(target) > floor_of(module)
+    )
+
+
+def forbidden_imports(graph: dict[str, set[str]]) -> list[str]:
+    return sorted(
+        f"{module} imports {target}"
+        for module, targets in graph.items() for target in targets
+        if any(part_of(target) == banned for banned in FORBIDDEN.get(part_of(module), ()))
+    )
+
+
+def layer_leaks(modules: dict[str, Path]) -> list[str]:
+    """Qt imported outside ui/, a runtime imported outside backends/."""
+    wrong = []
+    for module, path in modules.items():
+        tops = {name.split(".")[0] for name in imports_of(path, module)}
+        if not module.startswith("ui") and tops & set(QT):
+            wrong.append(f"{module} imports Qt ({', '.join(sorted(tops & set(QT)))})")
+        if not module.startswith("backends") and tops & set(RUNTIMES):
+            wrong.append(f"{module} imports a runtime ({', '.join(sorted(tops & set(RUNTIMES)))})")
+    return wrong
+
+
+def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    state: dict[str, int] = {}  # 1 = on the current path, 2 = done
+    path: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        state[node] = 1
+        path.append(node)
+        for nxt in sorted(graph.get(node, ())):
+            if state.get(nxt) == 1:
+                return path[path.index(nxt):] + [nxt]
+            if nxt not in state and (cycle := visit(nxt)):
+                return cycle
+        path.pop()
+        state[node] = 2
+        return None
+
+    for node in sorted(graph):
+        if node not in state and (cycle := visit(node)):
+            return cycle
+    return None
+
+
+@pytest.fixture(scope="module")
+def graph() -> dict[str, set[str]]:
+    return project_imports(project_modules())
+
+
+def test_imports_point_down_the_floors(graph):
+    wrong = upward_imports(graph)
+    assert not wrong, "imports that run back up a floor:\n" + "\n".join(wrong)
+
+
+def test_engine_and_common_code_know_no_backend(graph):
+    wrong = forbidden_imports(graph)
+    assert not wrong, "\n".join(wrong)
+
+
+def test_qt_only_in_ui_and_runtimes_only_in_backends():
+    wrong = layer_leaks(project_modules())
+    assert not wrong, "\n".join(wrong)
+
+
+def test_no_import_cycles(graph):
+    cycle = find_cycle(graph)
+    assert cycle is None, "import cycle: " + " -> ".join(cycle or [])
+
+
+def test_no_module_in_app_or_ui_is_over_the_size_limit():
+    big = [f"{p.relative_to(ROOT)}: {n} lines" for pkg in ("app", "ui")
+           for p in (ROOT / pkg).rglob("*.py")
+           if (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_LINES]
+    assert not big, "\n".join(big)
+
+
+def test_each_check_reports_what_it_is_for(tmp_path):
+    """Power check: planted faults (a lazy upward import, a cycle, Qt in the engine, a
+    backend in the engine) are each reported by the check that owns them."""
+    planted = tmp_path / "app" / "engine" / "planted.py"
+    planted.parent.mkdir(parents=True)
+    planted.write_text(
+        "from app.engine import session\n\n\n"
+        "def later():\n    from app.cli import main\n    from PySide6.QtCore import QObject\n"
+        "    import backends.llamacpp\n"
+    )
+    names = imports_of(planted, "app.engine.planted")
+    graph = {"app.engine.planted": {n for n in names if n in project_modules()}}
+    graph["app.engine.session"] = {"app.engine.planted"}
+    assert upward_imports(graph) == [
+        "app.engine.planted (floor 2) imports app.cli (floor 5)",
+        "app.engine.planted (floor 2) imports app.cli.main (floor 5)"]
+    assert forbidden_imports(graph) == ["app.engine.planted imports backends.llamacpp"]
+    assert layer_leaks({"app.engine.planted": planted}) == [
+        "app.engine.planted imports Qt (PySide6)"]
+    assert find_cycle(graph) == ["app.engine.planted", "app.engine.session",
+                                 "app.engine.planted"]
