@@ -16,65 +16,25 @@
 # takes 5-10 minutes on 2 cores). An AppImage is not built: appimagetool and the AppImage
 # runtime are on neither PyPI nor Debian (see packaging/README.md).
 set -euo pipefail
-cd "$(dirname "$0")/.."
-ROOT="$PWD"
-PKG="$ROOT/packaging"
-BUILD="$PKG/.build"
-DIST="$PKG/dist"
-VENV="${DRAFTLENS_BUILD_VENV:-$PKG/.build-venv}"
-PYTHON="${PYTHON:-python3.11}"
-LLAMA_VERSION="0.3.36"
-LLAMA_CMAKE_ARGS="${DRAFTLENS_LLAMA_CMAKE_ARGS:--DGGML_BACKEND_DL=ON -DGGML_CPU_ALL_VARIANTS=ON -DGGML_NATIVE=OFF -DGGML_LLAMAFILE=OFF -DLLAVA_BUILD=OFF}"
-
-CLEAN=0
-for arg in "$@"; do
-  case "$arg" in
-    --clean) CLEAN=1 ;;
-    *) echo "build_linux.sh: unknown option '$arg' (use --clean)" >&2; exit 2 ;;
-  esac
-done
-
-say() { printf '\n== %s\n' "$*"; }
-die() { printf 'build_linux.sh: %s\n' "$*" >&2; exit 1; }
+# shellcheck source-path=SCRIPTDIR source=lib/common.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh"
+LLAMA_CMAKE_ARGS="${DRAFTLENS_LLAMA_CMAKE_ARGS:-$LLAMA_CPU_DISPATCH}"
+options --clean=CLEAN -- "$@"
 
 [ "$(uname -s)" = Linux ] || die "this script builds the Linux packages; see packaging/README.md for macOS/Windows"
 [ "$(uname -m)" = x86_64 ] || die "only x86_64 is set up (the CPU variants are x86 ones)"
 command -v dpkg-deb >/dev/null || die "dpkg-deb is missing (apt-get install dpkg)"
-
-VERSION="$(sed -n 's/^__version__ *= *["'\'']\([^"'\'']*\)["'\''].*/\1/p' app/__init__.py)"
-[ -n "$VERSION" ] || die "cannot read __version__ from app/__init__.py"
-say "DraftLens $VERSION"
-mkdir -p "$BUILD/wheels" "$DIST"
+begin_build
 
 # --- 1. build venv -----------------------------------------------------------------------------
-if [ ! -x "$VENV/bin/python" ]; then
-  say "creating the build venv $VENV"
-  "$PYTHON" -m venv "$VENV"
-  "$VENV/bin/python" -m pip install --quiet --upgrade pip wheel
-fi
-PY="$VENV/bin/python"
+make_build_venv
 "$PY" -c 'import sysconfig, sys; sys.exit(0 if sysconfig.get_config_var("Py_ENABLE_SHARED") else 1)' \
   || die "$("$PY" -c 'import sys; print(sys.executable)') has no shared libpython; PyInstaller needs one"
-say "bundle requirements"
-"$PY" -m pip install --quiet --disable-pip-version-check -r "$PKG/requirements-bundle.txt"
+install_bundle_requirements
 
 # --- 2. portable llama-cpp-python wheel ----------------------------------------------------------
-WHEEL="$(ls "$BUILD"/wheels/llama_cpp_python-"$LLAMA_VERSION"-*.whl 2>/dev/null | head -n1 || true)"
-if [ -z "$WHEEL" ]; then
-  say "compiling llama-cpp-python $LLAMA_VERSION with CMAKE_ARGS=\"$LLAMA_CMAKE_ARGS\" (5-10 min)"
-  # --no-cache-dir: never reuse a wheel from pip's cache (the dev venv's is built for this CPU)
-  CMAKE_ARGS="$LLAMA_CMAKE_ARGS" CMAKE_BUILD_PARALLEL_LEVEL="${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc)}" \
-    "$PY" -m pip wheel --no-cache-dir --no-deps --disable-pip-version-check \
-      -w "$BUILD/wheels" "llama-cpp-python==$LLAMA_VERSION"
-  WHEEL="$(ls "$BUILD"/wheels/llama_cpp_python-"$LLAMA_VERSION"-*.whl | head -n1)"
-fi
-# The CPU variants land in the wheel's top-level bin/: move them into llama_cpp/lib (idempotent).
-"$PY" "$PKG/fix_llama_wheel.py" "$WHEEL"
-if ! cmp -s "$WHEEL" "$BUILD/installed-llama-wheel" 2>/dev/null; then
-  say "installing $(basename "$WHEEL") into the build venv"
-  "$PY" -m pip install --quiet --no-deps --force-reinstall --disable-pip-version-check "$WHEEL"
-  cp "$WHEEL" "$BUILD/installed-llama-wheel"
-fi
+export CMAKE_BUILD_PARALLEL_LEVEL="${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc)}"
+install_llama_wheel
 "$PY" - <<'PY' || die "the llama-cpp-python in the build venv is not the portable build"
 import pathlib, sys, llama_cpp
 lib = pathlib.Path(llama_cpp.__file__).parent / "lib"
@@ -83,14 +43,11 @@ print(f"llama-cpp-python {llama_cpp.__version__}: {len(variants)} CPU variants:"
       " ".join(v[len("libggml-cpu-"):-3] for v in variants))
 sys.exit(0 if variants else 1)
 PY
-"$PY" -c "import torch" 2>/dev/null && die "torch is installed in $VENV; the default bundle must be built without it"
+refuse_torch
 
 # --- 3. the bundle ------------------------------------------------------------------------------
-say "PyInstaller (packaging/draftlens.spec)"
-PYI_ARGS=(--noconfirm --log-level WARN --distpath "$DIST" --workpath "$BUILD/pyinstaller")
-[ "$CLEAN" = 1 ] && PYI_ARGS+=(--clean)
 rm -rf "$DIST/draftlens"
-"$PY" -m PyInstaller "${PYI_ARGS[@]}" "$PKG/draftlens.spec"
+if [ "$CLEAN" = 1 ]; then run_pyinstaller --clean; else run_pyinstaller; fi
 BUNDLE="$DIST/draftlens"
 [ -x "$BUNDLE/draftlens" ] || die "PyInstaller produced no $BUNDLE/draftlens"
 # The builder's Python may carry debug symbols (pyenv's libpython: 23 MB, 5 MB stripped). Strip

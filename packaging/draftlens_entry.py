@@ -2,7 +2,7 @@
 
 `draftlens` with no arguments opens the window; `draftlens run|bench|models|trace ...` work as in
 the pip install, and the hidden `--preflight-child PATH` is how the app checks a model file in a
-child process when there is no `python -m` (see app/preflight.py).
+child process when there is no `python -m` (see app/models/preflight.py).
 """
 
 import sys

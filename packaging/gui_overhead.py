@@ -29,8 +29,8 @@ if TYPE_CHECKING:
     from PySide6.QtCore import QEvent, QObject
     from PySide6.QtWidgets import QApplication
 
-    from app.loading import LoadedPair
-    from app.session import DecodeConfig
+    from app.engine.session import DecodeConfig
+    from app.models.loading import LoadedPair
     from ui.main_window import MainWindow
 
 MAIN_THREAD = threading.get_ident()
@@ -125,13 +125,12 @@ class EventLoopProbe:
 
 
 def headless_run(pair: LoadedPair, config: DecodeConfig, prompt: str) -> Sample:
-    from app.drafters import ModelDrafter
-    from app.session import Session
+    from app.runs import prepare_run
 
-    drafter = ModelDrafter(pair.draft, p_min=config.draft_p_min, draft_min=config.draft_min)
-    session = Session(pair.target, drafter, config)
+    run = prepare_run(pair, config, prompt, chat=False)
+    session = run.session
     start = time.perf_counter()
-    for _ in session.steps(pair.target.tokenize(prompt)):
+    for _ in session.steps(run.prompt_ids):
         pass
     wall = time.perf_counter() - start
     emitted = session.stats.emitted
@@ -160,8 +159,8 @@ def gui_run(window: MainWindow, probe: EventLoopProbe) -> Sample:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    from app.demo import demo_installed, demo_paths
-    from app.loading import load_pair
+    from app.models.demo import demo_installed, demo_paths
+    from app.models.loading import load_pair
     from app.settings import RecentPair, Settings
     from ui.app import make_application, wait_until
     from ui.main_window import MainWindow

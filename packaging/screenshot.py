@@ -53,7 +53,7 @@ def pick_rejection_step(window: MainWindow) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    from app.demo import demo_installed
+    from app.models.demo import demo_installed
     from app.settings import Settings
     from ui.app import make_application, wait_until
     from ui.main_window import MainWindow, demo_pair

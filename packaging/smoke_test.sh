@@ -24,27 +24,16 @@
 # Environment: SMOKE_KEEP=1 keeps the scratch folder; SMOKE_OUT=DIR where the screenshot goes
 # (default packaging/dist/smoke).
 set -euo pipefail
-cd "$(dirname "$0")/.."
-ROOT="$PWD"
-PKG="$ROOT/packaging"
-DIST="$PKG/dist"
+# shellcheck source-path=SCRIPTDIR source=lib/common.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh"
 OUT="${SMOKE_OUT:-$DIST/smoke}"
-
-REUSE=0 REAL=0 QEMU=1
-for arg in "$@"; do
-  case "$arg" in
-    --reuse) REUSE=1 ;;
-    --real-install) REAL=1 ;;
-    --no-qemu) QEMU=0 ;;
-    *) echo "smoke_test.sh: unknown option '$arg'" >&2; exit 2 ;;
-  esac
-done
+options --reuse=REUSE --real-install=REAL --no-qemu=NO_QEMU -- "$@"
 
 fail() { printf '\nSMOKE TEST FAILED: %s\n' "$*" >&2; exit 1; }
+die() { fail "$@"; }  # what packaging/lib/common.sh's functions call
 step() { printf '\n-- %s\n' "$*"; }
 ok() { printf '   ok: %s\n' "$*"; }
 
-VERSION="$(sed -n 's/^__version__ *= *["'\'']\([^"'\'']*\)["'\''].*/\1/p' app/__init__.py)"
 DEB="$DIST/draftlens_${VERSION}_amd64.deb"
 TARBALL="$DIST/draftlens-$VERSION-linux-x86_64.tar.gz"
 
@@ -67,7 +56,6 @@ else
 fi
 [ -f "$DEB" ] || fail "no $DEB"
 [ -f "$TARBALL" ] || fail "no $TARBALL"
-PY="${DRAFTLENS_BUILD_VENV:-$PKG/.build-venv}/bin/python"
 [ -x "$PY" ] || fail "no build venv python at $PY (run packaging/build_linux.sh)"
 
 WORK="$(mktemp -d "${TMPDIR:-/tmp}/draftlens-smoke.XXXXXX")"
@@ -121,13 +109,7 @@ echo "   $VERSION_LINE"
 step "tiny GGUF pair (tests/tiny_gguf.py)"
 TARGET="$WORK/models/tiny-target.gguf"
 DRAFT="$WORK/models/tiny-draft.gguf"
-PYTHONPATH="$ROOT" HOME="$WORK/builder-home" "$PY" - "$TARGET" "$DRAFT" <<'PY' || fail "could not write the tiny GGUF pair"
-import sys
-from tests.tiny_gguf import write_tiny_gguf
-target, draft = sys.argv[1], sys.argv[2]
-write_tiny_gguf(target, seed=0)
-write_tiny_gguf(draft, seed=0, noise_from=target)
-PY
+HOME="$WORK/builder-home" write_tiny_pair "$TARGET" "$DRAFT" || fail "could not write the tiny GGUF pair"
 ok "$(du -h "$TARGET" | cut -f1) target, $(du -h "$DRAFT" | cut -f1) draft"
 
 step "preflight child in the packaged binary (load, tokenize, one decode)"
@@ -159,28 +141,29 @@ ok "$(grep -m1 '^error:' "$WORK/torch.err")"
 XVFB=(xvfb-run -a -s "-screen 0 1400x900x24")
 
 step "cold start under Xvfb: launch to the main window visible"
-cat > "$WORK/coldstart.sh" <<'SH'
-#!/usr/bin/env bash
+{
+  echo '#!/usr/bin/env bash'
+  declare -f poll_app  # packaging/lib/common.sh's wait loop, for the shell inside xvfb-run
+  cat <<'SH'
 # $1 app, $2 scratch: prints seconds from launch until a visible window named DraftLens exists
-# (polled every 50 ms with xdotool), then closes the app it started.
+# (polled every 50 ms with xdotool, at most 90 s), then closes the app it started.
 set -u
 now() { date +%s.%N; }
+window_shown() { wid="$(xdotool search --onlyvisible --name '^DraftLens' 2>/dev/null | head -n1)"; [ -n "$wid" ]; }
 t0=$(now)
 "$1" > "$2/coldstart-app.log" 2>&1 &
 pid=$!
 wid=""
-while [ -z "$wid" ]; do
-  wid="$(xdotool search --onlyvisible --name '^DraftLens' 2>/dev/null | head -n1)"
-  [ -n "$wid" ] && break
-  kill -0 "$pid" 2>/dev/null || { echo "the app exited"; exit 1; }
-  [ "$(echo "$(now) - $t0 > 90" | bc)" = 1 ] && { echo "no window"; kill "$pid"; exit 1; }
-  sleep 0.05
-done
+rc=0
+poll_app "$pid" 90 window_shown || rc=$?
 t1=$(now)
+[ "$rc" = 1 ] && { echo "the app exited"; exit 1; }
+[ "$rc" = 124 ] && { echo "no window"; kill "$pid"; exit 1; }
 printf '%.2f %s\n' "$(echo "$t1 - $t0" | bc)" "$(xdotool getwindowname "$wid" | tr ' ' '_')"
 kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null
 exit 0
 SH
+} > "$WORK/coldstart.sh"
 COLD=()
 for attempt in 1 2 3; do
   r="$("${XVFB[@]}" bash "$WORK/coldstart.sh" "$APP" "$WORK")" \
@@ -192,19 +175,10 @@ ok "window '${TITLE//_/ }' visible after ${COLD[0]} s (first launch after instal
 
 step "GUI self-test under Xvfb (--self-test, tiny pair, screenshot)"
 SHOT="$OUT/selftest.png"
-rm -f "$SHOT"
 t0=$(date +%s.%N)
-set +e
-timeout 600 "${XVFB[@]}" "$APP" --self-test --target "$TARGET" --draft "$DRAFT" \
-  --screenshot "$SHOT" --steps 24 --timeout 300 > "$WORK/selftest.out" 2> "$WORK/selftest.err"
-rc=$?
-set -e
+run_self_test "$WORK/selftest" "$SHOT" "${XVFB[@]}" "$APP" --self-test \
+  --target "$TARGET" --draft "$DRAFT" --screenshot "$SHOT" --steps 24 --timeout 300
 t1=$(date +%s.%N)
-cat "$WORK/selftest.out"
-[ "$rc" = 0 ] || { tail -n 30 "$WORK/selftest.err" >&2; fail "the self-test exited $rc"; }
-grep -q "self-test ok" "$WORK/selftest.out" || fail "the self-test printed no 'self-test ok'"
-[ -s "$SHOT" ] || fail "the self-test wrote no screenshot at $SHOT"
-[ "$(head -c 8 "$SHOT" | od -An -tx1 | tr -d ' \n')" = 89504e470d0a1a0a ] || fail "$SHOT is not a PNG"
 ok "exit 0 in $(python3 -c "print(f'{$t1 - $t0:.1f}')") s; screenshot $SHOT ($(du -h "$SHOT" | cut -f1))"
 
 # --- nothing written into the install folder ------------------------------------------------------------
@@ -239,7 +213,7 @@ ok "draftlens-$VERSION/draftlens runs (--version, preflight)"
 # which would leave the emulator: pre-set what that re-exec sets, so it runs in place.
 # Nehalem: numpy's OpenBLAS picks an AVX kernel from QEMU's CPUID and dies with SIGILL before
 # llama.cpp is reached, so OpenBLAS is told the core type (llama.cpp is what is tested here).
-if [ "$QEMU" = 1 ] && command -v qemu-x86_64 >/dev/null; then
+if [ "$NO_QEMU" = 0 ] && command -v qemu-x86_64 >/dev/null; then
   PYI_ENV=(_PYI_ARCHIVE_FILE="$APP" _PYI_PARENT_PROCESS_LEVEL=-1 _PYI_LINUX_PROCESS_NAME=draftlens
            LD_LIBRARY_PATH="$(dirname "$APP")/_internal")
   for spec in "Haswell-v4:haswell:" "SandyBridge-v2:sandybridge:" "Nehalem-v2:sse42:OPENBLAS_CORETYPE=Nehalem"; do
@@ -255,7 +229,7 @@ if [ "$QEMU" = 1 ] && command -v qemu-x86_64 >/dev/null; then
     [ "$v" = "$want" ] || fail "emulated $cpu: expected the '$want' variant, got '$v'"
     ok "emulated $cpu: decoded with the '$v' variant"
   done
-elif [ "$QEMU" = 1 ]; then
+elif [ "$NO_QEMU" = 0 ]; then
   step "emulated-CPU checks skipped: qemu-x86_64 not installed (apt-get install qemu-user)"
 fi
 
@@ -266,8 +240,8 @@ if [ "$REAL" = 1 ]; then
   apt-get install -y -qq "$DEB" > "$WORK/apt.log" 2>&1 || { tail "$WORK/apt.log" >&2; fail "apt-get install failed"; }
   command -v draftlens >/dev/null || fail "draftlens is not on PATH after installing"
   draftlens --version || fail "the installed draftlens --version failed"
-  "${XVFB[@]}" draftlens --self-test --target "$TARGET" --draft "$DRAFT" --steps 8 --timeout 300 \
-    || fail "the installed draftlens --self-test failed"
+  run_self_test "$WORK/selftest-installed" "" "${XVFB[@]}" draftlens --self-test \
+    --target "$TARGET" --draft "$DRAFT" --steps 8 --timeout 300
   apt-get remove -y -qq draftlens > /dev/null || fail "apt-get remove draftlens failed"
   [ ! -e /opt/draftlens ] || fail "/opt/draftlens is left behind after removal"
   ok "installed, ran from PATH, removed cleanly"

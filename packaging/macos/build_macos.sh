@@ -9,39 +9,28 @@
 #
 # Not run by the developers (no Mac here): CI runs it (.github/workflows/package.yml).
 set -euo pipefail
-cd "$(dirname "$0")/../.."
-ROOT="$PWD"
-PKG="$ROOT/packaging"
-BUILD="$PKG/.build"
-DIST="$PKG/dist"
-VENV="${DRAFTLENS_BUILD_VENV:-$PKG/.build-venv}"
-PYTHON="${PYTHON:-python3.11}"
-LLAMA_VERSION="0.3.36"
+# shellcheck source-path=SCRIPTDIR source=../lib/common.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../lib/common.sh"
 LLAMA_CMAKE_ARGS="${DRAFTLENS_LLAMA_CMAKE_ARGS:--DGGML_METAL=ON -DGGML_NATIVE=OFF -DLLAVA_BUILD=OFF}"
-TEST=1
-[ "${1:-}" = "--no-test" ] && TEST=0
+options --no-test=NO_TEST -- "$@"
 
-die() { printf 'build_macos.sh: %s\n' "$*" >&2; exit 1; }
 [ "$(uname -s)" = Darwin ] || die "run this on macOS"
-VERSION="$(sed -n 's/^__version__ *= *["'\'']\([^"'\'']*\)["'\''].*/\1/p' app/__init__.py)"
 ARCH="$(uname -m)"
-mkdir -p "$BUILD" "$DIST"
+begin_build
 
-[ -x "$VENV/bin/python" ] || "$PYTHON" -m venv "$VENV"
-PY="$VENV/bin/python"
-"$PY" -m pip install --quiet --upgrade pip wheel
-"$PY" -m pip install --quiet -r "$PKG/requirements-bundle.txt"
+make_build_venv
+install_bundle_requirements
+# Metal: one backend built in, no CPU variants to move, so a plain source install.
 if ! "$PY" -c "import llama_cpp" 2>/dev/null; then
-  echo "compiling llama-cpp-python $LLAMA_VERSION with CMAKE_ARGS=\"$LLAMA_CMAKE_ARGS\""
+  say "compiling llama-cpp-python $LLAMA_VERSION with CMAKE_ARGS=\"$LLAMA_CMAKE_ARGS\""
   CMAKE_ARGS="$LLAMA_CMAKE_ARGS" "$PY" -m pip install --no-cache-dir --no-deps \
     "llama-cpp-python==$LLAMA_VERSION"
 fi
-"$PY" -c "import torch" 2>/dev/null && die "torch is installed in $VENV; the default bundle is built without it"
+refuse_torch
 
 "$PY" "$PKG/make_icons.py" "$BUILD/icons"
 rm -rf "$DIST/DraftLens.app" "$DIST/draftlens"
-DRAFTLENS_ICON_DIR="$BUILD/icons" "$PY" -m PyInstaller --noconfirm --log-level WARN \
-  --distpath "$DIST" --workpath "$BUILD/pyinstaller" "$PKG/draftlens.spec"
+DRAFTLENS_ICON_DIR="$BUILD/icons" run_pyinstaller
 APP="$DIST/DraftLens.app"
 [ -x "$APP/Contents/MacOS/draftlens" ] || die "PyInstaller made no $APP"
 # PyInstaller signs ad hoc; re-sign the whole bundle so Gatekeeper's checks on Apple Silicon
@@ -55,7 +44,7 @@ cp -R "$APP" "$STAGE/"
 ln -s /Applications "$STAGE/Applications"
 hdiutil create -volname "DraftLens $VERSION" -srcfolder "$STAGE" -ov -format UDZO "$DMG"
 echo "bundle $(du -sh "$APP" | cut -f1), dmg $(du -h "$DMG" | cut -f1)"
-[ "$TEST" = 1 ] || exit 0
+if [ "$NO_TEST" = 1 ]; then exit 0; fi
 
 # --- smoke test ------------------------------------------------------------------------------
 WORK="$(mktemp -d)"
@@ -69,10 +58,7 @@ BIN="$WORK/DraftLens.app/Contents/MacOS/draftlens"
 snapshot() { (cd "$WORK/DraftLens.app" && find . -exec stat -f '%HT %Lp %z %m %N' {} + | LC_ALL=C sort); }
 snapshot > "$WORK/before.txt"
 mkdir -p "$WORK/home" "$WORK/models" "$WORK/cwd"
-PYTHONPATH="$ROOT" "$PY" -c "
-import sys; from tests.tiny_gguf import write_tiny_gguf
-write_tiny_gguf(sys.argv[1], seed=0); write_tiny_gguf(sys.argv[2], seed=0, noise_from=sys.argv[1])
-" "$WORK/models/t.gguf" "$WORK/models/d.gguf"
+write_tiny_pair "$WORK/models/t.gguf" "$WORK/models/d.gguf"
 cd "$WORK/cwd"
 export HOME="$WORK/home"
 unset DRAFTLENS_HOME || true
@@ -80,10 +66,10 @@ unset DRAFTLENS_HOME || true
 grep -q "draftlens $VERSION" "$WORK/version.txt" || die "--version does not name $VERSION"
 "$BIN" --preflight-child "$WORK/models/t.gguf" > /dev/null 2> "$WORK/preflight.err" \
   || { tail -n 20 "$WORK/preflight.err"; die "the preflight child failed"; }
-QT_QPA_PLATFORM="${SMOKE_QPA:-offscreen}" "$BIN" --self-test --target "$WORK/models/t.gguf" \
-  --draft "$WORK/models/d.gguf" --screenshot "$DIST/smoke/selftest-macos.png" --steps 16 \
-  || die "the self-test failed"
-[ -s "$DIST/smoke/selftest-macos.png" ] || die "no screenshot"
+SHOT="$DIST/smoke/selftest-macos.png"
+run_self_test "$WORK/selftest" "$SHOT" env QT_QPA_PLATFORM="${SMOKE_QPA:-offscreen}" "$BIN" \
+  --self-test --target "$WORK/models/t.gguf" --draft "$WORK/models/d.gguf" --screenshot "$SHOT" \
+  --steps 16
 snapshot > "$WORK/after.txt"
 diff -u "$WORK/before.txt" "$WORK/after.txt" || die "the app wrote inside DraftLens.app"
 [ -z "$(ls -A "$WORK/cwd")" ] || die "the app wrote into its working folder"

@@ -11,43 +11,20 @@
 # like the Linux bundle. Not run by the developers (no Windows here): CI runs it
 # (.github/workflows/package.yml).
 set -euo pipefail
-cd "$(dirname "$0")/../.."
-ROOT="$PWD"
-PKG="$ROOT/packaging"
-BUILD="$PKG/.build"
-DIST="$PKG/dist"
-VENV="${DRAFTLENS_BUILD_VENV:-$PKG/.build-venv}"
-PYTHON="${PYTHON:-python}"
-LLAMA_VERSION="0.3.36"
-LLAMA_CMAKE_ARGS="${DRAFTLENS_LLAMA_CMAKE_ARGS:--DGGML_BACKEND_DL=ON -DGGML_CPU_ALL_VARIANTS=ON -DGGML_NATIVE=OFF -DGGML_LLAMAFILE=OFF -DLLAVA_BUILD=OFF}"
-TEST=1
-[ "${1:-}" = "--no-test" ] && TEST=0
+# shellcheck source-path=SCRIPTDIR source=../lib/common.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../lib/common.sh"
+LLAMA_CMAKE_ARGS="${DRAFTLENS_LLAMA_CMAKE_ARGS:-$LLAMA_CPU_DISPATCH}"
+options --no-test=NO_TEST -- "$@"
+begin_build
 
-die() { printf 'build_windows.sh: %s\n' "$*" >&2; exit 1; }
-VERSION="$(sed -n 's/^__version__ *= *["'\'']\([^"'\'']*\)["'\''].*/\1/p' app/__init__.py)"
-mkdir -p "$BUILD" "$DIST"
-
-[ -x "$VENV/Scripts/python.exe" ] || "$PYTHON" -m venv "$VENV"
-PY="$VENV/Scripts/python.exe"
-"$PY" -m pip install --quiet --upgrade pip wheel
-"$PY" -m pip install --quiet -r "$PKG/requirements-bundle.txt"
-WHEEL="$(ls "$BUILD"/wheels/llama_cpp_python-"$LLAMA_VERSION"-*.whl 2>/dev/null | head -n1 || true)"
-if [ -z "$WHEEL" ]; then
-  echo "compiling llama-cpp-python $LLAMA_VERSION with CMAKE_ARGS=\"$LLAMA_CMAKE_ARGS\""
-  CMAKE_ARGS="$LLAMA_CMAKE_ARGS" "$PY" -m pip wheel --no-cache-dir --no-deps \
-    -w "$BUILD/wheels" "llama-cpp-python==$LLAMA_VERSION"
-  WHEEL="$(ls "$BUILD"/wheels/llama_cpp_python-"$LLAMA_VERSION"-*.whl | head -n1)"
-fi
-# The CPU variants (ggml-cpu-*.dll) land in the wheel's top-level bin/: move them into
-# llama_cpp/lib, where the runtime hook loads them from.
-"$PY" "$PKG/fix_llama_wheel.py" "$WHEEL"
-"$PY" -m pip install --quiet --no-deps --force-reinstall "$WHEEL"
-"$PY" -c "import torch" 2>/dev/null && die "torch is installed in $VENV; the default bundle is built without it"
+make_build_venv
+install_bundle_requirements
+install_llama_wheel
+refuse_torch
 
 "$PY" "$PKG/make_icons.py" "$BUILD/icons"
 rm -rf "$DIST/draftlens"
-DRAFTLENS_ICON_DIR="$BUILD/icons" "$PY" -m PyInstaller --noconfirm --log-level WARN \
-  --distpath "$DIST" --workpath "$BUILD/pyinstaller" "$PKG/draftlens.spec"
+DRAFTLENS_ICON_DIR="$BUILD/icons" run_pyinstaller
 [ -f "$DIST/draftlens/draftlens.exe" ] || die "PyInstaller made no draftlens.exe"
 
 MAKENSIS="$(command -v makensis || true)"
@@ -57,7 +34,7 @@ SETUP="$DIST/draftlens-$VERSION-windows-x64-setup.exe"
 "$MAKENSIS" -V2 -DICON="$(cygpath -w "$BUILD/icons/draftlens.ico")" \
   -DOUTFILE="$(cygpath -w "$SETUP")" "$(cygpath -w "$PKG/windows/draftlens.nsi")"
 echo "bundle $(du -sh "$DIST/draftlens" | cut -f1), installer $(du -h "$SETUP" | cut -f1)"
-[ "$TEST" = 1 ] || exit 0
+if [ "$NO_TEST" = 1 ]; then exit 0; fi
 
 # --- smoke test ----------------------------------------------------------------------------------
 WORK="$(mktemp -d)"
@@ -69,20 +46,16 @@ INST="$WORK/DraftLens"
 snapshot() { (cd "$INST" && find . -printf '%y %s %T@ %p\n' | LC_ALL=C sort); }
 snapshot | grep -v ' ./uninstall.exe$' > "$WORK/before.txt"
 mkdir -p "$WORK/home" "$WORK/models" "$WORK/cwd"
-PYTHONPATH="$ROOT" "$PY" -c "
-import sys; from tests.tiny_gguf import write_tiny_gguf
-write_tiny_gguf(sys.argv[1], seed=0); write_tiny_gguf(sys.argv[2], seed=0, noise_from=sys.argv[1])
-" "$(cygpath -w "$WORK/models/t.gguf")" "$(cygpath -w "$WORK/models/d.gguf")"
+write_tiny_pair "$(cygpath -w "$WORK/models/t.gguf")" "$(cygpath -w "$WORK/models/d.gguf")"
 cd "$WORK/cwd"
 # platformdirs on Windows: %LOCALAPPDATA% / %APPDATA%; point them at the scratch home.
 export LOCALAPPDATA="$(cygpath -w "$WORK/home/Local")" APPDATA="$(cygpath -w "$WORK/home/Roaming")"
 unset DRAFTLENS_HOME || true
 SHOT="$DIST/smoke/selftest-windows.png"
 mkdir -p "$(dirname "$SHOT")"
-"$INST/draftlens.exe" --self-test --target "$(cygpath -w "$WORK/models/t.gguf")" \
-  --draft "$(cygpath -w "$WORK/models/d.gguf")" --screenshot "$(cygpath -w "$SHOT")" --steps 16 \
-  || die "the self-test failed (exit $?)"
-[ -s "$SHOT" ] || die "no screenshot"
+run_self_test "$WORK/selftest" "$SHOT" "$INST/draftlens.exe" --self-test \
+  --target "$(cygpath -w "$WORK/models/t.gguf")" --draft "$(cygpath -w "$WORK/models/d.gguf")" \
+  --screenshot "$(cygpath -w "$SHOT")" --steps 16
 snapshot | grep -v ' ./uninstall.exe$' > "$WORK/after.txt"
 diff -u "$WORK/before.txt" "$WORK/after.txt" || die "the app wrote into its install folder"
 [ -z "$(ls -A "$WORK/cwd")" ] || die "the app wrote into its working folder"
