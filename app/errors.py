@@ -23,3 +23,11 @@ class DownloadError(DraftLensError):
 
 class DownloadCancelled(DownloadError):
     """The user cancelled a download; what was fetched so far is kept for the next try."""
+
+
+class TraceWriteError(DraftLensError):
+    """The trace file could not be written any more (disk full, file or folder deleted)."""
+
+
+class ModelOutputError(DraftLensError):
+    """A model returned numbers that cannot be a distribution (NaN or infinite logits)."""

@@ -10,7 +10,7 @@ from app.engine.calibration import cached_verify_curve, measure_token_cost
 from app.engine.drafters import Drafter, HybridDrafter, ModelDrafter, NgramDrafter
 from app.engine.protocol import LanguageModel
 from app.engine.session import DecodeConfig, Session
-from app.engine.trace import MODE_PLAIN, MODE_SPECULATIVE, TraceHeader
+from app.engine.trace import MODE_PLAIN, MODE_SPECULATIVE, TraceHeader, TraceWriter
 from app.models.loading import LoadedPair, ModelSpec
 from app.versions import versions
 
@@ -24,6 +24,21 @@ class Run:
     session: Session
     prompt_ids: list[int]
     header: TraceHeader
+
+
+def finish_trace(
+    writer: TraceWriter | None,
+    session: Session,
+    baseline: Session | None = None,
+    interrupted: bool = False,
+    error: str = "",
+) -> dict[str, Any]:
+    """The run's summary, written as the trace's last line — also when the run was cut short
+    (then it says so, and why) — unless the trace itself could no longer be written."""
+    summary = session.summary(baseline, interrupted=interrupted, error=error)
+    if writer is not None and not writer.failed:
+        writer.summary(summary)
+    return summary
 
 
 def encode_prompt(target: LanguageModel, prompt: str, chat: bool) -> list[int]:

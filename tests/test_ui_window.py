@@ -193,6 +193,47 @@ def test_a_bad_model_path_shows_the_error_and_the_window_stays_usable(
     assert window.run.stats.emitted == 24
 
 
+def test_a_model_deleted_after_it_was_chosen_shows_the_error_and_the_window_stays_usable(
+    window, qtbot, gguf_files, dialogs, tmp_path
+):
+    import shutil
+
+    chosen = tmp_path / "chosen.gguf"
+    shutil.copy(gguf_files[0], chosen)
+    choose_pair(window, qtbot, chosen, gguf_files[1], backend="llamacpp")
+    assert "compatible" in window.picker.verdict.text()
+    chosen.unlink()
+    set_decoding(window)
+    run(window, qtbot)
+    assert len(dialogs) == 1 and "not found" in dialogs[0] and "chosen.gguf" in dialogs[0]
+    choose_pair(window, qtbot, *gguf_files, backend="llamacpp")
+    run(window, qtbot)
+    assert len(dialogs) == 1 and window.run.stats.emitted == 24
+
+
+def test_a_trace_cut_mid_line_opens_with_its_complete_steps_and_a_note(ran, tmp_path):
+    copy = tmp_path / "cut.jsonl"
+    ran.save_trace(copy)
+    lines = copy.read_bytes().splitlines(keepends=True)
+    copy.write_bytes(b"".join(lines[:-2]) + lines[-2][: len(lines[-2]) // 2])
+    ran.open_trace(copy)
+    assert len(ran.run.steps) == len(lines) - 3
+    assert "the last line was cut off mid-write" in ran.status_label.text()
+
+
+def test_a_garbage_trace_is_one_error_and_the_window_keeps_its_run(ran, tmp_path, dialogs,
+                                                                   monkeypatch):
+    from PySide6.QtWidgets import QFileDialog
+
+    garbage = tmp_path / "garbage.jsonl"
+    garbage.write_bytes(bytes(range(256)) * 8 + b"\nstill not json\n")
+    monkeypatch.setattr(QFileDialog, "getOpenFileName", lambda *a, **k: (str(garbage), ""))
+    steps_before = len(ran.run.steps)
+    ran.open_trace_dialog()
+    assert len(dialogs) == 1 and "is not JSON" in dialogs[0]
+    assert len(ran.run.steps) == steps_before
+
+
 def test_the_displayed_p_and_q_equal_the_record_values(ran):
     checked = 0
     for i, step in enumerate(ran.run.steps):
@@ -259,6 +300,8 @@ def test_closing_the_window_during_a_run_stops_the_worker_cleanly(qtbot, tmp_pat
     assert len(traces) == 1
     trace = read_trace(traces[0])
     assert 0 < sum(len(s.emitted) for s in trace.steps) < 400
+    assert trace.summary is not None and trace.summary["interrupted"] is True, \
+        "the worker finalises the trace before the window goes"
     assert dialogs == []
 
 

@@ -71,7 +71,8 @@ class TraceFiles:
         w.show_workspace()
         runs.flush()
         w.inspector.show_step(0)
-        w.status_label.setText(f"opened {Path(path).name} · " + w.status_label.text())
+        opened = " · ".join([f"opened {Path(path).name}", *trace.notes])
+        w.status_label.setText(f"{opened} · {w.status_label.text()}")
         w.update_actions()
 
     def _show_comparison(self, run: RunData, baseline: RunData) -> None:

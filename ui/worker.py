@@ -23,7 +23,7 @@ from app.engine.trace import TraceWriter
 from app.errors import DraftLensError
 from app.models.loading import LoadedPair, ModelSpec, load_pair
 from app.paths import data_dir
-from app.runs import NGRAM_LABEL, Run, prepare_run
+from app.runs import NGRAM_LABEL, Run, finish_trace, prepare_run
 from ui.latency import freeze_heap
 from ui.run_data import KIND_PLAIN, KIND_SPECULATIVE, CompareResult
 
@@ -187,12 +187,14 @@ class RunWorker(QObject):
         with TraceWriter(trace_path) as writer:
             writer.header(run.header)
             self.run_started.emit(kind, run.header)
-            self._decode(kind, session, run.prompt_ids, writer)
+            self._decode(kind, run, writer)
+            interrupted = self._cancel.is_set()
             baseline = None
-            if request.compare and session.drafter is not None and not self._cancel.is_set():
+            if request.compare and session.drafter is not None and not interrupted:
                 baseline = self._baseline(pair, request, trace_path)
-            summary = session.summary(baseline)
-            writer.summary(summary)
+                if self._cancel.is_set():
+                    baseline = None  # cut short: no fair comparison
+            summary = finish_trace(writer, session, baseline, interrupted=interrupted)
         self.run_finished.emit(kind, summary)
         if baseline is not None and not self._cancel.is_set():
             greedy = request.config.sampling.greedy
@@ -212,16 +214,15 @@ class RunWorker(QObject):
         with TraceWriter(plain_trace_path(trace_path)) as writer:
             writer.header(run.header)
             self.run_started.emit(KIND_PLAIN, run.header)
-            self._decode(KIND_PLAIN, run.session, run.prompt_ids, writer)
-            summary = run.session.summary()
-            writer.summary(summary)
+            self._decode(KIND_PLAIN, run, writer)
+            summary = finish_trace(writer, run.session, interrupted=self._cancel.is_set())
         self.run_finished.emit(KIND_PLAIN, summary)
         return run.session
 
-    def _decode(
-        self, kind: str, session: Session, prompt_ids: list[int], writer: TraceWriter
-    ) -> None:
-        steps = session.steps(prompt_ids)
+    def _decode(self, kind: str, run: Run, writer: TraceWriter) -> None:
+        """Iterate the run into the trace and the window; a fault mid-run (a trace that can no
+        longer be written, a model's garbage output) still ends the trace with a summary."""
+        steps = run.session.steps(run.prompt_ids)
         try:
             while self._wait_turn(kind):
                 step = next(steps, None)
@@ -230,6 +231,9 @@ class RunWorker(QObject):
                 writer.step(step)
                 self.steps_emitted += 1
                 self.step.emit(kind, step)
+        except DraftLensError as exc:
+            finish_trace(writer, run.session, error=str(exc))
+            raise
         finally:
             steps.close()
 

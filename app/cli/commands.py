@@ -13,7 +13,7 @@ from app.engine.text_stream import TextStream
 from app.engine.trace import TraceWriter, read_trace
 from app.errors import DraftLensError
 from app.models.loading import load_pair
-from app.runs import prepare_run
+from app.runs import finish_trace, prepare_run
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -29,22 +29,27 @@ def cmd_run(args: argparse.Namespace) -> int:
         session = run.session
         writer = TraceWriter(args.trace) if args.trace else None
         stream = TextStream(pair.target)
+        stopped: BaseException | None = None
         try:
             if writer:
                 writer.header(run.header)
-            for step in session.steps(run.prompt_ids):
-                sys.stdout.write(stream.push(step.emitted))
-                sys.stdout.flush()
-                if writer:
-                    writer.step(step)
+            try:
+                for step in session.steps(run.prompt_ids):
+                    sys.stdout.write(stream.push(step.emitted))
+                    sys.stdout.flush()
+                    if writer:
+                        writer.step(step)
+            except (KeyboardInterrupt, DraftLensError) as exc:
+                stopped = exc  # the trace still gets its summary line, then exc is raised
             sys.stdout.write("\n")
-            summary = session.summary()
-            if writer:
-                writer.summary(summary)
+            error = str(stopped) if isinstance(stopped, DraftLensError) else ""
+            summary = finish_trace(writer, session, interrupted=stopped is not None, error=error)
         finally:
             if writer:
                 writer.close()
         print_stats(session.stats, summary, session.prefill_seconds, len(run.prompt_ids))
+        if stopped is not None:
+            raise stopped
     finally:
         pair.close()
     return 0
@@ -131,6 +136,8 @@ def cmd_trace(args: argparse.Namespace) -> int:
     if trace.header:
         h = trace.header
         print(f"target {h.target}\ndraft  {h.draft}\nbackend {h.backend} on {h.device}")
+    for note in trace.notes:
+        print(f"note: {note}")
     print(f"steps {stats.steps}, tokens {stats.emitted}, {stats.tokens_per_second:.2f} tok/s, "
           f"accepted {stats.accepted}/{stats.drafted} ({100 * stats.acceptance:.1f}%), "
           f"{stats.tokens_per_pass:.2f} tokens per pass")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
 import traceback
 from collections.abc import Sequence
@@ -83,6 +84,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help(sys.stderr)
         return 2
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    previous = signal.signal(signal.SIGTERM, _interrupt)
     try:
         if args.command == "run":
             return cmd_run(args)
@@ -99,6 +101,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("\ninterrupted", file=sys.stderr)
         return 130
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    """SIGTERM stops a run as Ctrl+C does: between steps, with the trace finalised."""
+    raise KeyboardInterrupt
 
 
 if __name__ == "__main__":

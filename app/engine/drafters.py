@@ -8,7 +8,7 @@ from typing import Protocol
 import numpy as np
 
 from app.engine.protocol import LanguageModel
-from app.engine.sampling import SamplingParams, choose, process
+from app.engine.sampling import SamplingParams, choose, finite_logits, process
 
 
 @dataclass
@@ -75,7 +75,7 @@ class ModelDrafter:
         """Bring the draft's cache to context[:-1] + context[-1]; return the next-token logits."""
         keep = min(common_prefix(self._cached, context), len(context) - 1)
         self.model.truncate(keep)
-        logits = self.model.extend(context[keep:], 1)[0]
+        logits = finite_logits(self.model.extend(context[keep:], 1)[0], self.model.name)
         self._cached = list(context)
         return np.asarray(logits)
 
@@ -97,7 +97,7 @@ class ModelDrafter:
             rows.append(q)
             if len(tokens) == k or token in self.model.eos_ids:
                 break
-            logits = self.model.extend([token], 1)[0]
+            logits = finite_logits(self.model.extend([token], 1)[0], self.model.name)
             self._cached.append(token)
         return Draft(tokens, np.stack(rows))
 

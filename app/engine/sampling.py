@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from app.errors import SettingsError
+from app.errors import ModelOutputError, SettingsError
 
 # Nucleus search looks at this many best tokens first and sorts the whole row only if
 # they do not reach top_p; the result is identical either way.
@@ -41,6 +41,19 @@ class SamplingParams:
             raise SettingsError(f"top-p must be in (0, 1] (got {self.top_p}); 1 turns it off")
         if not 0.0 <= self.min_p < 1.0:
             raise SettingsError(f"min-p must be in [0, 1) (got {self.min_p}); 0 turns it off")
+
+
+def finite_logits(logits: np.ndarray, model_name: str) -> np.ndarray:
+    """The logits, checked: NaN or +inf anywhere means the model's numbers are garbage, and
+    sampling from them would be silent garbage too. (-inf alone is a masked token.)"""
+    with np.errstate(invalid="ignore", over="ignore"):
+        total = float(logits.sum(dtype=np.float64))  # NaN or +inf anywhere reaches the sum
+    if np.isnan(total) or total == np.inf:
+        raise ModelOutputError(
+            f"{model_name} returned NaN or infinite logits — the file may be damaged, or the "
+            "device's half-precision numbers overflowed; try another file or --device cpu"
+        )
+    return logits
 
 
 def softmax(logits: np.ndarray) -> np.ndarray:

@@ -15,7 +15,7 @@ from app.engine.drafters import EMPTY_DRAFT, Draft, Drafter
 from app.engine.metrics import RunStats
 from app.engine.protocol import LanguageModel
 from app.engine.records import StepRecord
-from app.engine.sampling import SamplingParams, process
+from app.engine.sampling import SamplingParams, finite_logits, process
 from app.engine.speculative import verify
 from app.errors import SettingsError
 
@@ -78,14 +78,20 @@ class Session:
         """Seconds of one target step: measured in this run, else from the calibrated curve."""
         return self.stats.plain_step_time or self.controller.curve.points.get(1)
 
-    def summary(self, baseline: Session | None = None) -> dict[str, Any]:
+    def summary(
+        self, baseline: Session | None = None, interrupted: bool = False, error: str = ""
+    ) -> dict[str, Any]:
         """The trace's summary line; with a plain baseline run of the same prompt, its step
-        time, speed and whether the texts are identical."""
+        time, speed and whether the texts are identical. A run cut short says so, and why."""
         if baseline is None or not baseline.stats.steps:
-            return self.stats.summary(self.plain_step_time())
-        summary = self.stats.summary(baseline.stats.plain_step_time)
-        summary["plain_tok_s"] = baseline.stats.tokens_per_second
-        summary["identical_to_plain"] = self.output_ids == baseline.output_ids
+            summary = self.stats.summary(self.plain_step_time())
+        else:
+            summary = self.stats.summary(baseline.stats.plain_step_time)
+            summary["plain_tok_s"] = baseline.stats.tokens_per_second
+            summary["identical_to_plain"] = self.output_ids == baseline.output_ids
+        summary["interrupted"] = interrupted or bool(error)
+        if error:
+            summary["error"] = error
         return summary
 
     def check_prompt(self, prompt_ids: list[int]) -> None:
@@ -130,7 +136,10 @@ class Session:
             draft = self.drafter.propose(context, k, params, self.rng)
         draft_tokens = draft.tokens[: max(0, remaining - 1)]
         t1 = time.perf_counter()
-        logits = self.target.extend([context[-1], *draft_tokens], len(draft_tokens) + 1)
+        logits = finite_logits(
+            self.target.extend([context[-1], *draft_tokens], len(draft_tokens) + 1),
+            self.target.name,
+        )
         t2 = time.perf_counter()
         vocab = logits.shape[-1]
         p_rows = _LazyRows(logits, params)

@@ -11,12 +11,12 @@ import io
 import json
 import os
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
 from app.engine.records import Alternative, StepRecord, TokenRecord
-from app.errors import DraftLensError
+from app.errors import DraftLensError, TraceWriteError
 from app.paths import write_atomically
 
 TRACE_VERSION = 1
@@ -80,13 +80,18 @@ def step_from_dict(data: dict[str, Any]) -> StepRecord:
 
 
 class TraceWriter:
-    """Appends records to a JSONL file, flushed per line so a crash loses at most one step."""
+    """Appends records to a JSONL file, flushed per line so a crash loses at most one step.
+
+    A write that fails (disk full, the file or its folder deleted) raises TraceWriteError
+    once and closes the file; the lines written before it stay a valid trace."""
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = Path(path)
+        self.steps_written = 0
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self._file: IO[str] | None = open(self.path, "w", encoding="utf-8")  # noqa: SIM115
+            self._closed = False
         except OSError as exc:
             raise DraftLensError(
                 f"cannot write the trace file {self.path}: {exc.strerror or exc} "
@@ -96,22 +101,51 @@ class TraceWriter:
     def _write(self, data: dict[str, Any]) -> None:
         if self._file is None:
             return
-        self._file.write(json.dumps(data, ensure_ascii=False) + "\n")
-        self._file.flush()
+        try:
+            self._file.write(json.dumps(data, ensure_ascii=False) + "\n")
+            self._file.flush()
+            deleted = os.fstat(self._file.fileno()).st_nlink == 0
+        except OSError as exc:
+            self._abandon()
+            raise TraceWriteError(
+                f"cannot write the trace file {self.path}: {exc.strerror or exc} — free some "
+                f"space or choose another folder; the {self.steps_written} steps written "
+                "before are kept"
+            ) from exc
+        if deleted:
+            self._abandon()
+            raise TraceWriteError(
+                f"the trace file {self.path} was deleted (or its folder removed) while the run "
+                "was writing it — choose a folder that stays"
+            )
+
+    def _abandon(self) -> None:
+        """Close after a failed write without flushing again (the flush would fail too)."""
+        file, self._file = self._file, None
+        if file is not None:
+            try:
+                file.close()
+            except OSError:
+                pass
 
     def header(self, header: TraceHeader) -> None:
         self._write({"type": "header", "version": TRACE_VERSION, **asdict(header)})
 
     def step(self, step: StepRecord) -> None:
         self._write(step_to_dict(step))
+        self.steps_written += 1
 
     def summary(self, summary: dict[str, Any]) -> None:
         self._write({"type": "summary", **summary})
 
+    @property
+    def failed(self) -> bool:
+        """True once a write failed; later writes are ignored."""
+        return self._file is None and not self._closed
+
     def close(self) -> None:
-        if self._file is not None:
-            self._file.close()
-            self._file = None
+        self._closed = True
+        self._abandon()
 
     def __enter__(self) -> TraceWriter:
         return self
@@ -125,26 +159,30 @@ class Trace:
     header: TraceHeader | None
     steps: list[StepRecord]
     summary: dict[str, Any] | None
+    notes: list[str] = field(default_factory=list)  # how the run ended, if not normally
 
 
 def read_trace(path: str | os.PathLike[str]) -> Trace:
-    """Load a trace; a cut-off last line (a crash mid-write) is skipped, not fatal."""
+    """Load a trace; a cut-off last line (a crash mid-write) is skipped with a note."""
     header = None
     summary = None
     steps: list[StepRecord] = []
+    notes: list[str] = []
     try:
-        lines = Path(path).read_text(encoding="utf-8").splitlines()
-    except UnicodeDecodeError as exc:
-        raise DraftLensError(f"{path} is not a text file — open a .jsonl DraftLens trace") from exc
+        # a line cut mid-character must not make the whole file unreadable
+        text = Path(path).read_bytes().decode("utf-8", errors="replace")
     except OSError as exc:
         raise DraftLensError(f"cannot read trace {path}: {exc.strerror or exc}") from exc
+    lines = text.splitlines()
     for number, line in enumerate(lines, start=1):
         if not line.strip():
             continue
         try:
             data = json.loads(line)
         except json.JSONDecodeError as exc:
-            if number == len(lines):
+            if number == len(lines) and number > 1:
+                notes.append(f"the last line was cut off mid-write; the {len(steps)} complete "
+                             "steps before it are shown")
                 break
             raise DraftLensError(
                 f"trace {path} line {number} is not JSON — is this a DraftLens trace?"
@@ -168,7 +206,20 @@ def read_trace(path: str | os.PathLike[str]) -> Trace:
             ) from exc
     if header is None and not steps:
         raise DraftLensError(f"{path} holds no DraftLens records — open a .jsonl trace file")
-    return Trace(header, steps, summary)
+    notes.extend(_ending_notes(summary))
+    return Trace(header, steps, summary, notes)
+
+
+def _ending_notes(summary: dict[str, Any] | None) -> list[str]:
+    if summary is None:
+        return ["the trace has no summary line: the run was cut off (a crash or a kill) "
+                "before it ended"]
+    notes = []
+    if summary.get("interrupted"):
+        notes.append("the run was interrupted before it ended")
+    if summary.get("error"):
+        notes.append(f"the run stopped on an error: {summary['error']}")
+    return notes
 
 
 def iter_token_rows(steps: list[StepRecord]) -> Iterator[dict[str, Any]]:
