@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from app import __version__
+from app.errors import DraftLensError
 
 if TYPE_CHECKING:  # Qt is imported only once a window is really wanted
     from PySide6.QtWidgets import QApplication
@@ -69,6 +70,11 @@ def main(argv: list[str] | None = None) -> int:
               "desktop; use `draftlens run ...` for the command line, or --self-test",
               file=sys.stderr)
         return 1
+    from ui.qt_platform import platform_problem, wants_xcb
+
+    if wants_xcb() and (problem := platform_problem()):
+        print(problem, file=sys.stderr)
+        return 1
     app = make_application()
     from ui.main_window import MainWindow
 
@@ -77,9 +83,12 @@ def main(argv: list[str] | None = None) -> int:
     window = MainWindow()
     if args.theme:
         window.set_theme(args.theme)
-    if args.trace:
-        window.open_trace(args.trace)
     window.show()
+    if args.trace:
+        try:
+            window.open_trace(args.trace)
+        except DraftLensError as exc:
+            window.show_error(str(exc))  # the window stays up, empty
     return app.exec()
 
 
