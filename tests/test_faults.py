@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import resource
 import shutil
 import signal
@@ -280,3 +281,37 @@ def test_a_missing_platform_library_is_named_with_the_package_to_install(tmp_pat
     assert debian_package("libxcb-icccm.so.4") == "libxcb-icccm4"
     assert debian_package("libxkbcommon-x11.so.0") == "libxkbcommon-x11-0"
     assert debian_package("libGL.so.1") == "libgl1"
+
+
+# --- out of memory while loading -------------------------------------------------------------
+
+_LOAD_UNDER_A_LIMIT = """
+import resource, sys
+from pathlib import Path
+import torch, transformers  # the app has these loaded before it loads a model
+from app.errors import DraftLensError
+from app.models.loading import ModelSpec, load_model
+used = int(Path("/proc/self/statm").read_text().split()[0]) * resource.getpagesize()
+limit = used + 60 * 2**20  # 60 MiB more than now: less than the model needs
+resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+try:
+    load_model(sys.argv[1], ModelSpec(sys.argv[1], backend="torch", device="cpu"))
+    print("loaded")
+except DraftLensError as exc:
+    print(f"error: {exc}")
+"""
+
+
+@pytest.mark.skipif(not Path("/proc/self/statm").exists(), reason="needs Linux /proc")
+def test_out_of_memory_while_loading_names_the_model_size_and_the_memory_left(tmp_path):
+    from tests.tiny_hf import write_tiny_hf
+
+    folder = write_tiny_hf(tmp_path / "big-model", hidden=768, n_layer=4)  # about 110 MB
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    done = subprocess.run([sys.executable, "-c", _LOAD_UNDER_A_LIMIT, str(folder)], cwd=ROOT,
+                          env=env, capture_output=True, text=True, timeout=300)
+    assert "Traceback" not in done.stderr, done.stderr
+    line = done.stdout.strip().splitlines()[-1]
+    expected = (r"error: out of memory loading big-model: the model is 0\.\d\d GB on disk and "
+                r"0\.0[5-7] GB of memory is available — close other .*")
+    assert re.fullmatch(expected, line), line

@@ -7,13 +7,14 @@ process), because a malformed file can abort the whole process where no except r
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from app.engine.protocol import LanguageModel
 from app.errors import DraftLensError, ModelFileError, SettingsError
-from app.models.pair_check import PairCheck, check_pair_files, is_gguf
+from app.models.pair_check import PairCheck, check_pair_files, is_gguf, model_size_bytes
 
 BACKENDS = ("llamacpp", "torch")
 Progress = Callable[[str], None]
@@ -81,6 +82,7 @@ def load_model(path: str, spec: ModelSpec) -> LanguageModel:
 
     backend = spec.resolved_backend()
     validate_model_file(path, backend)
+    free = available_memory()  # before: a failed load holds what it got until it unwinds
     # the annotations make the type checker prove that each backend satisfies the protocol
     model: LanguageModel
     try:
@@ -94,9 +96,52 @@ def load_model(path: str, spec: ModelSpec) -> LanguageModel:
 
             model = TorchModel(path, device=spec.device, trust_remote_code=spec.trust_remote_code,
                                allow_pickle=spec.allow_pickle)
+    except MemoryError as exc:
+        raise out_of_memory(path, free) from exc
     except BackendError as exc:
+        too_big = free is not None and model_size_bytes(Path(path)) > free
+        if too_big or _sounds_like_memory(str(exc)):
+            raise out_of_memory(path, free) from exc
         raise DraftLensError(str(exc)) from exc
     return model
+
+
+def available_memory() -> int | None:
+    """Bytes of memory this process could still get: the system's available memory, capped by
+    an address-space limit if one is set (None where neither can be read)."""
+    found: list[int] = []
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                found.append(int(line.split()[1]) * 1024)
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        import resource
+
+        limit = resource.getrlimit(resource.RLIMIT_AS)[0]
+        if limit != resource.RLIM_INFINITY:
+            used = int(Path("/proc/self/statm").read_text().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+            found.append(max(0, limit - used))
+    except (ImportError, OSError, ValueError):
+        pass
+    return min(found) if found else None
+
+
+def out_of_memory(path: str, free: int | None) -> ModelFileError:
+    size = model_size_bytes(Path(path))
+    have = f"{free / 1e9:.2f} GB" if free is not None else "an unknown amount"
+    return ModelFileError(
+        f"out of memory loading {Path(path).name}: the model is {size / 1e9:.2f} GB on disk "
+        f"and {have} of memory is available — close other programs, or pick a smaller model "
+        "(fewer parameters or a smaller quantisation)"
+    )
+
+
+def _sounds_like_memory(message: str) -> bool:
+    text = message.lower()
+    return any(word in text for word in ("out of memory", "not enough memory", "alloc"))
+
 
 
 def load_pair(spec: ModelSpec, progress: Progress | None = None) -> LoadedPair:
