@@ -34,10 +34,11 @@ def describe_torch() -> str:
     import torch
     import transformers
 
+    cuda, mps = torch_devices()
     devices = ["cpu"]
-    if torch.cuda.is_available():
+    if cuda:
         devices.append(f"cuda ({torch.cuda.get_device_name(0)})")
-    if torch.backends.mps.is_available():
+    if mps:
         devices.append("mps")
     return (f"torch {torch.__version__} · transformers {transformers.__version__} · "
             f"devices: {', '.join(devices)}")
@@ -116,9 +117,7 @@ class TorchModel:
         folder, gguf_file = (path.parent, path.name) if path.is_file() else (path, None)
         if gguf_file is None:
             _refuse_pickle_only(folder, allow_pickle)
-        self.device = pick_device(
-            device, torch.cuda.is_available(), torch.backends.mps.is_available()
-        )
+        self.device = pick_device(device, *torch_devices())
         torch_dtype = getattr(torch, dtype) if dtype else _dtype_for(self.device)
         kwargs: dict[str, Any] = {"trust_remote_code": trust_remote_code}
         if gguf_file:

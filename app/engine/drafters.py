@@ -77,7 +77,7 @@ class ModelDrafter:
         self.model.truncate(keep)
         logits = finite_logits(self.model.extend(context[keep:], 1)[0], self.model.name)
         self._cached = list(context)
-        return np.asarray(logits)
+        return logits
 
     def propose(
         self, context: list[int], k: int, params: SamplingParams, rng: np.random.Generator
