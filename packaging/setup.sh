@@ -20,8 +20,6 @@ VENV="${DRAFTLENS_VENV:-.venv}"
 PIP="$VENV/bin/python -m pip"
 $PIP install --quiet --upgrade pip wheel setuptools
 
-has_cpu_flag() { grep -qw "$1" /proc/cpuinfo 2>/dev/null; }
-
 # --- torch: CUDA build where an NVIDIA GPU is present, otherwise the CPU build -------------
 if ! $VENV/bin/python -c "import torch" 2>/dev/null; then
   TORCH_SPEC="${DRAFTLENS_TORCH:-torch==2.13.0}"
@@ -41,23 +39,11 @@ PY
 fi
 
 # --- llama-cpp-python: compiled from source with explicit, portable CPU flags ----------------
-# The default GGML_NATIVE build crashed in the first decode on CPUs that advertise AMX, so the
-# instruction sets are named explicitly from what this CPU reports. GGML_LLAMAFILE=OFF keeps
-# batched and single-token logits bit-identical (exact greedy equality with plain decoding).
-# The flags used are recorded next to the venv; different flags mean a rebuild.
-if [ -z "${CMAKE_ARGS:-}" ]; then
-  if command -v nvidia-smi >/dev/null 2>&1; then
-    CMAKE_ARGS="-DGGML_CUDA=ON -DGGML_NATIVE=OFF"
-  elif [ "$(uname)" = "Darwin" ]; then
-    CMAKE_ARGS="-DGGML_METAL=ON"
-  else
-    CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_LLAMAFILE=OFF"
-    for flag in avx2 fma f16c; do
-      if has_cpu_flag "$flag"; then CMAKE_ARGS="$CMAKE_ARGS -DGGML_${flag^^}=ON"; fi
-    done
-    if has_cpu_flag avx512f; then CMAKE_ARGS="$CMAKE_ARGS -DGGML_AVX512=ON"; fi
-  fi
-fi
+# (packaging/lib/llama.sh says which and why). The flags used are recorded next to the venv;
+# different flags mean a rebuild.
+# shellcheck source=lib/llama.sh
+source packaging/lib/llama.sh
+CMAKE_ARGS="$(llama_cmake_args)"
 LLAMA_STAMP="$VENV/.llama-cpp-cmake-args"
 if ! $VENV/bin/python -c "import llama_cpp" 2>/dev/null \
    || [ "$(cat "$LLAMA_STAMP" 2>/dev/null)" != "$CMAKE_ARGS" ]; then
@@ -65,7 +51,7 @@ if ! $VENV/bin/python -c "import llama_cpp" 2>/dev/null \
   # --no-cache-dir: a wheel cached from a build with other flags must not be reused
   $PIP install --quiet numpy typing-extensions diskcache jinja2
   CMAKE_ARGS="$CMAKE_ARGS" $PIP install --no-cache-dir --force-reinstall --no-deps \
-    "llama-cpp-python==0.3.36"
+    "llama-cpp-python==$LLAMA_VERSION"
   echo "$CMAKE_ARGS" > "$LLAMA_STAMP"
 fi
 

@@ -41,10 +41,11 @@ case "$(uname -s)" in
     PY="$VENV/bin/python"
     ;;
 esac
-LLAMA_VERSION="0.3.36"
+# shellcheck source=llama.sh
+source "$PKG/lib/llama.sh"
 # One CPU backend per instruction set level, the best one picked when the app starts (see
 # packaging/README.md); GGML_LLAMAFILE off keeps batched and single-token logits identical.
-LLAMA_CPU_DISPATCH="-DGGML_BACKEND_DL=ON -DGGML_CPU_ALL_VARIANTS=ON -DGGML_NATIVE=OFF -DGGML_LLAMAFILE=OFF -DLLAVA_BUILD=OFF"
+LLAMA_CPU_DISPATCH="-DGGML_BACKEND_DL=ON -DGGML_CPU_ALL_VARIANTS=ON -DGGML_NATIVE=OFF -DGGML_LLAMAFILE=OFF -DLLAVA_BUILD=OFF -DGGML_RPC=ON"
 
 say() { printf '\n== %s\n' "$*"; }
 die() { printf '%s: %s\n' "$SCRIPT" "$*" >&2; exit 1; }
