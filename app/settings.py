@@ -68,6 +68,7 @@ class Settings:
     decode: DecodeChoices = field(default_factory=DecodeChoices)
     recent_pairs: list[RecentPair] = field(default_factory=list)
     last_trace_dir: str = ""
+    model_folders: list[str] = field(default_factory=list)  # user-added model folders
 
     def remember_pair(self, pair: RecentPair) -> None:
         """Put `pair` first in the recent list (once), keeping at most MAX_RECENT."""
@@ -120,6 +121,9 @@ def _settings_from_dict(data: dict[str, Any]) -> Settings:
         if isinstance(entry.get("target"), str):
             pairs.append(RecentPair(**entry))
     values["recent_pairs"] = pairs[:MAX_RECENT]
+    folders = data.get("model_folders")
+    values["model_folders"] = [f for f in folders if isinstance(f, str)] \
+        if isinstance(folders, list) else []
     if not isinstance(values.get("splitters"), dict):
         values["splitters"] = {}
     if values.get("theme") not in THEMES:

@@ -1,13 +1,21 @@
-"""Which models are on this machine: the demo pair, GGUF files in the app's models folder and
-LM Studio's, and transformers snapshots in the Hugging Face cache."""
+"""Which models are on this machine, and which of them can draft for a given target.
+
+The stores are scanned by app.models.stores; whether a draft fits a target is decided by
+app.models.pair_check (the one owner of that rule), from vocabularies read without weights.
+"""
 
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 
-from app.paths import models_dir
+from app.errors import DraftLensError, ModelFileError
+from app.models.found import FoundModel
+from app.models.pair_check import PairCheck, Vocab, check_vocabs, read_model_vocab
+from app.models.stores import scan_all
 
 
 @dataclass
@@ -18,36 +26,83 @@ class KnownPair:
     installed: bool
 
 
+@dataclass(frozen=True)
+class DraftVerdict:
+    """A candidate draft and the pair check's verdict on it for one target."""
+
+    model: FoundModel
+    check: PairCheck
+
+    @property
+    def compatible(self) -> bool:
+        return self.check.compatible
+
+
 def known_pairs() -> list[KnownPair]:
-    """The demo pair, plus GGUF files found in the app's models folder and LM Studio's."""
+    """The demo pair (installed or not)."""
     from app.models.demo import demo_installed, demo_paths
 
     target, draft = demo_paths()
-    pairs = [KnownPair("demo: Qwen2.5-Coder 1.5B + 0.5B", target, draft, demo_installed())]
-    for folder in model_folders():
-        for file in sorted(folder.rglob("*.gguf")):
-            if file not in (target, draft):
-                pairs.append(KnownPair(f"file: {file.name}", file, None, True))
-    for snapshot in hf_cache_models():
-        pairs.append(KnownPair(f"transformers: {snapshot.parent.parent.name[8:]}", snapshot,
-                               None, True))
-    return pairs
+    return [KnownPair("demo: Qwen2.5-Coder 1.5B + 0.5B", target, draft, demo_installed())]
 
 
-def hf_cache_models() -> list[Path]:
-    """Model snapshots in the Hugging Face cache that hold a config and safetensors."""
-    root = Path(os.environ.get("HF_HUB_CACHE") or
-                Path(os.environ.get("HF_HOME", Path.home() / ".cache" / "huggingface")) / "hub")
-    if not root.is_dir():
-        return []
-    found = []
-    for snapshot in sorted(root.glob("models--*/snapshots/*")):
-        if (snapshot / "config.json").exists() and any(snapshot.glob("*.safetensors")):
-            found.append(snapshot)
-    return found
+def discover_models(user_folders: Iterable[str | Path] | None = None) -> list[FoundModel]:
+    """Every model in every store; `user_folders` defaults to those saved in the settings."""
+    if user_folders is None:
+        from app.settings import load_settings
+
+        user_folders = load_settings().model_folders
+    return scan_all(user_folders)
 
 
-def model_folders() -> list[Path]:
-    folders = [models_dir(), Path.home() / ".lmstudio" / "models",
-               Path.home() / ".cache" / "lm-studio" / "models"]
-    return [f for f in folders if f.is_dir()]
+def find_model(name_or_path: str, models: list[FoundModel]) -> Path:
+    """A path given as is, or the path of the listed model with that name."""
+    path = Path(name_or_path).expanduser()
+    if path.exists():
+        return path
+    for model in models:
+        if model.name == name_or_path:
+            return model.path
+    matches = [m for m in models if m.name.endswith("/" + name_or_path)]
+    if len(matches) == 1:
+        return matches[0].path
+    raise ModelFileError(
+        f"no model file or listed model called {name_or_path!r} — give a path, or a name "
+        "from `draftlens models list`"
+    )
+
+
+def drafts_for(target: str | os.PathLike[str], models: list[FoundModel]) -> list[DraftVerdict]:
+    """Every other usable model with the pair check's verdict as a draft for `target`:
+    compatible ones first (smallest first: the draft should be the fast one), then the rest."""
+    target_vocab = vocab_of(Path(target))
+    target_key = _identity(Path(target))
+    verdicts = []
+    for model in models:
+        if model.error or _identity(model.path) == target_key:
+            continue
+        try:
+            check = check_vocabs(target_vocab, vocab_of(model.path))
+        except DraftLensError as exc:
+            check = PairCheck(False, str(exc))
+        verdicts.append(DraftVerdict(model, check))
+    verdicts.sort(key=lambda v: (not v.compatible, v.model.size_bytes, v.model.name))
+    return verdicts
+
+
+def vocab_of(path: Path) -> Vocab:
+    """The model's vocabulary, read once per version of the file (path, size, mtime)."""
+    stat = path.stat() if path.exists() else None
+    return _cached_vocab(path, stat.st_size if stat else -1, stat.st_mtime_ns if stat else -1)
+
+
+@lru_cache(maxsize=16)
+def _cached_vocab(path: Path, size: int, mtime_ns: int) -> Vocab:
+    return read_model_vocab(path)
+
+
+def _identity(path: Path) -> Path:
+    try:
+        return path.resolve()
+    except OSError:
+        return path

@@ -38,7 +38,11 @@ class PairCheck:
 
 
 def is_gguf(path: str | os.PathLike[str]) -> bool:
-    return Path(path).suffix.lower() == ".gguf"
+    """A .gguf name, or a file that starts like one (Ollama's blobs have no suffix)."""
+    from app.models.found import starts_like_gguf
+
+    path = Path(path)
+    return path.suffix.lower() == ".gguf" or (path.is_file() and starts_like_gguf(path))
 
 
 def model_size_bytes(path: Path) -> int:
