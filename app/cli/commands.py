@@ -1,4 +1,4 @@
-"""`draftlens run`, `draftlens models ...` and `draftlens trace`."""
+"""`draftlens run` and `draftlens trace` (`draftlens models ...` is in app.cli.models)."""
 
 from __future__ import annotations
 
@@ -92,40 +92,6 @@ def ensure_writable(path: str) -> None:
                              "choose a folder you can write to") from exc
     if not existed:
         target.unlink()
-
-
-def cmd_models(args: argparse.Namespace) -> int:
-    from app.models.discovery import known_pairs
-    from app.models.pair_check import check_pair_files
-
-    if args.models_command == "fetch-demo":
-        from app.models.demo import fetch_demo
-        from app.models.fetch_progress import FetchProgress
-
-        def show(progress: FetchProgress) -> None:
-            print(f"\r{progress}".ljust(100), end="", file=sys.stderr, flush=True)
-
-        target, draft = fetch_demo(show)
-        print(file=sys.stderr)
-        print(f"demo pair ready:\n  target {target}\n  draft  {draft}")
-        return 0
-    if args.models_command == "list":
-        for pair in known_pairs():
-            state = "installed" if pair.installed else "not installed (draftlens models fetch-demo)"
-            verdict = ""
-            if pair.installed and pair.draft is not None:
-                verdict = " — " + check_pair_files(pair.target, pair.draft).message
-            print(f"{pair.name}: {state}{verdict}")
-            print(f"    target {pair.target}")
-            if pair.draft is not None:
-                print(f"    draft  {pair.draft}")
-        return 0
-    check = check_pair_files(args.target, args.draft)
-    for warning in check.warnings:
-        print(f"warning: {warning}", file=sys.stderr)
-    check.raise_if_incompatible()
-    print(check.message)
-    return 0
 
 
 def cmd_trace(args: argparse.Namespace) -> int:

@@ -2,7 +2,7 @@
 
   draftlens run    -m TARGET -md DRAFT -p PROMPT -n N   stream text, stats to stderr
   draftlens bench  ...                                  plain vs speculative, side by side
-  draftlens models fetch-demo | list | check T D
+  draftlens models list [--json] [--drafts-for T] | check T D | fetch REPO [FILE] | fetch-demo
   draftlens trace  FILE                                 summarise a saved trace
 """
 
@@ -17,7 +17,8 @@ from collections.abc import Sequence
 
 import app
 from app.cli.bench import add_bench_flags, cmd_bench
-from app.cli.commands import cmd_models, cmd_run, cmd_trace
+from app.cli.commands import cmd_run, cmd_trace
+from app.cli.models import add_models_parser, cmd_models
 from app.cli.options import add_decode_flags, add_model_flags
 from app.errors import DraftLensError
 from app.versions import versions
@@ -53,13 +54,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_bench_flags(bench)
     bench.add_argument("--debug", action="store_true", default=argparse.SUPPRESS)
 
-    models = sub.add_parser("models", help="demo pair, known pairs, compatibility")
-    models_sub = models.add_subparsers(dest="models_command", required=True)
-    models_sub.add_parser("fetch-demo", help="download and assemble the demo pair")
-    models_sub.add_parser("list", help="known pairs and whether each is usable")
-    check = models_sub.add_parser("check", help="can these two work as target and draft?")
-    check.add_argument("target")
-    check.add_argument("draft")
+    add_models_parser(sub)
 
     trace = sub.add_parser("trace", help="summarise a saved trace")
     trace.add_argument("file")
@@ -83,7 +78,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command is None:
         parser.print_help(sys.stderr)
         return 2
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    if not _goes_to_the_hub(args):  # transformers must not reach the hub behind the user's back
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
     previous = signal.signal(signal.SIGTERM, _interrupt)
     try:
         if args.command == "run":
@@ -103,6 +99,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+def _goes_to_the_hub(args: argparse.Namespace) -> bool:
+    return args.command == "models" and args.models_command in ("fetch", "fetch-demo")
 
 
 def _interrupt(signum: int, frame: object) -> None:

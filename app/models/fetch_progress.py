@@ -22,12 +22,15 @@ class FetchProgress:
     bytes_done: int
     bytes_total: int
     bytes_per_second: float
+    note: str = ""  # a message of its own (the demo pair falling back to the package index)
 
     @property
     def fraction(self) -> float:
         return self.bytes_done / self.bytes_total if self.bytes_total else 0.0
 
     def __str__(self) -> str:
+        if self.note:
+            return f"{self.filename}: {self.note}"
         mb = 1024 * 1024
         return (
             f"{self.filename}: {self.phase} part {self.part}/{self.n_parts}, "
@@ -38,7 +41,6 @@ class FetchProgress:
 
 ProgressFn = Callable[[FetchProgress], None]
 CancelFn = Callable[[], bool]
-
 
 
 class FetchJob:
@@ -92,3 +94,9 @@ class FetchJob:
                 bytes_per_second=rate,
             )
         )
+
+    def note(self, text: str) -> None:
+        """Send a message of its own (always delivered, never throttled)."""
+        if self.progress is not None:
+            self.progress(FetchProgress(self.filename, 0, self.n_parts, "note", self._last_done,
+                                        self.size, 0.0, note=text))
