@@ -52,10 +52,26 @@ def build_drafter(pair: LoadedPair, config: DecodeConfig) -> Drafter | None:
     """A fresh drafter for one run (drafters keep per-run state), or None for plain decoding."""
     if pair.draft is not None:
         drafter = ModelDrafter(pair.draft, p_min=config.draft_p_min, draft_min=config.draft_min)
+        if pair.spec.self_draft_layers:
+            drafter.name = self_draft_label(pair.spec.self_draft_layers)
         return HybridDrafter(drafter) if pair.spec.ngram else drafter
     if pair.spec.ngram:
         return NgramDrafter()
     return None
+
+
+def self_draft_label(n_layers: int) -> str:
+    return f"self-draft (first {n_layers} layers)"
+
+
+def build_self_drafter(pair: LoadedPair, n_layers: int, config: DecodeConfig) -> Drafter:
+    """A drafter from the target's own first n_layers (for a ranking or a layer sweep), on
+    any loaded pair: torch shares the target's weights; llama.cpp loads a GGUF of its first
+    blocks, written once. The early-exit model is kept with the pair and closed with it."""
+    drafter = ModelDrafter(pair.self_draft(n_layers), p_min=config.draft_p_min,
+                           draft_min=config.draft_min)
+    drafter.name = self_draft_label(n_layers)
+    return drafter
 
 
 def build_session(pair: LoadedPair, config: DecodeConfig, plain: bool = False) -> Session:
@@ -94,6 +110,9 @@ def prepare_run(
 
 def draft_label(spec: ModelSpec) -> str:
     """What drafts in a run of this spec, as the trace header names it."""
+    if spec.self_draft_layers:
+        label = self_draft_label(spec.self_draft_layers)
+        return f"{NGRAM_LABEL} + {label}" if spec.ngram else label
     if spec.draft and spec.ngram:
         return f"{NGRAM_LABEL} + {spec.draft}"
     return spec.draft or (NGRAM_LABEL if spec.ngram else "")

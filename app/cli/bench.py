@@ -10,9 +10,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from app.cli.options import decode_config, model_spec
+from app.cli.options import decode_config, model_spec, self_draft_layers
 from app.engine.metrics import RunStats
-from app.engine.protocol import ReferenceGenerator
+from app.engine.protocol import EarlyExitModel, ReferenceGenerator
 from app.engine.session import DecodeConfig
 from app.errors import SettingsError
 from app.models.loading import LoadedPair, load_pair
@@ -110,35 +110,82 @@ def timed_run(pair: LoadedPair, config: DecodeConfig, prompt_ids: list[int], pla
 def cmd_bench(args: argparse.Namespace) -> int:
     config = decode_config(args)
     prompts = read_prompts(args)
+    layers = self_draft_layers(args)
     pair = load_pair(model_spec(args), progress=lambda m: print(f"[bench] {m}", file=sys.stderr))
     try:
         encoded = [encode_prompt(pair.target, p, args.chat) for p in prompts]
         warm = DecodeConfig(n_predict=4, sampling=config.sampling)
         timed_run(pair, warm, encoded[0], plain=True, tally=Tally())
-        build_session(pair, config)  # calibrate once, outside the timed runs
-        plain, spec = Tally(), Tally()
-        for round_index in range(args.rounds):
-            for prompt_ids in encoded:
-                order = [(True, plain), (False, spec)]
-                if round_index % 2:
-                    order.reverse()
-                for is_plain, tally in order:
-                    timed_run(pair, config, prompt_ids, is_plain, tally)
-        report = bench_report(plain, spec, config)
-        if args.compare_hf:
-            report.update(compare_hf(pair, encoded, config, args.rounds))
-        report["backend"] = pair.target.backend
-        report["device"] = pair.target.device
-        drafter = build_drafter(pair, config)
-        report["drafter"] = drafter.name if drafter else ""
-        report["prompts"] = len(prompts)
+        reports = []
+        for n_layers in layers or [0]:
+            if n_layers:
+                print(f"[bench] drafting with the target's first {n_layers} layers",
+                      file=sys.stderr)
+                pair.use_self_draft(n_layers)
+            reports.append(bench_pair(pair, config, encoded, args))
+            if n_layers:
+                reports[-1]["self_draft_layers"] = n_layers
+                reports[-1]["target_layers"] = target_layers(pair)
     finally:
         pair.close()
-    if args.json:
-        print(json.dumps(report))
+    if len(reports) > 1:
+        if args.json:
+            print(json.dumps({"rows": reports}))
+        else:
+            print_layer_sweep(reports)
+    elif args.json:
+        print(json.dumps(reports[0]))
     else:
-        print_report(report)
+        print_report(reports[0])
     return 0
+
+
+def bench_pair(pair: LoadedPair, config: DecodeConfig, encoded: list[list[int]],
+               args: argparse.Namespace) -> dict[str, Any]:
+    """Plain and speculative runs alternating over the prompts; the side-by-side report."""
+    build_session(pair, config)  # calibrate once, outside the timed runs
+    plain, spec = Tally(), Tally()
+    for round_index in range(args.rounds):
+        for prompt_ids in encoded:
+            order = [(True, plain), (False, spec)]
+            if round_index % 2:
+                order.reverse()
+            for is_plain, tally in order:
+                timed_run(pair, config, prompt_ids, is_plain, tally)
+    report = bench_report(plain, spec, config)
+    if args.compare_hf:
+        report.update(compare_hf(pair, encoded, config, args.rounds))
+    report["backend"] = pair.target.backend
+    report["device"] = pair.target.device
+    drafter = build_drafter(pair, config)
+    report["drafter"] = drafter.name if drafter else ""
+    report["prompts"] = len(encoded)
+    return report
+
+
+def target_layers(pair: LoadedPair) -> int | None:
+    target = pair.target
+    if isinstance(target, EarlyExitModel):
+        return target.n_layers
+    if target.backend == "llamacpp":
+        from pathlib import Path
+
+        from app.models.early_exit import block_count
+
+        return block_count(Path(target.path))
+    return None
+
+
+def print_layer_sweep(reports: list[dict[str, Any]]) -> None:
+    first = reports[0]
+    print(f"layer sweep: backend {first['backend']} on {first['device']}, "
+          f"target of {first.get('target_layers')} layers, {first['prompts']} prompt(s)")
+    print(f"{'layers':>7} {'accept':>7} {'tok/pass':>8} {'plain':>8} {'spec':>8} "
+          f"{'speedup':>8} {'draft ms':>9} {'identical':>9}")
+    for r in reports:
+        print(f"{r['self_draft_layers']:>7} {r['acceptance']:7.3f} {r['tokens_per_pass']:8.2f} "
+              f"{r['plain_tok_s']:8.2f} {r['spec_tok_s']:8.2f} {r['speedup']:7.2f}x "
+              f"{1000 * r['t_draft_per_step']:9.1f} {r['identical']!s:>9}")
 
 
 def bench_report(plain: Tally, spec: Tally, config: DecodeConfig) -> dict[str, Any]:

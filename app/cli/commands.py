@@ -7,11 +7,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from app.cli.options import decode_config, model_spec
+from app.cli.options import decode_config, model_spec, self_draft_layers
 from app.engine.metrics import RunStats
 from app.engine.text_stream import TextStream
 from app.engine.trace import TraceWriter, read_trace
-from app.errors import DraftLensError
+from app.errors import DraftLensError, SettingsError
 from app.models.loading import load_pair
 from app.runs import finish_trace, prepare_run
 
@@ -19,6 +19,9 @@ from app.runs import finish_trace, prepare_run
 def cmd_run(args: argparse.Namespace) -> int:
     config = decode_config(args)
     spec = model_spec(args)
+    if len(self_draft_layers(args)) > 1:
+        raise SettingsError("run takes one --self-draft-layers value; for a layer sweep use "
+                            "draftlens bench --self-draft-layers 4,8,12")
     if args.trace:
         ensure_writable(args.trace)
     pair = load_pair(spec, progress=lambda m: print(f"[draftlens] {m}", file=sys.stderr))

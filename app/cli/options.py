@@ -18,6 +18,9 @@ def add_model_flags(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--ngram", action="store_true",
                    help="draft by n-gram / prompt lookup; with a draft model, look up first "
                         "and use the draft model when the context has no match")
+    g.add_argument("--self-draft-layers", dest="self_draft_layers", default=None, metavar="N",
+                   help="draft with the target's own first N layers (then its final norm and "
+                        "output head); bench takes a list, e.g. 4,8,12, for a layer sweep")
     g.add_argument("--backend", choices=("auto", "llamacpp", "torch"), default="auto")
     g.add_argument("--device", default="auto", help="auto, cpu, cuda, mps (torch backend)")
     g.add_argument("-ngl", "--n-gpu-layers", "--gpu-layers", dest="n_gpu_layers", default="auto",
@@ -52,8 +55,26 @@ def add_decode_flags(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--chat", action="store_true", help="apply the target's chat template")
 
 
+def self_draft_layers(args: argparse.Namespace) -> list[int]:
+    """The N values of --self-draft-layers (empty when not given)."""
+    text = getattr(args, "self_draft_layers", None)
+    if not text:
+        return []
+    try:
+        values = [int(part) for part in str(text).split(",") if part.strip()]
+    except ValueError as exc:
+        raise SettingsError(f"--self-draft-layers takes layer counts like 8 or 4,8,12 "
+                            f"(got {text})") from exc
+    if not values or min(values) < 1:
+        raise SettingsError(f"--self-draft-layers must be 1 or more (got {text})")
+    return values
+
+
 def model_spec(args: argparse.Namespace) -> ModelSpec:
     target, draft = args.target, args.draft
+    layers_list = self_draft_layers(args)
+    if layers_list and draft is not None:
+        raise SettingsError("pick one draft: -md DRAFT or --self-draft-layers N, not both")
     if target is None:
         from app.models.demo import demo_installed, demo_paths
 
@@ -62,10 +83,11 @@ def model_spec(args: argparse.Namespace) -> ModelSpec:
                                 "pass -m FILE, or run: draftlens models fetch-demo")
         demo_target, demo_draft = demo_paths()
         target = str(demo_target)
-        if draft is None and not args.ngram:
+        if draft is None and not args.ngram and not layers_list:
             draft = str(demo_draft)
-    if draft is None and not args.ngram:
-        raise SettingsError("no draft given — pass -md DRAFT_FILE, or --ngram for prompt lookup")
+    if draft is None and not args.ngram and not layers_list:
+        raise SettingsError("no draft given — pass -md DRAFT_FILE, --ngram for prompt lookup, "
+                            "or --self-draft-layers N for the target's own first layers")
     layers = args.n_gpu_layers
     if layers != "auto":
         try:
@@ -77,6 +99,7 @@ def model_spec(args: argparse.Namespace) -> ModelSpec:
         n_gpu_layers=layers, n_ctx=args.n_ctx, n_threads=args.n_threads,
         trust_remote_code=args.trust_remote_code, allow_pickle=args.allow_pickle,
         batch_invariant=not args.fast_kernels,
+        self_draft_layers=layers_list[0] if layers_list else 0,
     )
 
 

@@ -66,3 +66,16 @@ class ReferenceGenerator(Protocol):
         """Greedy continuation of prompt_ids by the runtime itself (at most n_new tokens);
         with `assistant` (a model of the same runtime), its own speculative decoding."""
         ...
+
+
+@runtime_checkable
+class EarlyExitModel(Protocol):
+    """A runtime that can run only its first layers, then its final norm and output head,
+    as a model of its own sharing the weights (a self-speculative draft)."""
+
+    @property
+    def n_layers(self) -> int: ...
+
+    def early_exit(self, n_layers: int) -> LanguageModel:
+        """The first n_layers decoder layers as a LanguageModel with its own KV cache."""
+        ...

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from app.engine.protocol import LanguageModel
+from app.engine.protocol import EarlyExitModel, LanguageModel
 from app.errors import DraftLensError, ModelFileError, SettingsError
 from app.models.pair_check import PairCheck, check_pair_files, is_gguf, model_size_bytes
 
@@ -33,6 +33,7 @@ class ModelSpec:
     trust_remote_code: bool = False
     allow_pickle: bool = False
     batch_invariant: bool = True
+    self_draft_layers: int = 0  # > 0: the target's first N layers draft (no draft file)
 
     def resolved_backend(self) -> str:
         if self.backend != "auto":
@@ -52,11 +53,49 @@ class LoadedPair:
     spec: ModelSpec
     warnings: list[str] = field(default_factory=list)
     draft_step_seconds: float = 0.0  # one draft-model step, measured once when first needed
+    self_drafts: dict[int, LanguageModel] = field(default_factory=dict)  # by layer count
 
     def close(self) -> None:
+        for model in self.self_drafts.values():
+            if model is not self.draft:
+                model.close()
         self.target.close()
         if self.draft is not None:
             self.draft.close()
+
+    def self_draft(self, n_layers: int) -> LanguageModel:
+        """The target's first n_layers as a draft model, built once per pair and N."""
+        model = self.self_drafts.get(n_layers)
+        if model is None:
+            model = load_self_draft(self.target, self.spec, n_layers)
+            self.self_drafts[n_layers] = model
+        return model
+
+    def use_self_draft(self, n_layers: int) -> None:
+        """Draft with the target's first n_layers from now on (a layer sweep switches N)."""
+        self.draft = self.self_draft(n_layers)
+        self.draft_step_seconds = 0.0
+        self.spec.self_draft_layers = n_layers
+
+
+def load_self_draft(target: LanguageModel, spec: ModelSpec, n_layers: int) -> LanguageModel:
+    """torch: a view of the loaded target's first layers (shared weights); llama.cpp: a GGUF
+    of its first blocks, written once into the data folder (app.models.early_exit)."""
+    if isinstance(target, EarlyExitModel):
+        from backends.base import BackendError
+
+        try:
+            return target.early_exit(n_layers)
+        except BackendError as exc:
+            raise SettingsError(str(exc)) from exc
+    if target.backend == "llamacpp":
+        from app.models.early_exit import block_count, truncated_gguf
+
+        model = load_model(str(truncated_gguf(target.path, n_layers)), spec)
+        model.name = f"{target.name} · first {n_layers} of {block_count(Path(target.path))} layers"
+        return model
+    raise SettingsError(f"the {target.backend} backend cannot run a model's first layers "
+                        "as a draft — use a draft model or --ngram")
 
 
 def validate_model_file(path: str, backend: str) -> None:
@@ -147,6 +186,9 @@ def _sounds_like_memory(message: str) -> bool:
 def load_pair(spec: ModelSpec, progress: Progress | None = None) -> LoadedPair:
     """Check the pair, then load target and draft. Incompatible pairs are refused."""
     say = progress or (lambda message: None)
+    if spec.self_draft_layers and spec.draft:
+        raise SettingsError("pick one draft: a draft model (-md) or the target's own first "
+                            "layers (--self-draft-layers), not both")
     check = None
     warnings: list[str] = []
     if spec.draft:
@@ -157,8 +199,13 @@ def load_pair(spec: ModelSpec, progress: Progress | None = None) -> LoadedPair:
     say(f"loading target {Path(spec.target).name}")
     target = load_model(spec.target, spec)
     draft = None
+    self_drafts: dict[int, LanguageModel] = {}
     try:
-        if spec.draft:
+        if spec.self_draft_layers:
+            say(f"preparing the target's first {spec.self_draft_layers} layers as the draft")
+            draft = load_self_draft(target, spec, spec.self_draft_layers)
+            self_drafts[spec.self_draft_layers] = draft
+        elif spec.draft:
             say(f"loading draft {Path(spec.draft).name}")
             draft = load_model(spec.draft, spec)
             if draft.n_vocab != target.n_vocab:
@@ -171,4 +218,4 @@ def load_pair(spec: ModelSpec, progress: Progress | None = None) -> LoadedPair:
         target.close()
         raise
     warnings.extend(target.caveats)
-    return LoadedPair(target, draft, check, spec, warnings)
+    return LoadedPair(target, draft, check, spec, warnings, self_drafts=self_drafts)

@@ -1,0 +1,169 @@
+"""Self-speculative drafts: the target's first N layers draft, the target verifies.
+
+torch: a view of the loaded target (shared weights, its own cache); llama.cpp: a GGUF of the
+first N blocks written once. Both must leave greedy output equal to plain decoding and keep
+sampling exact; the early-exit logits must be those of the first N layers.
+"""
+
+from __future__ import annotations
+
+import json
+
+import gguf
+import numpy as np
+import pytest
+
+from app.cli.main import main
+from app.engine.drafters import ModelDrafter
+from app.engine.protocol import EarlyExitModel
+from app.engine.sampling import SamplingParams
+from app.engine.session import DecodeConfig, Session
+from app.errors import ModelFileError, SettingsError
+from app.models.early_exit import truncated_gguf
+from app.models.loading import ModelSpec, load_pair
+from tests.test_sampling_distribution import (
+    EXACT_P,
+    PROMPT,
+    exact_distributions,
+    first_two_tokens,
+    gof_pvalue,
+)
+
+PROMPTS = ["def add(a, b):\n    return", "the cat sat on the mat. the cat"]
+
+
+@pytest.fixture(scope="module")
+def deep_hf(tmp_path_factory):
+    from backends.torch_hf import TorchModel
+    from tests.tiny_hf import write_tiny_hf
+
+    folder = write_tiny_hf(tmp_path_factory.mktemp("deep-hf") / "t", seed=3, n_layer=4)
+    model = TorchModel(folder, device="cpu")
+    yield model
+    model.close()
+
+
+@pytest.fixture(scope="module")
+def deep_gguf(tmp_path_factory):
+    """A 4-block GGUF, and a 2-block one drawn from the same seed: write_tiny_gguf draws the
+    embeddings, head and blocks in order, so its blocks 0-1 equal the 4-block file's."""
+    from tests.tiny_gguf import write_tiny_gguf
+
+    root = tmp_path_factory.mktemp("deep-gguf")
+    return (write_tiny_gguf(root / "deep.gguf", seed=5, n_layer=4),
+            write_tiny_gguf(root / "shallow.gguf", seed=5, n_layer=2))
+
+
+def greedy(target, drafter, prompt, n=40, k=4):
+    config = DecodeConfig(n_predict=n, draft_max=k, sampling=SamplingParams(temperature=0.0))
+    session = Session(target, drafter, config)
+    steps = list(session.steps(target.tokenize(prompt)))
+    return session.output_ids, steps
+
+
+def test_torch_view_shares_weights_and_runs_first_layers(deep_hf):
+    import torch
+
+    assert isinstance(deep_hf, EarlyExitModel) and deep_hf.n_layers == 4
+    view = deep_hf.early_exit(2)
+    first = deep_hf.model.model.layers[0].mlp.up_proj.weight
+    assert view.model.model.layers[0].mlp.up_proj.weight.data_ptr() == first.data_ptr()
+    assert view.model.lm_head.weight.data_ptr() == deep_hf.model.lm_head.weight.data_ptr()
+    assert len(deep_hf.model.model.layers) == 4  # the target itself is untouched
+    ids = deep_hf.tokenize(PROMPTS[0])
+    got = view.extend(ids, 3)
+    with torch.no_grad():
+        hidden = deep_hf.model(torch.tensor([ids]), output_hidden_states=True).hidden_states[2]
+        want = deep_hf.model.lm_head(deep_hf.model.model.norm(hidden))[0, -3:].numpy()
+    np.testing.assert_allclose(got, want, atol=1e-4)
+    view.truncate(2)  # its own cache rolls back without touching the target's
+    np.testing.assert_allclose(view.extend(ids[2:], 1)[0], want[-1], atol=1e-4)
+    assert deep_hf.n_cached == 0
+
+
+@pytest.mark.parametrize("prompt", PROMPTS)
+@pytest.mark.parametrize("n_layers", [1, 2, 3])
+def test_torch_self_draft_greedy_equals_plain(deep_hf, prompt, n_layers):
+    expected, _ = greedy(deep_hf, None, prompt)
+    got, steps = greedy(deep_hf, ModelDrafter(deep_hf.early_exit(n_layers)), prompt)
+    assert got == expected
+    assert any(s.k > 0 for s in steps)
+
+
+def test_torch_layer_count_out_of_range(deep_hf):
+    with pytest.raises(Exception, match="1 to 3"):
+        deep_hf.early_exit(4)
+
+
+def test_gguf_first_blocks_equal_a_model_of_those_blocks(deep_gguf):
+    from backends.llamacpp import LlamaCppModel
+
+    deep, shallow = deep_gguf
+    path = truncated_gguf(deep, 2)
+    reader = gguf.GGUFReader(path)
+    assert int(reader.fields["llama.block_count"].contents()) == 2
+    assert not [t.name for t in reader.tensors if t.name.startswith(("blk.2.", "blk.3."))]
+    del reader
+    a = LlamaCppModel(path, n_gpu_layers=0, n_ctx=256)
+    b = LlamaCppModel(shallow, n_gpu_layers=0, n_ctx=256)
+    ids = a.tokenize(PROMPTS[0])
+    np.testing.assert_array_equal(a.extend(ids, 2), b.extend(ids, 2))
+    a.close()
+    b.close()
+    written = path.stat().st_mtime_ns
+    assert truncated_gguf(deep, 2) == path and path.stat().st_mtime_ns == written  # cached
+
+
+def test_gguf_layer_count_out_of_range(deep_gguf):
+    with pytest.raises(ModelFileError, match="1 to 3"):
+        truncated_gguf(deep_gguf[0], 4)
+
+
+@pytest.mark.parametrize("prompt", PROMPTS)
+@pytest.mark.parametrize("n_layers", [1, 3])
+def test_llamacpp_self_draft_greedy_equals_plain(deep_gguf, prompt, n_layers):
+    pair = load_pair(ModelSpec(target=str(deep_gguf[0]), self_draft_layers=n_layers,
+                               n_gpu_layers=0, n_ctx=256))
+    try:
+        assert pair.draft is not None and f"first {n_layers} of 4" in pair.draft.name
+        expected, _ = greedy(pair.target, None, prompt)
+        got, steps = greedy(pair.target, ModelDrafter(pair.draft), prompt)
+        assert got == expected
+        assert any(s.k > 0 for s in steps)
+    finally:
+        pair.close()
+
+
+def test_torch_self_draft_sampling_is_exact(deep_hf):
+    params = SamplingParams(temperature=1.0)
+    prompt_ids = deep_hf.tokenize(PROMPT)
+    exact = exact_distributions(deep_hf, prompt_ids, params)
+    drafter = ModelDrafter(deep_hf.early_exit(2))
+    tokens = first_two_tokens(deep_hf, drafter, prompt_ids, params, 1000, 20_000)
+    assert gof_pvalue(tokens[:, 0], exact.first) > EXACT_P
+    assert gof_pvalue(tokens[:, 1], exact.second) > EXACT_P
+
+
+def test_a_draft_file_and_self_draft_together_are_refused(deep_gguf):
+    with pytest.raises(SettingsError, match="not both"):
+        load_pair(ModelSpec(target=str(deep_gguf[0]), draft=str(deep_gguf[1]),
+                            self_draft_layers=1))
+
+
+def test_bench_layer_sweep_json(deep_gguf, capsys):
+    code = main(["bench", "-m", str(deep_gguf[0]), "--self-draft-layers", "1,3", "-n", "12",
+                 "-p", "the cat", "--json"])
+    out, _ = capsys.readouterr()
+    assert code == 0
+    rows = json.loads(out)["rows"]
+    assert [r["self_draft_layers"] for r in rows] == [1, 3]
+    for row in rows:
+        assert row["target_layers"] == 4 and row["identical"] is True
+        assert {"acceptance", "tokens_per_pass", "speedup"} <= set(row)
+        assert row["drafter"] == f"self-draft (first {row['self_draft_layers']} layers)"
+
+
+def test_run_refuses_a_list_of_layer_counts(deep_gguf, capsys):
+    code = main(["run", "-m", str(deep_gguf[0]), "--self-draft-layers", "1,3", "-p", "x"])
+    _, err = capsys.readouterr()
+    assert code == 1 and "bench --self-draft-layers" in err
