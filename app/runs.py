@@ -51,7 +51,8 @@ def encode_prompt(target: LanguageModel, prompt: str, chat: bool) -> list[int]:
 def build_drafter(pair: LoadedPair, config: DecodeConfig) -> Drafter | None:
     """A fresh drafter for one run (drafters keep per-run state), or None for plain decoding."""
     if pair.draft is not None:
-        drafter = ModelDrafter(pair.draft, p_min=config.draft_p_min, draft_min=config.draft_min)
+        drafter = ModelDrafter(pair.draft, p_min=config.draft_p_min, draft_min=config.draft_min,
+                               target_vocab=pair.target.n_vocab)
         if pair.spec.self_draft_layers:
             drafter.name = self_draft_label(pair.spec.self_draft_layers)
         return HybridDrafter(drafter) if pair.spec.ngram else drafter

@@ -69,18 +69,31 @@ def write_tiny_gguf(
     noise_from: Path | None = None,
     noise: float = 0.05,
     peak: float = 4.0,
+    pad_vocab: int = 0,
+    pad_logit_scale: float = 0.0,
 ) -> Path:
     """Write a tiny llama GGUF; returns its path.
 
     `peak` scales output.weight so next-token distributions are peaked rather than uniform.
     With `noise_from`, the weights are that file's plus Gaussian noise of `noise` times each
     matrix's standard deviation (the shapes and vocabulary must match).
+
+    `pad_vocab` appends that many unused tokens "[PAD<id>]" after the real ones, as converters
+    pad Qwen2.5 7B+ or Llama vocabularies to a round size. The real tokens' weights are those
+    of the unpadded model of the same seed; the padding's output rows are zero (logit 0, so
+    greedy never picks one while some real logit is positive) unless `pad_logit_scale` gives
+    them random weights of that scale (for tests where padding must carry mass). With
+    `noise_from`, a source with another padding is cut or padded to this one's first.
     """
     path = Path(path)
     if hidden % n_head:
         raise ValueError(f"hidden ({hidden}) must be a multiple of n_head ({n_head})")
     texts, scores, types = tiny_vocab(words, byte_tokens)
-    n_vocab, n_ff = len(texts), 2 * hidden
+    n_real, n_ff = len(texts), 2 * hidden
+    texts += [f"[PAD{i}]" for i in range(n_real, n_real + pad_vocab)]
+    scores += [0.0] * pad_vocab
+    types += [int(gguf.TokenType.UNUSED)] * pad_vocab
+    n_vocab = len(texts)
     rng = np.random.default_rng(seed)
 
     def mat(rows: int, cols: int, scale: float = 1.0) -> np.ndarray:
@@ -88,9 +101,9 @@ def write_tiny_gguf(
 
     ones = np.ones(hidden, dtype=np.float32)
     tensors: dict[str, np.ndarray] = {
-        "token_embd.weight": rng.standard_normal((n_vocab, hidden)).astype(np.float32),
+        "token_embd.weight": rng.standard_normal((n_real, hidden)).astype(np.float32),
         "output_norm.weight": ones.copy(),
-        "output.weight": mat(n_vocab, hidden, peak),
+        "output.weight": mat(n_real, hidden, peak),
     }
     for i in range(n_layer):
         blk = f"blk.{i}"
@@ -107,6 +120,8 @@ def write_tiny_gguf(
         }
     if noise_from is not None:
         tensors = _perturb(Path(noise_from), tensors, rng, noise)
+    if pad_vocab:
+        tensors = _pad_rows(tensors, pad_vocab, pad_logit_scale, seed)
 
     writer = gguf.GGUFWriter(str(path), "llama")
     writer.add_name(f"tiny-llama-seed{seed}")
@@ -140,6 +155,24 @@ def write_tiny_gguf(
     return path
 
 
+_VOCAB_TENSORS = ("token_embd.weight", "output.weight")
+
+
+def _pad_rows(
+    tensors: dict[str, np.ndarray], pad: int, logit_scale: float, seed: int
+) -> dict[str, np.ndarray]:
+    """Rows for the padding tokens, drawn apart so the real tokens' weights stay as they are."""
+    pad_rng = np.random.default_rng([seed, pad])
+    embd, output = (tensors[name] for name in _VOCAB_TENSORS)
+    hidden = embd.shape[1]
+    extra_embd = pad_rng.standard_normal((pad, hidden)).astype(np.float32)
+    extra_out = (pad_rng.standard_normal((pad, hidden)) * logit_scale / np.sqrt(hidden))
+    return tensors | {
+        "token_embd.weight": np.concatenate([embd, extra_embd]),
+        "output.weight": np.concatenate([output, extra_out.astype(np.float32)]),
+    }
+
+
 def _perturb(
     source: Path, fresh: dict[str, np.ndarray], rng: np.random.Generator, noise: float
 ) -> dict[str, np.ndarray]:
@@ -151,6 +184,8 @@ def _perturb(
         raise ValueError(f"{source} has other tensors than this shape asks for")
     out: dict[str, np.ndarray] = {}
     for name, want in fresh.items():
+        if name in _VOCAB_TENSORS:  # the source may be padded: keep its real tokens' rows
+            base[name] = base[name].reshape(-1, want.shape[1])[: want.shape[0]]
         weights = base[name].reshape(want.shape) if base[name].size == want.size else None
         if weights is None:
             raise ValueError(f"{source}: {name} has shape {base[name].shape}, not {want.shape}")

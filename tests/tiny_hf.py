@@ -18,11 +18,18 @@ def write_tiny_hf(
     max_positions: int = 512,
     noise: float = 0.0,
     noise_seed: int = 1,
+    pad_vocab: int = 0,
+    pad_logit_scale: float = 0.0,
 ) -> Path:
     """A LlamaForCausalLM with a 37-token vocabulary, saved as safetensors + tokenizer.
 
     With noise > 0 every weight gets Gaussian noise of that many standard deviations (drawn
     from noise_seed): the same seed and shape then give a draft that mostly agrees.
+
+    `pad_vocab` pads config.vocab_size (the embedding and lm_head rows) past the tokenizer's
+    37 tokens, as Qwen2.5 7B+ do (152,064 logit rows for 151,665 tokens); the real tokens'
+    weights stay those of the unpadded model. The padding's lm_head rows are zero (logit 0)
+    unless `pad_logit_scale` gives them random weights of that scale.
     """
     import torch
     from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
@@ -63,5 +70,26 @@ def write_tiny_hf(
             for weights in model.parameters():
                 jitter = torch.randn(weights.shape, generator=generator)
                 weights.add_(jitter * noise * weights.std().clamp_min(1e-6))
+        if pad_vocab:
+            model = _padded(model, config, pad_vocab, pad_logit_scale, seed)
     model.save_pretrained(folder)
     return folder
+
+
+def _padded(model, config, pad: int, logit_scale: float, seed: int):
+    """The same model with `pad` extra rows in its embedding and lm_head."""
+    import torch
+    from transformers import LlamaForCausalLM
+
+    n_real, hidden = model.lm_head.weight.shape
+    config.vocab_size = n_real + pad
+    padded = LlamaForCausalLM(config)
+    state = model.state_dict()
+    generator = torch.Generator().manual_seed(seed + 7919)
+    extra_embd = torch.randn((pad, hidden), generator=generator) * 0.02
+    extra_head = torch.randn((pad, hidden), generator=generator) * logit_scale / hidden**0.5
+    state["model.embed_tokens.weight"] = torch.cat([state["model.embed_tokens.weight"],
+                                                    extra_embd])
+    state["lm_head.weight"] = torch.cat([state["lm_head.weight"], extra_head])
+    padded.load_state_dict(state)
+    return padded

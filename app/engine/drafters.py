@@ -8,7 +8,7 @@ from typing import Protocol
 import numpy as np
 
 from app.engine.protocol import LanguageModel
-from app.engine.sampling import SamplingParams, choose, finite_logits, process
+from app.engine.sampling import SamplingParams, choose, finite_logits, fit_width, process
 
 
 @dataclass
@@ -18,8 +18,10 @@ class Draft:
     q_rows: np.ndarray | None
 
     def q_row(self, i: int, vocab: int) -> np.ndarray:
+        """q for tokens[i] over the target's `vocab` logit rows (the widths may differ by
+        vocabulary padding; see fit_width)."""
         if self.q_rows is not None:
-            return np.asarray(self.q_rows[i])
+            return fit_width(np.asarray(self.q_rows[i]), vocab)
         row = np.zeros(vocab)
         row[self.tokens[i]] = 1.0
         return row
@@ -54,10 +56,22 @@ def common_prefix(a: list[int], b: list[int]) -> int:
 
 
 class ModelDrafter:
-    """A smaller model with the same vocabulary proposes tokens autoregressively."""
+    """A smaller model with the same vocabulary proposes tokens autoregressively.
 
-    def __init__(self, model: LanguageModel, p_min: float = 0.0, draft_min: int = 0) -> None:
+    `target_vocab` is the target's logit width when it differs by vocabulary padding: the
+    draft then draws only among the ids the target has (q is that distribution, so verify
+    stays exact), and proposes nothing while the context holds an id only the target has.
+    """
+
+    def __init__(
+        self,
+        model: LanguageModel,
+        p_min: float = 0.0,
+        draft_min: int = 0,
+        target_vocab: int | None = None,
+    ) -> None:
         self.model = model
+        self.width = min(model.n_vocab, target_vocab or model.n_vocab)
         self.name = f"draft model ({model.name})"
         self.p_min = p_min
         self.draft_min = draft_min
@@ -71,9 +85,13 @@ class ModelDrafter:
         self.model.truncate(0)
         self._cached = []
 
-    def _sync(self, context: list[int]) -> np.ndarray:
-        """Bring the draft's cache to context[:-1] + context[-1]; return the next-token logits."""
+    def _sync(self, context: list[int]) -> np.ndarray | None:
+        """Bring the draft's cache to context[:-1] + context[-1]; return the next-token logits,
+        or None if the context holds an id only the target has (its vocabulary padding): the
+        draft cannot read it, so it proposes nothing and the target decodes alone."""
         keep = min(common_prefix(self._cached, context), len(context) - 1)
+        if max(context[keep:]) >= self.model.n_vocab:
+            return None
         self.model.truncate(keep)
         logits = finite_logits(self.model.extend(context[keep:], 1)[0], self.model.name)
         self._cached = list(context)
@@ -86,10 +104,12 @@ class ModelDrafter:
         if k <= 0:
             return EMPTY_DRAFT
         logits = self._sync(context)
+        if logits is None:
+            return EMPTY_DRAFT
         tokens: list[int] = []
         rows: list[np.ndarray] = []
         while True:
-            q = process(logits, params)
+            q = process(logits[: self.width], params)
             token = choose(q, params, rng)
             if len(tokens) >= self.draft_min and q[token] < self.p_min:
                 break

@@ -126,6 +126,19 @@ def _nucleus_mask(row: np.ndarray, top_p: float) -> np.ndarray:
     return mask
 
 
+def fit_width(row: np.ndarray, width: int) -> np.ndarray:
+    """A draft's distribution over the target's `width` logit rows, where the two differ by
+    vocabulary padding: zeros for the target's extra ids, so the residual max(0, p - q) may
+    put mass there. (A draft never draws an id the target lacks, so cutting is lossless.)"""
+    have = row.shape[-1]
+    if have == width:
+        return row
+    if have > width:
+        return row[..., :width]
+    padding = [(0, 0)] * (row.ndim - 1) + [(0, width - have)]
+    return np.pad(row, padding)
+
+
 def choose(probs: np.ndarray, params: SamplingParams, rng: np.random.Generator) -> int:
     """Pick one token from a processed row: argmax under greedy, else a draw."""
     if params.greedy:

@@ -30,6 +30,7 @@ SUPPORTED_VERSIONS = (2, 3)
 SPM_BYTE_TOKENS = tuple(f"<0x{b:02X}>" for b in range(256))
 # Vocabulary types whose default is to put BOS in front (llama.cpp's defaults).
 _ADD_BOS_DEFAULT = {"llama": True, "bert": True}
+_ADD_EOS_DEFAULT = {"t5": True}
 _TOKENS = "tokenizer.ggml.tokens"
 _MAX_COUNT = 1 << 30  # ggml's own limit on array lengths and counts
 GGML_MAX_DIMS = 4
@@ -64,6 +65,7 @@ class GgufInfo:
     bos_id: int | None
     eos_id: int | None
     add_bos: bool
+    add_eos: bool
     has_chat_template: bool
     file_size: int
 
@@ -103,6 +105,7 @@ def check_gguf(path: str | os.PathLike[str]) -> GgufInfo:
     vocab_type, n_vocab = _check_vocab(head, path)
     fields = head.fields
     add_bos = fields.get("tokenizer.ggml.add_bos_token")
+    add_eos = fields.get("tokenizer.ggml.add_eos_token")
     return GgufInfo(
         path=path,
         name=str(fields.get("general.name") or path.stem),
@@ -117,6 +120,7 @@ def check_gguf(path: str | os.PathLike[str]) -> GgufInfo:
         bos_id=_int_or_none(fields.get("tokenizer.ggml.bos_token_id")),
         eos_id=_int_or_none(fields.get("tokenizer.ggml.eos_token_id")),
         add_bos=bool(add_bos) if add_bos is not None else _ADD_BOS_DEFAULT.get(vocab_type, False),
+        add_eos=bool(add_eos) if add_eos is not None else _ADD_EOS_DEFAULT.get(vocab_type, False),
         has_chat_template="tokenizer.chat_template" in fields,
         file_size=head.file_size,
     )

@@ -207,13 +207,8 @@ def load_pair(spec: ModelSpec, progress: Progress | None = None) -> LoadedPair:
             self_drafts[spec.self_draft_layers] = draft
         elif spec.draft:
             say(f"loading draft {Path(spec.draft).name}")
+            # logit widths may differ (padded output matrices); the engine aligns p and q
             draft = load_model(spec.draft, spec)
-            if draft.n_vocab != target.n_vocab:
-                draft.close()
-                raise ModelFileError(
-                    f"the draft scores {draft.n_vocab} tokens but the target {target.n_vocab} — "
-                    "pick a draft from the same model family"
-                )
     except Exception:
         target.close()
         raise

@@ -1,7 +1,11 @@
-"""Whether a target and a draft can work together.
+"""Whether a target and a draft can work together: the one owner of that rule.
 
 The check compares vocabularies before anything is loaded (GGUF metadata, or the
-transformers tokenizer of a folder): type, size, every token text, BOS/EOS.
+transformers tokenizer of a folder), by llama.cpp's own rule (common_speculative_are_compatible
+in common/speculative.cpp): the same vocabulary type; BOS and EOS agree where they are added;
+sizes differ by at most 128 tokens (padding: Qwen2.5 7B+ GGUFs carry 152,064 tokens, the 0.5B
+151,936); and every token both have, from id 5 on, has the same text. The engine then compares
+p and q over a common width (app.engine.sampling.fit_width), so padding never breaks exactness.
 """
 
 from __future__ import annotations
@@ -12,6 +16,11 @@ from pathlib import Path
 
 from app.errors import IncompatiblePairError, ModelFileError
 
+# llama.cpp's SPEC_VOCAB_MAX_SIZE_DIFFERENCE and SPEC_VOCAB_CHECK_START_TOKEN_ID
+MAX_VOCAB_SIZE_DIFFERENCE = 128
+FIRST_COMPARED_TOKEN_ID = 5
+_SAME_FAMILY = "pick a draft from the same model family"
+
 
 @dataclass(frozen=True)
 class Vocab:
@@ -20,6 +29,9 @@ class Vocab:
     bos_id: int | None
     eos_id: int | None
     size_bytes: int
+    # whether tokenizing adds BOS / EOS; a transformers folder does not say, so both ids count
+    add_bos: bool = True
+    add_eos: bool = True
 
     @property
     def size(self) -> int:
@@ -63,7 +75,7 @@ def read_model_vocab(path: str | os.PathLike[str]) -> Vocab:
 
         info = check_gguf(path)
         return Vocab(info.vocab_type, tuple(read_vocab(path)), info.bos_id, info.eos_id,
-                     info.file_size)
+                     info.file_size, info.add_bos, info.add_eos)
     return _tokenizer_vocab(path)
 
 
@@ -81,24 +93,59 @@ def _tokenizer_vocab(path: Path) -> Vocab:
 def check_vocabs(target: Vocab, draft: Vocab) -> PairCheck:
     if target.kind != draft.kind:
         return PairCheck(False, f"vocabulary types differ (target {target.kind}, draft "
-                                f"{draft.kind}) — pick a draft from the same model family")
-    if target.size != draft.size:
-        return PairCheck(False, f"vocabulary sizes differ (target {target.size}, draft "
-                                f"{draft.size}) — pick a draft from the same model family")
-    for token_id, (a, b) in enumerate(zip(target.tokens, draft.tokens, strict=True)):
-        if a != b:
-            return PairCheck(False, f"token {token_id} differs (target {a!r}, draft {b!r}) — "
-                                    "the draft must share the target's tokenizer")
-    if (target.bos_id, target.eos_id) != (draft.bos_id, draft.eos_id):
-        return PairCheck(False, f"special tokens differ (target BOS/EOS {target.bos_id}/"
-                                f"{target.eos_id}, draft {draft.bos_id}/{draft.eos_id}) — "
-                                "pick a draft from the same model family")
+                                f"{draft.kind}) — {_SAME_FAMILY}")
+    special = _special_tokens_differ(target, draft)
+    if special:
+        return PairCheck(False, f"{special} — {_SAME_FAMILY}")
+    difference = abs(target.size - draft.size)
+    if difference > MAX_VOCAB_SIZE_DIFFERENCE:
+        return PairCheck(False, f"vocabulary sizes differ by {difference} tokens (target "
+                                f"{target.size}, draft {draft.size}); at most "
+                                f"{MAX_VOCAB_SIZE_DIFFERENCE} of padding are allowed, as in "
+                                f"llama.cpp — {_SAME_FAMILY}")
+    token_id = _first_differing_token(target.tokens, draft.tokens)
+    if token_id is not None:
+        a, b = target.tokens[token_id], draft.tokens[token_id]
+        sizes = f"; sizes {target.size} and {draft.size}" if difference else ""
+        return PairCheck(False, f"token {token_id} differs (target {a!r}, draft {b!r}{sizes})"
+                                f" — the draft must share the target's tokenizer; "
+                                f"{_SAME_FAMILY}")
     warnings = []
     if draft.size_bytes > target.size_bytes:
         warnings.append("the draft is larger than the target — did you swap them? "
                         "The draft should be the small, fast model")
-    return PairCheck(True, f"compatible: same {target.kind} vocabulary of {target.size} tokens",
-                     warnings)
+    if difference == 0:
+        return PairCheck(True, f"compatible: same {target.kind} vocabulary of {target.size} "
+                               "tokens", warnings)
+    larger = "target" if target.size > draft.size else "draft"
+    return PairCheck(True, f"compatible: same {target.kind} vocabulary; the {larger} has "
+                           f"{difference} extra tokens ({target.size} vs {draft.size}), within "
+                           f"llama.cpp's {MAX_VOCAB_SIZE_DIFFERENCE}", warnings)
+
+
+def _special_tokens_differ(target: Vocab, draft: Vocab) -> str:
+    """What differs in BOS/EOS, or "": whether each is added, and its id where it is."""
+    for name, t_add, d_add, t_id, d_id in (
+        ("BOS", target.add_bos, draft.add_bos, target.bos_id, draft.bos_id),
+        ("EOS", target.add_eos, draft.add_eos, target.eos_id, draft.eos_id),
+    ):
+        if t_add != d_add:
+            adds = "target" if t_add else "draft"
+            return f"{name} handling differs (only the {adds} adds {name} to a prompt)"
+        if t_add and t_id != d_id:
+            return f"{name} token differs (target id {t_id}, draft id {d_id})"
+    return ""
+
+
+def _first_differing_token(target: tuple[str, ...], draft: tuple[str, ...]) -> int | None:
+    """The first id both vocabularies have whose texts differ (from id 5, as llama.cpp)."""
+    n = min(len(target), len(draft))
+    if target[FIRST_COMPARED_TOKEN_ID:n] == draft[FIRST_COMPARED_TOKEN_ID:n]:
+        return None
+    for token_id in range(FIRST_COMPARED_TOKEN_ID, n):
+        if target[token_id] != draft[token_id]:
+            return token_id
+    return None
 
 
 def check_pair_files(target: str | os.PathLike[str], draft: str | os.PathLike[str]) -> PairCheck:
