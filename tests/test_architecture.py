@@ -22,6 +22,7 @@ FLOORS = [
     ("app.engine", 2),
     ("app.models", 3),
     ("app.runs", 4),
+    ("app.analysis", 4),  # analyses over runs (cost model, sweeps, ranking, exactness)
     ("app.cli", 5),
     ("ui", 6),
 ]

@@ -7,11 +7,10 @@ import argparse
 import json
 import sys
 import time
-from dataclasses import dataclass, field
 from typing import Any
 
+from app.analysis.measure import Tally, side_by_side, timed_run
 from app.cli.options import decode_config, model_spec, self_draft_layers
-from app.engine.metrics import RunStats
 from app.engine.protocol import EarlyExitModel, ReferenceGenerator
 from app.engine.session import DecodeConfig
 from app.errors import SettingsError
@@ -64,18 +63,6 @@ def add_bench_flags(parser: argparse.ArgumentParser) -> None:
                         help="torch backend: also time transformers' assisted generation")
 
 
-@dataclass
-class Tally:
-    tokens: int = 0
-    seconds: float = 0.0
-    outputs: list[list[int]] = field(default_factory=list)
-    stats: RunStats = field(default_factory=RunStats)
-
-    @property
-    def tok_s(self) -> float:
-        return self.tokens / self.seconds if self.seconds else 0.0
-
-
 def read_prompts(args: argparse.Namespace) -> list[str]:
     prompts = list(args.prompt or [])
     if args.prompt_file:
@@ -94,17 +81,6 @@ def read_prompts(args: argparse.Namespace) -> list[str]:
             raise SettingsError(f"cannot read prompt file {args.prompt_file}: "
                                 f"{exc.strerror}") from exc
     return prompts or SUITES[args.suite]
-
-
-def timed_run(pair: LoadedPair, config: DecodeConfig, prompt_ids: list[int], plain: bool,
-              tally: Tally) -> None:
-    session = build_session(pair, config, plain=plain)
-    start = time.perf_counter()
-    for step in session.steps(prompt_ids):
-        tally.stats.add(step)
-    tally.seconds += time.perf_counter() - start - session.prefill_seconds
-    tally.tokens += len(session.output_ids)
-    tally.outputs.append(list(session.output_ids))
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
@@ -144,14 +120,7 @@ def bench_pair(pair: LoadedPair, config: DecodeConfig, encoded: list[list[int]],
                args: argparse.Namespace) -> dict[str, Any]:
     """Plain and speculative runs alternating over the prompts; the side-by-side report."""
     build_session(pair, config)  # calibrate once, outside the timed runs
-    plain, spec = Tally(), Tally()
-    for round_index in range(args.rounds):
-        for prompt_ids in encoded:
-            order = [(True, plain), (False, spec)]
-            if round_index % 2:
-                order.reverse()
-            for is_plain, tally in order:
-                timed_run(pair, config, prompt_ids, is_plain, tally)
+    plain, spec = side_by_side(pair, config, encoded, args.rounds)
     report = bench_report(plain, spec, config)
     if args.compare_hf:
         report.update(compare_hf(pair, encoded, config, args.rounds))

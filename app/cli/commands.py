@@ -110,4 +110,8 @@ def cmd_trace(args: argparse.Namespace) -> int:
     print(f"steps {stats.steps}, tokens {stats.emitted}, {stats.tokens_per_second:.2f} tok/s, "
           f"accepted {stats.accepted}/{stats.drafted} ({100 * stats.acceptance:.1f}%), "
           f"{stats.tokens_per_pass:.2f} tokens per pass")
+    if getattr(args, "analysis", False):
+        from app.analysis.rejections import analyse, report_lines
+
+        print("\n".join(report_lines(analyse(trace.steps))))
     return 0

@@ -3,7 +3,10 @@
   draftlens run    -m TARGET -md DRAFT -p PROMPT -n N   stream text, stats to stderr
   draftlens bench  ...                                  plain vs speculative, side by side
   draftlens models list [--json] [--drafts-for T] | check T D | fetch REPO [FILE] | fetch-demo
-  draftlens trace  FILE                                 summarise a saved trace
+  draftlens sweep  --k 1,2,4,8 ...                      each draft length vs plain decoding
+  draftlens rank   --candidates D1 D2 [--ngram]         which draft suits this target best
+  draftlens check-exact ...                             is speculation exact on this pair?
+  draftlens trace  FILE [--analysis]                    summarise a saved trace
 """
 
 from __future__ import annotations
@@ -16,6 +19,14 @@ import traceback
 from collections.abc import Sequence
 
 import app
+from app.cli.analysis import (
+    add_check_flags,
+    add_rank_flags,
+    add_sweep_flags,
+    cmd_check_exact,
+    cmd_rank,
+    cmd_sweep,
+)
 from app.cli.bench import add_bench_flags, cmd_bench
 from app.cli.commands import cmd_run, cmd_trace
 from app.cli.models import add_models_parser, cmd_models
@@ -24,7 +35,8 @@ from app.errors import DraftLensError
 from app.versions import versions
 from backends.base import BackendError
 
-COMMANDS = ("run", "bench", "models", "trace")
+COMMANDS = ("run", "bench", "sweep", "rank", "check-exact", "models", "trace")
+ANALYSES = {"sweep": cmd_sweep, "rank": cmd_rank, "check-exact": cmd_check_exact}
 _HEADLESS_FIRST = {"-h", "--help", "--version", "--preflight-child", *COMMANDS}
 
 
@@ -54,10 +66,29 @@ def build_parser() -> argparse.ArgumentParser:
     add_bench_flags(bench)
     bench.add_argument("--debug", action="store_true", default=argparse.SUPPRESS)
 
+    sweep = sub.add_parser("sweep", help="each draft length against plain decoding")
+    add_model_flags(sweep)
+    add_decode_flags(sweep)
+    add_sweep_flags(sweep)
+    sweep.add_argument("--debug", action="store_true", default=argparse.SUPPRESS)
+
+    rank = sub.add_parser("rank", help="rank candidate drafts for a target on your prompt")
+    add_model_flags(rank)
+    add_decode_flags(rank)
+    add_rank_flags(rank)
+    rank.add_argument("--debug", action="store_true", default=argparse.SUPPRESS)
+
+    exact = sub.add_parser("check-exact", help="greedy identity and a sampled test on a pair")
+    add_model_flags(exact)
+    add_check_flags(exact)
+    exact.add_argument("--debug", action="store_true", default=argparse.SUPPRESS)
+
     add_models_parser(sub)
 
     trace = sub.add_parser("trace", help="summarise a saved trace")
     trace.add_argument("file")
+    trace.add_argument("--analysis", action="store_true",
+                       help="also print why draft tokens were rejected")
     return parser
 
 
@@ -86,6 +117,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cmd_run(args)
         if args.command == "bench":
             return cmd_bench(args)
+        if args.command in ANALYSES:
+            return ANALYSES[args.command](args)
         if args.command == "models":
             return cmd_models(args)
         return cmd_trace(args)

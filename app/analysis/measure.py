@@ -1,0 +1,63 @@
+"""Timing runs side by side: plain and speculative decoding on the same prompts, in one
+process, alternating, so ratios hold on a shared, noisy machine (bench, sweep, rank)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from app.engine.metrics import RunStats
+from app.engine.session import DecodeConfig
+from app.models.loading import LoadedPair
+from app.runs import build_session
+
+
+@dataclass
+class Tally:
+    tokens: int = 0
+    seconds: float = 0.0
+    outputs: list[list[int]] = field(default_factory=list)
+    stats: RunStats = field(default_factory=RunStats)
+
+    @property
+    def tok_s(self) -> float:
+        return self.tokens / self.seconds if self.seconds else 0.0
+
+
+def timed_run(pair: LoadedPair, config: DecodeConfig, prompt_ids: list[int], plain: bool,
+              tally: Tally) -> None:
+    """One generation into `tally` (decoding time only: the prompt's prefill is left out)."""
+    session = build_session(pair, config, plain=plain)
+    start = time.perf_counter()
+    for step in session.steps(prompt_ids):
+        tally.stats.add(step)
+    tally.seconds += time.perf_counter() - start - session.prefill_seconds
+    tally.tokens += len(session.output_ids)
+    tally.outputs.append(list(session.output_ids))
+
+
+def warm_up(pair: LoadedPair, config: DecodeConfig, prompt_ids: list[int]) -> None:
+    """First decodes allocate buffers; adaptive runs calibrate once: both outside the timing."""
+    timed_run(pair, DecodeConfig(n_predict=4, sampling=config.sampling), prompt_ids, True,
+              Tally())
+    build_session(pair, config)
+
+
+Cancelled = Callable[[], bool]
+
+
+def side_by_side(pair: LoadedPair, config: DecodeConfig, encoded: list[list[int]],
+                 rounds: int, cancelled: Cancelled = lambda: False) -> tuple[Tally, Tally]:
+    """Plain and speculative runs of every prompt, alternating which goes first each round."""
+    plain, spec = Tally(), Tally()
+    for round_index in range(rounds):
+        for prompt_ids in encoded:
+            order = [(True, plain), (False, spec)]
+            if round_index % 2:
+                order.reverse()
+            for is_plain, tally in order:
+                if cancelled():
+                    return plain, spec
+                timed_run(pair, config, prompt_ids, is_plain, tally)
+    return plain, spec

@@ -1,0 +1,160 @@
+"""`draftlens sweep`, `draftlens rank` and `draftlens check-exact`: why a pair is (not) faster
+here, which draft suits the target best, and whether the engine is exact on this pair."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from argparse import Namespace
+from collections.abc import Callable
+from dataclasses import replace
+from typing import Any
+
+from app.analysis.exactness import DEFAULT_TOP_K, check_exact
+from app.analysis.rank import Candidate, DraftModelCandidate, NgramCandidate, rank_candidates
+from app.analysis.sweep import parse_ks, run_sweep
+from app.cli.bench import SUITES, read_prompts
+from app.cli.options import decode_config, model_spec
+from app.errors import SettingsError
+from app.models.loading import load_pair
+from app.runs import encode_prompt
+
+EXIT_NOT_EXACT = 3
+
+
+def _say(name: str) -> Callable[[str], None]:
+    return lambda message: print(f"[{name}] {message}", file=sys.stderr)
+
+
+def add_prompt_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("-p", "--prompt", action="append", help="a prompt (repeatable)")
+    parser.add_argument("--prompt-file", help="one JSON string per line")
+    parser.add_argument("--suite", choices=tuple(SUITES), default="code",
+                        help="built-in prompts when none are given")
+    parser.add_argument("--rounds", type=int, default=1, help="alternations per prompt")
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+
+
+def add_sweep_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--k", default="1,2,4,8", help="draft lengths to try (default 1,2,4,8)")
+    add_prompt_flags(parser)
+
+
+def add_rank_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--candidates", nargs="+", default=[], metavar="DRAFT",
+                        help="draft model files (or folders) to compare")
+    add_prompt_flags(parser)
+
+
+def add_check_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--samples", type=int, default=200,
+                        help="seeded speculative runs for the sampled test (default 200)")
+    parser.add_argument("--draft-max", type=int, default=4, help="draft length k (default 4)")
+    parser.add_argument("--temp", type=float, default=1.0, help="temperature of the sampled test")
+    parser.add_argument("--top-k", type=int, default=DEFAULT_TOP_K,
+                        help=f"top-k of the sampled test (default {DEFAULT_TOP_K})")
+    parser.add_argument("-n", "--n-predict", dest="n_predict", type=int, default=32,
+                        help="tokens per prompt in the greedy identity test")
+    parser.add_argument("-s", "--seed", type=int, default=0)
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+
+
+def cmd_sweep(args: Namespace) -> int:
+    ks = parse_ks(args.k)
+    config = decode_config(args)
+    prompts = read_prompts(args)
+    pair = load_pair(model_spec(args), progress=_say("sweep"))
+    try:
+        encoded = [encode_prompt(pair.target, p, args.chat) for p in prompts]
+        rows = run_sweep(pair, config, encoded, ks, args.rounds, progress=_say("sweep"))
+        report: dict[str, Any] = {
+            "rows": [row.to_dict() for row in rows], "backend": pair.target.backend,
+            "device": pair.target.device, "prompts": len(prompts),
+            "n_predict": config.n_predict, "temperature": config.sampling.temperature,
+        }
+    finally:
+        pair.close()
+    if args.json:
+        print(json.dumps(report))
+        return 0
+    print(f"{'k':>3} {'measured':>9} {'predicted':>9} {'error':>7} {'curve':>7} {'theory':>7} "
+          f"{'accept':>7} {'tok/pass':>8} {'plain':>7} {'spec':>7}")
+    for r in report["rows"]:
+        print(f"{r['k']:>3} {r['measured_speedup']:>8.2f}x {r['predicted_speedup']:>8.2f}x "
+              f"{100 * r['prediction_error']:>+6.1f}% {r['curve_predicted_speedup']:>6.2f}x "
+              f"{r['theory_speedup']:>6.2f}x {r['acceptance']:>7.3f} {r['tokens_per_pass']:>8.2f} "
+              f"{r['plain_tok_s']:>7.2f} {r['spec_tok_s']:>7.2f}")
+    print("measured: speculative / plain tok/s side by side; predicted: cost model "
+          "E(k)·t(1)/(k·t_draft + t_verify(k+1)) with this run's times; curve: the same with "
+          "the calibrated verify-cost curve; theory: E/(1+kc)")
+    return 0
+
+
+def cmd_rank(args: Namespace) -> int:
+    candidate_args = Namespace(**{**vars(args), "draft": None, "ngram": True})
+    base_spec = model_spec(candidate_args)
+    paths = list(args.candidates)
+    if not paths and args.target is None and not args.ngram:
+        from app.models.demo import demo_paths
+
+        paths = [str(demo_paths()[1])]
+    candidates: list[Candidate] = [DraftModelCandidate(path) for path in paths]
+    if args.ngram:
+        candidates.append(NgramCandidate())
+    if not candidates:
+        raise SettingsError("nothing to rank — give --candidates DRAFT ... and/or --ngram")
+    config = decode_config(Namespace(**{**vars(args), "ngram": False}))  # one k for all
+    prompts = read_prompts(args)
+
+    base = load_pair(replace(base_spec, draft=None, ngram=False), progress=_say("rank"))
+    try:
+        encoded = [encode_prompt(base.target, p, args.chat) for p in prompts]
+        rows = rank_candidates(base, candidates, config, encoded, args.rounds,
+                               progress=_say("rank"))
+    finally:
+        base.close()
+    report: dict[str, Any] = {
+        "rows": [row.to_dict() for row in rows], "backend": base.target.backend,
+        "device": base.target.device, "draft_max": config.draft_max,
+    }
+    if args.json:
+        print(json.dumps(report))
+        return 0
+    print(f"{'#':>2} {'candidate':<40} {'tok/s':>7} {'speedup':>8} {'accept':>7} {'c':>6} "
+          f"{'best k':>6}")
+    for i, r in enumerate(report["rows"], start=1):
+        if r["error"]:
+            print(f"{i:>2} {r['label']:<40} skipped: {r['error']}")
+            continue
+        print(f"{i:>2} {r['label']:<40} {r['tok_s']:>7.2f} {r['speedup']:>7.2f}x "
+              f"{r['acceptance']:>7.3f} {r['cost_ratio']:>6.3f} {r['best_k']:>6}")
+    return 0
+
+
+def cmd_check_exact(args: Namespace) -> int:
+    spec = model_spec(args)
+    pair = load_pair(spec, progress=_say("check-exact"))
+    try:
+        report = check_exact(pair, samples=args.samples, draft_max=args.draft_max,
+                             temperature=args.temp, top_k=args.top_k, n_predict=args.n_predict,
+                             seed=args.seed, progress=_say("check-exact"))
+    finally:
+        pair.close()
+    if args.json:
+        print(json.dumps(report.to_dict()))
+    else:
+        print(f"greedy identical to plain decoding over {report.greedy_prompts} prompts: "
+              f"{report.greedy_identical}")
+        if report.first_difference:
+            d = report.first_difference
+            print(f"  first difference at token {d['position']} of {d['prompt']!r}:\n"
+                  f"    plain       {d['plain']!r}\n    speculative {d['speculative']!r}")
+        print(f"sampled test, {report.samples} runs at temperature {report.temperature}, "
+              f"top-k {report.top_k}: p = {report.p_value:.3g} (first token "
+              f"{report.p_first:.3g}, second {report.p_second:.3g}; fails below "
+              f"{report.threshold:g})")
+        for note in report.notes:
+            print(f"note: {note}")
+        print("PASS: exact on this pair" if report.passed else "FAIL: not exact on this pair")
+    return 0 if report.passed else EXIT_NOT_EXACT
