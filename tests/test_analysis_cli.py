@@ -57,20 +57,20 @@ def test_rank_orders_candidates_and_skips_an_incompatible_one(files, gguf_files,
     target, draft = files
     foreign = hf_dirs[1] if target == gguf_files[0] else gguf_files[1]
     code, out, _ = run_cli(capsys, "rank", "-m", target, "--candidates", draft, foreign,
-                           "--ngram", "--draft-max", 3, "-n", 12, "-p",
+                           "--ngram", "--self-draft-layers", 1, "--draft-max", 3, "-n", 12, "-p",
                            "the cat sat on the mat. the cat", "--json")
     assert code == 0
     rows = json.loads(out)["rows"]
-    assert len(rows) == 3 and all(RANK_ROW_KEYS <= set(r) for r in rows)
+    assert len(rows) == 4 and all(RANK_ROW_KEYS <= set(r) for r in rows)
     ok = [r for r in rows if not r["error"]]
-    assert len(ok) == 2 and rows[-1]["error"]  # the foreign draft, last, with its reason
+    assert len(ok) == 3 and rows[-1]["error"]  # the foreign draft, last, with its reason
     assert [r["speedup"] for r in ok] == sorted((r["speedup"] for r in ok), reverse=True)
     assert all(1 <= r["best_k"] <= 3 and r["tok_s"] > 0 for r in ok)
 
 
 def test_rank_needs_something_to_rank(gguf_files, capsys):
     code, _, err = run_cli(capsys, "rank", "-m", gguf_files[0])
-    assert code != 0 and "--candidates" in err
+    assert code != 0 and "--candidates" in err and "--self-draft-layers" in err
 
 
 def test_check_exact_passes_on_a_correct_engine(files, capsys):

@@ -21,7 +21,7 @@ from app.engine.session import DecodeConfig
 from app.errors import DraftLensError, ModelFileError
 from app.models.loading import LoadedPair, load_model
 from app.models.pair_check import check_pair_files
-from app.runs import NGRAM_LABEL
+from app.runs import NGRAM_LABEL, self_draft_label
 
 Progress = Callable[[str], None]
 
@@ -73,6 +73,24 @@ class NgramCandidate:
 
     def detach(self) -> None:
         pass
+
+
+class SelfDraftCandidate:
+    """The target's own first N layers (built once per loaded target, closed with it)."""
+
+    kind = "self-draft"
+
+    def __init__(self, n_layers: int) -> None:
+        self.n_layers = n_layers
+        self.label = self_draft_label(n_layers)
+
+    def attach(self, base: LoadedPair) -> LoadedPair:
+        draft = base.self_draft(self.n_layers)
+        spec = replace(base.spec, draft=None, ngram=False, self_draft_layers=self.n_layers)
+        return LoadedPair(base.target, draft, None, spec)
+
+    def detach(self) -> None:
+        pass  # the base pair owns its self-drafts
 
 
 @dataclass

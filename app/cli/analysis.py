@@ -12,10 +12,16 @@ from dataclasses import replace
 from typing import Any
 
 from app.analysis.exactness import DEFAULT_TOP_K, check_exact
-from app.analysis.rank import Candidate, DraftModelCandidate, NgramCandidate, rank_candidates
+from app.analysis.rank import (
+    Candidate,
+    DraftModelCandidate,
+    NgramCandidate,
+    SelfDraftCandidate,
+    rank_candidates,
+)
 from app.analysis.sweep import parse_ks, run_sweep
 from app.cli.bench import SUITES, read_prompts
-from app.cli.options import decode_config, model_spec
+from app.cli.options import decode_config, model_spec, self_draft_layers
 from app.errors import SettingsError
 from app.models.loading import load_pair
 from app.runs import encode_prompt
@@ -92,22 +98,27 @@ def cmd_sweep(args: Namespace) -> int:
 
 
 def cmd_rank(args: Namespace) -> int:
-    candidate_args = Namespace(**{**vars(args), "draft": None, "ngram": True})
+    layers = self_draft_layers(args)
+    candidate_args = Namespace(**{**vars(args), "draft": None, "ngram": True,
+                                  "self_draft_layers": None})
     base_spec = model_spec(candidate_args)
     paths = list(args.candidates)
-    if not paths and args.target is None and not args.ngram:
+    if not paths and args.target is None and not args.ngram and not layers:
         from app.models.demo import demo_paths
 
         paths = [str(demo_paths()[1])]
     candidates: list[Candidate] = [DraftModelCandidate(path) for path in paths]
+    candidates += [SelfDraftCandidate(n) for n in layers]
     if args.ngram:
         candidates.append(NgramCandidate())
     if not candidates:
-        raise SettingsError("nothing to rank — give --candidates DRAFT ... and/or --ngram")
+        raise SettingsError("nothing to rank — give --candidates DRAFT ..., --ngram and/or "
+                            "--self-draft-layers N,M")
     config = decode_config(Namespace(**{**vars(args), "ngram": False}))  # one k for all
     prompts = read_prompts(args)
 
-    base = load_pair(replace(base_spec, draft=None, ngram=False), progress=_say("rank"))
+    base = load_pair(replace(base_spec, draft=None, ngram=False, self_draft_layers=0),
+                     progress=_say("rank"))
     try:
         encoded = [encode_prompt(base.target, p, args.chat) for p in prompts]
         rows = rank_candidates(base, candidates, config, encoded, args.rounds,
