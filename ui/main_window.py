@@ -214,6 +214,7 @@ class MainWindow(QMainWindow):
         self.inspector.step_changed.connect(self.text_view.select_step)
         self.picker.changed.connect(self.update_actions)
         self.picker.probed.connect(self._startup_settled)
+        self.picker.folders_changed.connect(self._folders_changed)
         self.first_run.demo_ready.connect(self._demo_ready)
         self.first_run.open_files.connect(self.open_model_files)
         self.first_run.failed.connect(self.show_error)
@@ -263,6 +264,8 @@ class MainWindow(QMainWindow):
         self.text_view.set_show_rejected(s.show_rejected)
         self.set_theme(s.theme)
         demo = demo_pair() if demo_installed() else None
+        self.picker.set_model_folders(s.model_folders)
+        self.picker.rescan_models()
         self.picker.set_recent(s.recent_pairs, demo)
         if s.recent_pairs:
             self.picker.set_pair(s.recent_pairs[0])
@@ -285,6 +288,10 @@ class MainWindow(QMainWindow):
         self.settings.remember_pair(self.picker.current_pair())
         demo = demo_pair() if demo_installed() else None
         self.picker.set_recent(self.settings.recent_pairs, demo)
+        self._save_settings()
+
+    def _folders_changed(self, folders: list[str]) -> None:
+        self.settings.model_folders = folders
         self._save_settings()
 
     def _save_settings(self) -> None:

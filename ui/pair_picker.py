@@ -1,7 +1,9 @@
 """Choosing the model pair: target, draft (a model, n-gram lookup, or none), backend, device,
-GPU layers. The compatibility check (app.models.pair_check.check_pair_files, no weights loaded) runs
-off the UI thread as soon as the paths change, and its verdict is shown; an incompatible pair
-cannot be run, and the verdict says why.
+GPU layers, with lists of the models found on this machine (drafts that fit the target first),
+the user's model folders and a download dialog. The compatibility check
+(app.models.pair_check.check_pair_files, no weights loaded) runs off the UI thread as soon as
+the paths change, and its verdict is shown; an incompatible pair cannot be run, and the verdict
+says why.
 """
 
 from __future__ import annotations
@@ -29,6 +31,8 @@ from app.models.loading import ModelSpec
 from app.models.pair_check import PairCheck, check_pair_files, is_gguf
 from app.settings import RecentPair
 from ui.background import run_in_thread
+from ui.hub_download import HubDownloadDialog
+from ui.model_browser import FoldersDialog, ModelBrowser, ModelChooser
 from ui.theme import LIGHT, Colours
 
 MODEL_FILTER = "Models (*.gguf);;All files (*)"
@@ -83,6 +87,7 @@ class _PathRow(QWidget):
 class PairPicker(QGroupBox):
     changed = Signal()  # the choice or its verdict changed
     probed = Signal()  # the backends and devices are known (torch has been imported)
+    folders_changed = Signal(list)  # the user's model folders (to save in the settings)
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__("Model pair", parent)
@@ -100,13 +105,27 @@ class PairPicker(QGroupBox):
         self.gpu_layers.setSpecialValueText("auto")
         self.gpu_layers.setValue(-1)
         self.gpu_layers.setToolTip("llama.cpp: layers offloaded to the GPU (auto = all that fit)")
+        self.found_targets = ModelChooser("models found on this machine…")
+        self.found_drafts = ModelChooser("choose a target to see its drafts")
+        self.found_drafts.setToolTip("drafts whose vocabulary fits the target come first")
+        self.browser = ModelBrowser(self.found_targets, self.found_drafts)
+        self.folders_button = QToolButton(text="Model folders…")
+        self.download_button = QToolButton(text="Download…")
+        self.download_button.setToolTip("a GGUF file from Hugging Face, by repo id")
         self.verdict = QLabel()
         self.verdict.setWordWrap(True)
         self.verdict.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         form = QFormLayout(self)
         form.addRow("Recent", self.recent)
         form.addRow("Target", self.target)
+        form.addRow("", self.found_targets)
         form.addRow("Draft", self.draft)
+        form.addRow("", self.found_drafts)
+        found = QHBoxLayout()
+        found.addWidget(self.folders_button)
+        found.addWidget(self.download_button)
+        found.addStretch(1)
+        form.addRow("", found)
         form.addRow("", self.ngram)
         form.addRow("Backend", self.backend)
         row = QHBoxLayout()
@@ -132,7 +151,43 @@ class PairPicker(QGroupBox):
         self.backend.currentIndexChanged.connect(self._backend_changed)
         self.device.currentIndexChanged.connect(self._device_changed)
         self.recent.activated.connect(self._recent_chosen)
+        self.found_targets.chosen.connect(self.target.set_path)
+        self.found_drafts.chosen.connect(self._draft_chosen)
+        self.folders_button.clicked.connect(self.edit_folders)
+        self.download_button.clicked.connect(self.open_download)
         self._paths_changed()
+
+    # --- models on this machine ---------------------------------------------------------
+    def set_model_folders(self, folders: list[str]) -> None:
+        self.browser.folders = list(folders)
+
+    def rescan_models(self) -> None:
+        """Look through the stores again (off the UI thread)."""
+        self.browser.rescan()
+
+    def edit_folders(self) -> None:
+        dialog = FoldersDialog(self.browser.folders, self)
+        if dialog.exec():
+            self.set_model_folders(dialog.folders())
+            self.folders_changed.emit(dialog.folders())
+            self.rescan_models()
+
+    def open_download(self) -> HubDownloadDialog:
+        dialog = HubDownloadDialog(self)
+        dialog.downloaded.connect(self._downloaded)
+        dialog.show()
+        return dialog
+
+    def _downloaded(self, path: str) -> None:
+        if not self.target.path():
+            self.target.set_path(path)
+        elif not self.current_pair().draft and not self.ngram.isChecked():
+            self.draft.set_path(path)
+        self.rescan_models()
+
+    def _draft_chosen(self, path: str) -> None:
+        self.ngram.setChecked(False)
+        self.draft.set_path(path)
 
     # --- capabilities -------------------------------------------------------------------
     def probe_devices(self) -> None:
@@ -253,6 +308,7 @@ class PairPicker(QGroupBox):
         self._paths_changed()
 
     def _paths_changed(self) -> None:
+        self.browser.set_target(self.target.path())
         self._fill_devices()
         self._generation += 1
         self._check = None

@@ -1,0 +1,77 @@
+"""The window's model lists (real widgets, offscreen): found models, drafts that fit the target
+first and the others greyed with the reason, the model-folders dialog, and the download dialog
+against the local hub."""
+
+from __future__ import annotations
+
+from PySide6.QtCore import Qt
+
+from app.models.discovery import discover_models, find_model
+from app.paths import models_dir
+from app.settings import load_settings
+from tests.test_hub_fetch import REPO, files, hub  # noqa: F401  (fixtures)
+from tests.test_model_stores import every_store, ggufs, scratch_home  # noqa: F401  (fixtures)
+from ui.hub_download import HubDownloadDialog
+from ui.model_browser import FoldersDialog
+from ui.pair_picker import PairPicker
+
+
+def test_picker_lists_found_models_and_compatible_drafts_first(qtbot, every_store):  # noqa: F811
+    picker = PairPicker()
+    qtbot.addWidget(picker)
+    picker.set_model_folders(load_settings().model_folders)
+    picker.rescan_models()
+    qtbot.waitUntil(lambda: not picker.browser.scanning, timeout=30000)
+    targets = [text for text, _ in picker.found_targets.entries()]
+    assert len(targets) == 8 and any(t.startswith("tinydraft:latest") for t in targets)
+    target = find_model("own-target.gguf", discover_models())
+    picker.target.set_path(str(target))
+    qtbot.waitUntil(lambda: "compatible draft" in picker.found_drafts.itemText(0),
+                    timeout=30000)
+    entries = picker.found_drafts.entries()
+    marks = [text[0] for text, _ in entries]
+    assert marks == sorted(marks, key=lambda m: m != "✓") and "✗" in marks and "✓" in marks
+    for text, enabled in entries:
+        assert enabled == text.startswith("✓")
+    [foreign] = [text for text, _ in entries if "foreign" in text]
+    assert "differ" in foreign, "an incompatible draft says why"
+    first = picker.found_drafts.itemData(1)
+    picker.found_drafts.activated.emit(1)
+    assert picker.draft.path() == first
+    qtbot.waitUntil(lambda: not picker.checking, timeout=30000)
+    assert picker.blocking_reason() == ""
+
+
+def test_folders_dialog_adds_and_removes(qtbot, tmp_path):
+    dialog = FoldersDialog(["/models/a"])
+    qtbot.addWidget(dialog)
+    dialog.add_folder(str(tmp_path))
+    dialog.add_folder(str(tmp_path))
+    assert dialog.folders() == ["/models/a", str(tmp_path)]
+    dialog.list.setCurrentRow(0)
+    dialog.remove_selected()
+    assert dialog.folders() == [str(tmp_path)]
+
+
+def test_download_dialog_lists_picks_q4_k_m_and_downloads(qtbot, hub, files):  # noqa: F811
+    dialog = HubDownloadDialog()
+    qtbot.addWidget(dialog)
+    dialog.repo.setText(REPO)
+    dialog.list_files()
+    qtbot.waitUntil(lambda: dialog.files.count() == 2, timeout=10000)
+    assert dialog.files.currentItem().data(Qt.ItemDataRole.UserRole) == "tiny-Q4_K_M.gguf"
+    with qtbot.waitSignal(dialog.downloaded, timeout=30000) as got:
+        dialog.start_download()
+    path = models_dir() / REPO / "tiny-Q4_K_M.gguf"
+    assert got.args == [str(path)] and path.read_bytes() == files["tiny-Q4_K_M.gguf"]
+    assert dialog.progress.value() == 1000 and dialog.status.text().startswith("✓")
+
+
+def test_download_dialog_names_a_missing_repo(qtbot, hub):  # noqa: F811
+    dialog = HubDownloadDialog()
+    qtbot.addWidget(dialog)
+    dialog.repo.setText("nobody/nothing")
+    dialog.list_files()
+    qtbot.waitUntil(lambda: dialog.status.text().startswith("⚠"), timeout=10000)
+    assert "repository not found" in dialog.status.text()
+    assert not dialog.download_button.isEnabled()
