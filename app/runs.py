@@ -104,7 +104,7 @@ def prepare_run(
     prompt_ids = encode_prompt(pair.target, prompt, chat)
     session = build_session(pair, config, plain)
     session.check_prompt(prompt_ids)
-    header = trace_header(pair, config, prompt, len(prompt_ids), chat,
+    header = trace_header(pair, session.config, prompt, len(prompt_ids), chat,
                           plain=session.drafter is None, extra_settings=extra_settings)
     return Run(session, prompt_ids, header)
 

@@ -80,6 +80,7 @@ def _make_cpu_batch_invariant(model_params: Any) -> list[str]:
 
 class LlamaCppModel:
     backend = "llamacpp"
+    sampler_order = "llama.cpp"  # common_sampler's chain: top-k, top-p, min-p, temperature last
 
     def __init__(
         self,

@@ -90,6 +90,7 @@ def _dtype_for(device: str) -> Any:  # a torch.dtype; torch is imported lazily
 
 class TorchModel:
     backend = "torch"
+    sampler_order = "transformers"  # generate()'s warpers: temperature first, top-k, top-p, min-p
 
     def __init__(
         self,

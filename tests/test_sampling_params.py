@@ -89,15 +89,24 @@ def test_top_k_keeps_the_k_most_likely(k):
     assert set(support(probs)) == set(np.argsort(-logits)[:k].tolist())
 
 
-def test_top_k_keeps_exactly_k_when_tied_lowest_ids_first():
+def test_llamacpp_top_k_keeps_exactly_k_when_tied_lowest_ids_first():
     logits = np.array([0.0, 1.0, 1.0, 1.0, 1.0, -1.0])
-    probs = process(logits, sampled(top_k=2))
+    probs = process(logits, sampled(top_k=2, order=sampling.ORDER_LLAMACPP))
     assert support(probs) == [1, 2]
     np.testing.assert_allclose(probs[[1, 2]], [0.5, 0.5])
+    assert support(process(np.zeros(9), sampled(top_k=4, order="llama.cpp"))) == [0, 1, 2, 3]
 
 
-def test_top_k_ties_all_equal():
-    assert support(process(np.zeros(9), sampled(top_k=4))) == [0, 1, 2, 3]
+def test_transformers_top_k_keeps_every_token_tied_with_the_kth():
+    logits = np.array([0.0, 1.0, 1.0, 1.0, 1.0, -1.0])
+    probs = process(logits, sampled(top_k=2, order=sampling.ORDER_TRANSFORMERS))
+    assert support(probs) == [1, 2, 3, 4]
+    assert len(support(process(np.zeros(9), sampled(top_k=4)))) == 9
+
+
+def test_an_unknown_sampler_order_is_refused():
+    with pytest.raises(SettingsError, match="sampler order"):
+        sampled(order="vllm").validate()
 
 
 @pytest.mark.parametrize("k", [0, 10, 50])

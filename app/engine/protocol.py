@@ -22,6 +22,9 @@ class LanguageModel(Protocol):
     n_ctx: int
     eos_ids: frozenset[int]
     caveats: list[str]  # what the user should know about how it runs here, e.g. inexact kernels
+    # whose sampler semantics apply to this runtime: "llama.cpp" or "transformers" (see
+    # app.engine.sampling); the session processes p and q with the target's
+    sampler_order: str
 
     @property
     def n_cached(self) -> int:

@@ -1,5 +1,15 @@
 """Logits -> the processed distribution tokens are drawn from (temperature, top-k, top-p, min-p).
 
+Each runtime has its own sampler order, and the same flags give another distribution in each,
+so DraftLens follows the runtime of the pair (LanguageModel.sampler_order, resolved by the
+session from the target):
+  - "llama.cpp" (common_sampler's default chain): top-k, top-p, min-p on the untempered
+    logits, temperature LAST on the survivors. Top-k keeps exactly k tokens (llama.cpp leaves
+    which of tied tokens unspecified; here the lowest ids); top-p keeps the best tokens until
+    their mass reaches p, the one that reaches it included.
+  - "transformers" (generate()'s warpers): temperature FIRST, then top-k (every token tied
+    with the k-th is kept), top-p (ties at the edge keep the higher ids, as its stable
+    ascending sort does), min-p.
 The same processing is applied to the draft's and the target's logits, so q and p are
 comparable. Temperature 0 means greedy: decisions use argmax, and the reported
 probabilities are the plain softmax (temperature 1) so the inspector still has numbers.
@@ -17,6 +27,10 @@ from app.errors import ModelOutputError, SettingsError
 # they do not reach top_p; the result is identical either way.
 _NUCLEUS_PREFETCH = 256
 
+ORDER_LLAMACPP = "llama.cpp"
+ORDER_TRANSFORMERS = "transformers"
+SAMPLER_ORDERS = (ORDER_LLAMACPP, ORDER_TRANSFORMERS)
+
 
 @dataclass(frozen=True)
 class SamplingParams:
@@ -25,6 +39,7 @@ class SamplingParams:
     top_p: float = 1.0
     min_p: float = 0.0
     seed: int | None = None
+    order: str = ORDER_TRANSFORMERS  # the runtime whose sampler semantics apply
 
     @property
     def greedy(self) -> bool:
@@ -41,6 +56,10 @@ class SamplingParams:
             raise SettingsError(f"top-p must be in (0, 1] (got {self.top_p}); 1 turns it off")
         if not 0.0 <= self.min_p < 1.0:
             raise SettingsError(f"min-p must be in [0, 1) (got {self.min_p}); 0 turns it off")
+        if self.order not in SAMPLER_ORDERS:
+            raise SettingsError(
+                f"unknown sampler order {self.order!r}; use one of {', '.join(SAMPLER_ORDERS)}"
+            )
 
 
 def finite_logits(logits: np.ndarray, model_name: str) -> np.ndarray:
@@ -70,26 +89,39 @@ def process(logits: np.ndarray, params: SamplingParams) -> np.ndarray:
     rows = np.atleast_2d(logits)
     if params.greedy:
         return softmax(rows).reshape(logits.shape)
+    if params.order == ORDER_LLAMACPP:
+        # the filters see temperature 1; the temperature then reshapes what survives
+        probs = softmax(rows)
+        for row, row_logits in zip(probs, rows, strict=True):
+            keep = _keep_mask(row, params, cap_ties=True, low_ids_first=True)
+            row[:] = 0.0
+            row[keep] = softmax(row_logits[keep] / params.temperature)
+        return probs.reshape(logits.shape)
     probs = softmax(rows / params.temperature)
     for row in probs:
-        _truncate_row(row, params)
+        keep = _keep_mask(row, params, cap_ties=False, low_ids_first=False)
+        row[~keep] = 0.0
+        row /= row.sum()
     return probs.reshape(logits.shape)
 
 
-def _truncate_row(row: np.ndarray, params: SamplingParams) -> None:
-    """Zero the tokens top-k / top-p / min-p exclude, then renormalise, in place."""
+def _keep_mask(
+    row: np.ndarray, params: SamplingParams, cap_ties: bool, low_ids_first: bool
+) -> np.ndarray:
+    """The tokens top-k, then top-p, then min-p leave of one probability row. With cap_ties,
+    top-k keeps exactly k tokens; low_ids_first orders tokens tied in probability for top-p."""
     vocab = row.shape[0]
     keep = np.ones(vocab, dtype=bool)
     if 0 < params.top_k < vocab:
         threshold = np.partition(row, vocab - params.top_k)[vocab - params.top_k]
         keep &= row >= threshold
-        keep &= _cap_ties(row, keep, params.top_k)
+        if cap_ties:
+            keep &= _cap_ties(row, keep, params.top_k)
     if params.top_p < 1.0:
-        keep &= _nucleus_mask(np.where(keep, row, 0.0), params.top_p)
+        keep &= _nucleus_mask(np.where(keep, row, 0.0), params.top_p, low_ids_first)
     if params.min_p > 0.0:
         keep &= row >= params.min_p * row[keep].max()
-    row[~keep] = 0.0
-    row /= row.sum()
+    return keep
 
 
 def _cap_ties(row: np.ndarray, keep: np.ndarray, k: int) -> np.ndarray:
@@ -102,8 +134,9 @@ def _cap_ties(row: np.ndarray, keep: np.ndarray, k: int) -> np.ndarray:
     return capped
 
 
-def _nucleus_mask(row: np.ndarray, top_p: float) -> np.ndarray:
-    """Smallest set of most likely tokens whose mass reaches top_p (mass taken over `row`)."""
+def _nucleus_mask(row: np.ndarray, top_p: float, low_ids_first: bool) -> np.ndarray:
+    """Smallest set of most likely tokens whose mass reaches top_p (mass taken over `row`);
+    tokens of equal probability enter lowest id first, or highest id first."""
     total = row.sum()
     vocab = row.shape[0]
     n = min(_NUCLEUS_PREFETCH, vocab)
@@ -114,10 +147,11 @@ def _nucleus_mask(row: np.ndarray, top_p: float) -> np.ndarray:
         candidates = np.flatnonzero(row >= nth_best)
     else:
         candidates = np.arange(vocab)
-    order = candidates[np.lexsort((candidates, -row[candidates]))]
+    tie_key = 1 if low_ids_first else -1
+    order = candidates[np.lexsort((tie_key * candidates, -row[candidates]))]
     cumulative = np.cumsum(row[order]) / total
     if cumulative[-1] < top_p and len(candidates) < vocab:
-        order = np.lexsort((np.arange(vocab), -row))
+        order = np.lexsort((tie_key * np.arange(vocab), -row))
         cumulative = np.cumsum(row[order]) / total
     # keep tokens until the mass before them already reaches top_p
     n_keep = int(np.searchsorted(cumulative, top_p, side="left")) + 1

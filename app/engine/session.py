@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -61,6 +61,8 @@ class Session:
         cost_curve: VerifyCostCurve | None = None,
     ) -> None:
         config.validate()
+        # p and q follow the sampler semantics of the pair's runtime (both models share it)
+        config = replace(config, sampling=replace(config.sampling, order=target.sampler_order))
         self.target = target
         self.drafter = drafter
         self.config = config
