@@ -128,7 +128,9 @@ def check_exact(pair: LoadedPair, samples: int = 200, draft_max: int = 4,
     say = progress or (lambda message: None)
     say(f"greedy identity over {len(GREEDY_PROMPTS)} prompts")
     identical, difference = greedy_identity(pair, draft_max, n_predict, GREEDY_PROMPTS)
-    params = SamplingParams(temperature=temperature, top_k=top_k)
+    # the exact distributions in the target runtime's sampler order, as the session uses
+    params = SamplingParams(temperature=temperature, top_k=top_k,
+                            order=pair.target.sampler_order)
     params.validate()
     prompt_ids = pair.target.tokenize(SAMPLED_PROMPT)
     say("the target's exact distributions")
