@@ -135,18 +135,17 @@ class DraftLengthController:
         return k
 
     def observe(self, step: StepRecord) -> None:
-        n = 1 if step.k == 0 else step.k + 1
-        self.curve.observe(n, step.t_verify)
+        self.curve.observe(1 if step.k == 0 else step.n_pass, step.t_verify)
         if step.k == 0:
             return
         stats = self.stats(self._source)
-        per_token = step.t_draft / step.k
+        per_token = step.t_draft / max(1, step.draft_depth)
         # a probe's draft time includes catching up on the tokens emitted while it sat idle
         if not self._probing:
             stats.draft_cost = per_token if stats.draft_cost == 0 else (
                 (1 - _EMA) * stats.draft_cost + _EMA * per_token
             )
-        for i, record in enumerate(step.tokens):
+        for i, passed in enumerate(step.depth_outcomes()):
             if i < len(stats.accept_at):
-                hit = 1.0 if record.accepted else 0.0
+                hit = 1.0 if passed else 0.0
                 stats.accept_at[i] = (1 - _EMA) * stats.accept_at[i] + _EMA * hit

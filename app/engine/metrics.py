@@ -79,20 +79,19 @@ class RunStats:
             self.t_verify_plain += step.t_verify
             return
         self.spec_steps += 1
-        self.k_sum += drafted
+        self.k_sum += step.draft_depth
         self.drafted += drafted
+        outcomes = step.depth_outcomes()
         accepted = step.n_accepted
-        judged = len(step.tokens)
         self.accepted += accepted
-        self.judged += judged
+        self.judged += len(outcomes)
         self.accepted_length[accepted] += 1
-        while len(self.judged_at) < judged:
+        while len(self.judged_at) < len(outcomes):
             self.judged_at.append(0)
             self.accepted_at.append(0)
-        for i in range(judged):
+        for i, passed in enumerate(outcomes):
             self.judged_at[i] += 1
-            if i < accepted:
-                self.accepted_at[i] += 1
+            self.accepted_at[i] += passed
 
     @property
     def elapsed(self) -> float:

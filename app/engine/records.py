@@ -32,13 +32,18 @@ class TokenRecord:
     q: float
     p: float
     u: float | None
-    accepted: bool
+    # None: a tree node that was never tested (its parent was rejected, or a sibling passed)
+    accepted: bool | None
     replacement: int | None = None
     replacement_text: str | None = None
     residual_used: bool = False
     top: list[Alternative] = field(default_factory=list)
     p_entropy: float = 0.0
     q_entropy: float = 0.0
+    # tree steps only: the parent's index in the step's tokens (-1: a child of the last
+    # committed token) and the depth (1 for those children); None in chain steps
+    parent: int | None = None
+    depth: int | None = None
 
     @property
     def ratio(self) -> float:
@@ -63,10 +68,39 @@ class StepRecord:
     t_verify: float
     t_overhead: float
     drafter: str = ""
+    # tokens the target read in this pass (0: k + 1, as in a chain step); a tree pass reads
+    # every node, and may re-read committed tokens the previous tree step left uncached
+    pass_tokens: int = 0
 
     @property
     def n_accepted(self) -> int:
         return sum(1 for t in self.tokens if t.accepted)
+
+    @property
+    def is_tree(self) -> bool:
+        return any(t.parent is not None for t in self.tokens)
+
+    @property
+    def n_pass(self) -> int:
+        return self.pass_tokens or self.k + 1
+
+    @property
+    def draft_depth(self) -> int:
+        """Draft tokens in a row (k for a chain; the deepest node of a tree)."""
+        if not self.is_tree:
+            return self.k
+        return max((t.depth or 0 for t in self.tokens), default=0)
+
+    def depth_outcomes(self) -> list[bool]:
+        """For each draft depth that was reached and judged: whether it passed. In a chain
+        this is one entry per judged token; in a tree, the accepted path and the level after
+        it (when that level had nodes)."""
+        if not self.is_tree:
+            return [bool(t.accepted) for t in self.tokens]
+        path = self.n_accepted
+        judged_next = any(t.accepted is False and (t.depth or 0) == path + 1
+                          for t in self.tokens)
+        return [True] * path + ([False] if judged_next else [])
 
     @property
     def t_total(self) -> float:

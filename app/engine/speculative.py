@@ -77,7 +77,7 @@ def verify(
     origins: list[str] = []
     for i, token in enumerate(draft):
         p, q = p_rows[i], q_rows[i]
-        record = _record(start_pos + i, token, p, q, text_of, top_n)
+        record = make_record(start_pos + i, token, p, q, text_of, top_n)
         if params.greedy:
             target_choice = int(np.argmax(p))
             record.accepted = token == target_choice
@@ -104,7 +104,7 @@ def verify(
     return Verdict(records, emitted, origins)
 
 
-def _record(
+def make_record(
     pos: int, token: int, p: np.ndarray, q: np.ndarray, text_of: TokenText, top_n: int
 ) -> TokenRecord:
     best = top_indices(p, top_n)

@@ -1,0 +1,197 @@
+"""Tree speculation: several draft branches judged in one target pass.
+
+A node's children are alternatives for the same position. Under greedy decoding the target
+follows the child equal to its argmax. Under sampling the children of a node are tested in
+turn with recursive rejection sampling (SpecInfer's multi-step speculative sampling; Jeon et
+al. 2024 for siblings drawn without replacement):
+  - sibling j was drawn from q_j: the draft's row with the earlier siblings removed and
+    renormalised (or, for a deterministic guess such as a lookup, one-hot at its token);
+  - it passes with probability min(1, p_j(x) / q_j(x));
+  - after a rejection the target side becomes p_{j+1} = norm(max(0, p_j - q_j));
+  - when every sibling fails, the token is drawn from what is left of p.
+Each test is a standard speculative step against the distribution its sibling really came
+from, so the emitted tokens are distributed exactly as the target's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from app.engine.records import (
+    ORIGIN_ACCEPTED,
+    ORIGIN_BONUS,
+    ORIGIN_REPLACEMENT,
+    TokenRecord,
+)
+from app.engine.sampling import SamplingParams, choose, draw
+from app.engine.speculative import Rows, Verdict, make_record, residual_distribution
+
+TokenText = Callable[[int], str]
+
+# A greedy decision read from a row the runtime may have computed in another summation
+# order than plain decoding (see LanguageModel.extend_tree) is trusted only when the top two
+# log-probabilities are further apart than this; float rounding moves them by ~1e-6.
+NEAR_TIE = 1e-3
+
+
+@dataclass
+class DraftTree:
+    """Draft nodes in an order where parents come first and the first path (each node's
+    first child, from the root down) takes indexes 0, 1, 2, ...; siblings keep the order
+    they were drawn in."""
+
+    tokens: list[int]
+    parents: list[int]  # index of the parent node; -1 for a child of the last committed token
+    # the row node i's sibling group was drawn from (the same array for all of them), before
+    # earlier siblings were removed; None: chosen deterministically (a lookup), q is one-hot
+    q_rows: list[np.ndarray | None]
+
+    def __post_init__(self) -> None:
+        if not len(self.tokens) == len(self.parents) == len(self.q_rows):
+            raise ValueError("a draft tree needs one parent and one q row per token")
+        for i, parent in enumerate(self.parents):
+            if not -1 <= parent < i:
+                raise ValueError(f"node {i} has parent {parent}: parents must come first")
+
+    def __len__(self) -> int:
+        return len(self.tokens)
+
+    def children(self, node: int) -> list[int]:
+        return [i for i, parent in enumerate(self.parents) if parent == node]
+
+    def depths(self) -> list[int]:
+        depths: list[int] = []
+        for parent in self.parents:
+            depths.append(1 if parent < 0 else depths[parent] + 1)
+        return depths
+
+    def first_path_length(self) -> int:
+        """How many leading nodes form a chain from the root (node i the parent of i + 1)."""
+        n = 0
+        while n < len(self.parents) and self.parents[n] == n - 1:
+            n += 1
+        return n
+
+    def truncated(self, n: int) -> DraftTree:
+        """The first n nodes (parents come first, so still a tree)."""
+        return DraftTree(self.tokens[:n], self.parents[:n], self.q_rows[:n])
+
+
+def without_earlier_siblings(q: np.ndarray, earlier: Sequence[int]) -> np.ndarray:
+    """The row the next sibling is drawn from: q with the siblings drawn before removed."""
+    if not earlier:
+        return q
+    rest = q.copy()
+    rest[list(earlier)] = 0.0
+    total = rest.sum()
+    return rest / total if total > 0 else rest
+
+
+def one_hot(token: int, vocab: int) -> np.ndarray:
+    row = np.zeros(vocab)
+    row[token] = 1.0
+    return row
+
+
+def near_tie(p: np.ndarray) -> bool:
+    """Whether the best two tokens of a row are too close to trust its argmax."""
+    top_two = np.partition(p, p.shape[0] - 2)[-2:]
+    low, high = float(top_two.min()), float(top_two.max())
+    return low > 0 and np.log(high) - np.log(low) < NEAR_TIE
+
+
+@dataclass
+class TreeVerdict(Verdict):
+    path: list[int]  # accepted nodes, root side first
+
+
+def verify_tree(
+    tree: DraftTree,
+    p_rows: Rows,
+    params: SamplingParams,
+    rng: np.random.Generator,
+    text_of: TokenText,
+    start_pos: int = 0,
+    exact_rows: Sequence[bool] | None = None,
+    top_n: int = 5,
+) -> TreeVerdict:
+    """Judge a draft tree against the target's rows: p_rows[0] follows the last committed
+    token, p_rows[i + 1] follows node i. exact_rows[r] False means row r may differ from
+    plain decoding in the last bits; a greedy near-tie there ends the step before it."""
+    depths = tree.depths()
+    records: list[TokenRecord | None] = [None] * len(tree)
+    emitted: list[int] = []
+    origins: list[str] = []
+    path: list[int] = []
+    node = -1
+    while True:
+        p = p_rows[node + 1]
+        if (path and params.greedy and exact_rows is not None and not exact_rows[node + 1]
+                and near_tie(p)):
+            break
+        children = tree.children(node)
+        chosen, final_p, last = _judge_children(tree, children, p, params, rng, records,
+                                                text_of, start_pos + len(path), top_n)
+        if chosen is None:
+            token = choose(final_p, params, rng)
+            if last is not None:
+                last.replacement, last.replacement_text = token, text_of(token)
+                last.residual_used = not params.greedy
+            emitted.append(token)
+            origins.append(ORIGIN_REPLACEMENT if children else ORIGIN_BONUS)
+            break
+        path.append(chosen)
+        emitted.append(tree.tokens[chosen])
+        origins.append(ORIGIN_ACCEPTED)
+        node = chosen
+    for i, record in enumerate(records):
+        if record is None:
+            record = _untested_record(tree, i, start_pos + depths[i] - 1, text_of)
+            records[i] = record
+        record.parent, record.depth = tree.parents[i], depths[i]
+    return TreeVerdict([r for r in records if r is not None], emitted, origins, path)
+
+
+def _judge_children(
+    tree: DraftTree,
+    children: list[int],
+    p: np.ndarray,
+    params: SamplingParams,
+    rng: np.random.Generator,
+    records: list[TokenRecord | None],
+    text_of: TokenText,
+    pos: int,
+    top_n: int,
+) -> tuple[int | None, np.ndarray, TokenRecord | None]:
+    """Test a node's children in order; returns the one that passed (or None), the target
+    distribution left for the replacement, and the last record tested."""
+    target_choice = int(np.argmax(p))
+    drawn: list[int] = []
+    last: TokenRecord | None = None
+    for child in children:
+        token = tree.tokens[child]
+        base = tree.q_rows[child]
+        q = one_hot(token, p.shape[0]) if base is None else without_earlier_siblings(base, drawn)
+        record = make_record(pos, token, p, q, text_of, top_n)
+        records[child] = last = record
+        if params.greedy:
+            record.accepted = token == target_choice
+        else:
+            record.u = float(rng.random())
+            record.accepted = record.u * record.q < record.p
+        if record.accepted:
+            return child, p, record
+        if not params.greedy:
+            p = residual_distribution(p, q)
+        drawn.append(token)
+    return None, p, last
+
+
+def _untested_record(tree: DraftTree, node: int, pos: int, text_of: TokenText) -> TokenRecord:
+    """A node the verdict never reached: the draft's guess, with no target probability."""
+    token, q = tree.tokens[node], tree.q_rows[node]
+    return TokenRecord(pos=pos, token=token, text=text_of(token),
+                       q=1.0 if q is None else float(q[token]), p=0.0, u=None, accepted=None)
