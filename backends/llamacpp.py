@@ -19,6 +19,8 @@ import numpy as np
 from backends.base import BackendError
 
 _quiet_logger = None
+# sequences a tree pass may use: one per root-to-leaf path
+MAX_TREE_LEAVES = 32
 
 
 def llamacpp_available() -> tuple[bool, str]:
@@ -138,6 +140,10 @@ class LlamaCppModel:
         ctx_params.n_threads = threads
         ctx_params.n_threads_batch = threads
         ctx_params.no_perf = True
+        # tree passes put tokens shared by several paths in several sequences at once,
+        # which llama.cpp allows only in a unified KV cache
+        ctx_params.n_seq_max = MAX_TREE_LEAVES
+        ctx_params.kv_unified = True
         if batch_invariant:
             ctx_params.flash_attn_type = llama_cpp.LLAMA_FLASH_ATTN_TYPE_DISABLED
         self._ctx = llama_cpp.llama_init_from_model(self._model, ctx_params)
@@ -148,8 +154,9 @@ class LlamaCppModel:
                 "— lower the context size or GPU layers (out of memory?)"
             )
         self._memory = llama_cpp.llama_get_memory(self._ctx)
-        self._batch = llama_cpp.llama_batch_init(self.n_batch, 0, 1)
+        self._batch = llama_cpp.llama_batch_init(self.n_batch, 0, MAX_TREE_LEAVES)
         self._n_cached = 0
+        self._tree: tuple[int, int, int] | None = None  # (cached before, first path, leaves)
         self._text_cache: dict[int, str] = {}
         self.eos_ids = frozenset(
             t for t in range(self.n_vocab) if llama_cpp.llama_vocab_is_eog(self._vocab, t)
@@ -277,6 +284,13 @@ class LlamaCppModel:
         return np.array(np.ctypeslib.as_array(pointer, shape=(n_logits, self.n_vocab)))
 
     def truncate(self, n: int) -> None:
+        if self._tree is not None:  # a tree pass not followed by keep_path: drop the tree
+            n_before, _first_path, n_leaves = self._tree
+            for s in range(1, n_leaves):
+                self._ll.llama_memory_seq_rm(self._memory, s, -1, -1)
+            self._ll.llama_memory_seq_rm(self._memory, 0, n_before, -1)
+            self._n_cached = n_before
+            self._tree = None
         if n >= self._n_cached:
             return
         if not self._ll.llama_memory_seq_rm(self._memory, 0, n, -1):
@@ -285,6 +299,66 @@ class LlamaCppModel:
                 "(recurrent architecture) — speculative decoding needs a transformer model"
             )
         self._n_cached = n
+
+    def extend_tree(
+        self, ids: Sequence[int], parents: Sequence[int], n_skip: int
+    ) -> tuple[np.ndarray, list[bool]]:
+        """One batch; sequence s holds the s-th root-to-leaf path (0: the first path), and a
+        node belongs to the sequences of every leaf below it, so it attends to its ancestors
+        only. Rows on the first path see the cache laid out exactly as plain decoding does."""
+        n = len(ids)
+        if self._n_cached + n > self.n_ctx:
+            raise BackendError(
+                f"context full ({self.n_ctx} tokens) — shorten the prompt or lower n-predict"
+            )
+        if n > self.n_batch:
+            raise BackendError(f"a tree of {n} tokens does not fit one batch ({self.n_batch})")
+        seqs, depths = _path_sequences(parents)
+        n_leaves = 1 + max(max(s) for s in seqs)
+        if n_leaves > MAX_TREE_LEAVES:
+            raise BackendError(f"a tree with {n_leaves} leaves exceeds {MAX_TREE_LEAVES}")
+        for s in range(1, n_leaves):
+            self._ll.llama_memory_seq_cp(self._memory, 0, s, -1, -1)
+        batch = self._batch
+        for i, token in enumerate(ids):
+            batch.token[i] = token
+            batch.pos[i] = self._n_cached + depths[i]
+            batch.n_seq_id[i] = len(seqs[i])
+            for j, s in enumerate(seqs[i]):
+                batch.seq_id[i][j] = s
+            batch.logits[i] = i >= n_skip
+        batch.n_tokens = n
+        status = self._ll.llama_decode(self._ctx, batch)
+        if status != 0:
+            for s in range(1, n_leaves):
+                self._ll.llama_memory_seq_rm(self._memory, s, -1, -1)
+            raise BackendError(
+                f"llama_decode failed on a tree (status {status}) — out of memory?"
+            )
+        first_path = 1
+        while first_path < n and parents[first_path] == first_path - 1:
+            first_path += 1
+        self._tree = (self._n_cached, first_path, n_leaves)
+        self._n_cached += first_path  # what keep_path can keep at most
+        pointer = self._ll.llama_get_logits(self._ctx)
+        rows = np.array(np.ctypeslib.as_array(pointer, shape=(n - n_skip, self.n_vocab)))
+        exact = [n_skip + r < first_path for r in range(n - n_skip)]
+        return rows, exact
+
+    def keep_path(self, path: Sequence[int]) -> None:
+        """Keeps the leading part of the path that lies on the first path: those cells follow
+        the cache without gaps, so later passes sum over the cache as plain decoding does."""
+        if self._tree is None:
+            raise BackendError("keep_path needs a tree pass first")
+        n_before, first_path, n_leaves = self._tree
+        kept = 0
+        while kept < len(path) and kept < first_path and path[kept] == kept:
+            kept += 1
+        for s in range(1, n_leaves):
+            self._ll.llama_memory_seq_rm(self._memory, s, -1, -1)
+        self._ll.llama_memory_seq_rm(self._memory, 0, n_before + kept, -1)
+        self._n_cached = n_before + kept
+        self._tree = None
 
     def close(self) -> None:
         ll = self._ll
@@ -300,3 +374,26 @@ class LlamaCppModel:
             self.close()
         except Exception:  # noqa: BLE001 - interpreter shutdown
             pass
+
+
+def _path_sequences(parents: Sequence[int]) -> tuple[list[list[int]], list[int]]:
+    """For each node, the sequences (root-to-leaf paths) through it, and its depth. The path
+    that follows each node's first child is sequence 0."""
+    n = len(parents)
+    children: list[list[int]] = [[] for _ in range(n)]
+    depths = [0] * n
+    for i in range(1, n):
+        children[parents[i]].append(i)
+        depths[i] = depths[parents[i]] + 1
+    leaves = [i for i in range(n) if not children[i]]
+    first_leaf = 0
+    while children[first_leaf]:
+        first_leaf = children[first_leaf][0]
+    order = [first_leaf] + [leaf for leaf in leaves if leaf != first_leaf]
+    seqs: list[list[int]] = [[] for _ in range(n)]
+    for s, leaf in enumerate(order):
+        node = leaf
+        while node >= 0:
+            seqs[node].append(s)
+            node = parents[node] if node > 0 else -1
+    return seqs, depths

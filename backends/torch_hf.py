@@ -147,6 +147,7 @@ class TorchModel:
         self.caveats: list[str] = []
         self._cache = DynamicCache()
         self._n_cached = 0
+        self._tree_start: int | None = None  # tokens cached before an unresolved tree pass
         self._text_cache: dict[int, str] = {}
 
     @property
@@ -203,6 +204,8 @@ class TorchModel:
         return np.asarray(out.logits[0, -n_logits:].float().cpu().numpy())
 
     def truncate(self, n: int) -> None:
+        if self._tree_start is not None:  # a tree pass not followed by keep_path
+            self._tree_start = None
         if n >= self._n_cached:
             return
         if n == 0:
@@ -211,6 +214,58 @@ class TorchModel:
             # transformers 5.x: a negative count removes that many tokens from the end
             self._cache.crop(n - self._n_cached)
         self._n_cached = n
+
+    def extend_tree(
+        self, ids: Sequence[int], parents: Sequence[int], n_skip: int
+    ) -> tuple[np.ndarray, list[bool]]:
+        """One forward pass with a 4-D attention mask (each token sees the cache and its
+        ancestors) and positions by depth."""
+        torch = self._torch
+        n = len(ids)
+        if self._n_cached + n > self.n_ctx:
+            raise BackendError(
+                f"context full ({self.n_ctx} tokens) — shorten the prompt or lower n-predict"
+            )
+        sees = torch.zeros((n, n), dtype=torch.bool)
+        depths = [0] * n
+        for i in range(n):
+            if i > 0:
+                sees[i] = sees[parents[i]]
+                depths[i] = depths[parents[i]] + 1
+            sees[i, i] = True
+        past = self._n_cached
+        allowed = torch.cat([torch.ones((n, past), dtype=torch.bool), sees], dim=1)
+        dtype = self.model.dtype
+        mask = torch.zeros((1, 1, n, past + n), dtype=dtype)
+        mask.masked_fill_(~allowed, torch.finfo(dtype).min)
+        positions = torch.tensor([[past + d for d in depths]], device=self.device)
+        input_ids = torch.tensor([list(ids)], dtype=torch.long, device=self.device)
+        with torch.inference_mode():
+            out = self.model(
+                input_ids=input_ids,
+                attention_mask=mask.to(self.device),
+                position_ids=positions,
+                past_key_values=self._cache,
+                use_cache=True,
+                logits_to_keep=n - n_skip,
+            )
+        self._cache = out.past_key_values
+        self._tree_start = past
+        self._n_cached = past + n
+        rows = np.asarray(out.logits[0, -(n - n_skip):].float().cpu().numpy())
+        return rows, [False] * (n - n_skip)
+
+    def keep_path(self, path: Sequence[int]) -> None:
+        """Keeps exactly the path: the cache's tensors are re-indexed, nothing is recomputed."""
+        if self._tree_start is None:
+            raise BackendError("keep_path needs a tree pass first")
+        past = self._tree_start
+        keep = self._torch.tensor([*range(past), *(past + i for i in path)], device=self.device)
+        for layer in self._cache.layers:
+            layer.keys = layer.keys.index_select(-2, keep)
+            layer.values = layer.values.index_select(-2, keep)
+        self._n_cached = past + len(path)
+        self._tree_start = None
 
     def reference_generate(
         self, prompt_ids: Sequence[int], n_new: int, assistant: object | None = None

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 import numpy as np
 
 from app.engine.protocol import LanguageModel
-from app.engine.sampling import SamplingParams, choose, finite_logits, fit_width, process
+from app.engine.sampling import SamplingParams, choose, draw, finite_logits, fit_width, process
+from app.engine.tree import DraftTree, TreeBuilder, without_earlier_siblings
 
 
 @dataclass
@@ -30,6 +31,16 @@ class Draft:
 EMPTY_DRAFT = Draft([], None)
 
 
+@dataclass(frozen=True)
+class TreeShape:
+    """How wide a draft tree may grow: children per node, nodes per pass, and (for a draft
+    model) how likely a further candidate must be to get a branch (llama.cpp's p-split)."""
+
+    width: int = 1
+    max_nodes: int = 16
+    p_split: float = 0.1
+
+
 class Drafter(Protocol):
     name: str
     # seconds one drafted token costs, for the adaptive controller before it has measured
@@ -45,6 +56,17 @@ class Drafter(Protocol):
     ) -> Draft: ...
 
     def reset(self) -> None: ...
+
+
+@runtime_checkable
+class TreeDrafter(Drafter, Protocol):
+    def propose_tree(
+        self, context: list[int], depth: int, shape: TreeShape, params: SamplingParams,
+        rng: np.random.Generator,
+    ) -> DraftTree:
+        """Up to `depth` tokens deep, branching where the guess is unsure; the first path is
+        what propose() would have drafted."""
+        ...
 
 
 def common_prefix(a: list[int], b: list[int]) -> int:
@@ -121,6 +143,43 @@ class ModelDrafter:
             self._cached.append(token)
         return Draft(tokens, np.stack(rows))
 
+    def propose_tree(
+        self, context: list[int], depth: int, shape: TreeShape, params: SamplingParams,
+        rng: np.random.Generator,
+    ) -> DraftTree:
+        """The chain, plus sibling leaves beside each chain token where the draft gave
+        another candidate at least p_split (siblings cost no draft passes)."""
+        chain = self.propose(context, min(depth, shape.max_nodes), params, rng)
+        builder = TreeBuilder(shape.width, shape.max_nodes)
+        rows = chain.q_rows if chain.q_rows is not None else np.zeros((0, 0))
+        for level, token in enumerate(chain.tokens):
+            builder.add(level - 1, token, rows[level])
+        for level, token in enumerate(chain.tokens):
+            drawn = [token]
+            while not builder.full:
+                sibling = _another_candidate(rows[level], drawn, shape.p_split, params, rng)
+                if sibling is None or builder.add(level - 1, sibling, rows[level]) is None:
+                    break
+                drawn.append(sibling)
+        return builder.tree()
+
+
+def _another_candidate(
+    q: np.ndarray, drawn: list[int], p_split: float, params: SamplingParams,
+    rng: np.random.Generator,
+) -> int | None:
+    """One more candidate for a position, or None when the draft is sure enough. Whether to
+    branch is decided before the draw (from the tokens not drawn yet), and the candidate is
+    then drawn from q without the earlier ones: the row the verdict will test it against."""
+    rest = q.copy()
+    rest[drawn] = 0.0
+    best = int(np.argmax(rest))
+    if rest[best] < p_split:
+        return None
+    if params.greedy:
+        return best
+    return draw(without_earlier_siblings(q, drawn), rng)
+
 
 _KEEP_OCCURRENCES = 8
 _AGREEMENT_WINDOW = 64
@@ -169,6 +228,36 @@ class NgramDrafter:
                 return best + n
         return None
 
+    def ranked_matches(self, context: list[int]) -> list[int]:
+        """Starts of every remembered continuation, best first: longer n-grams first, then
+        by agreement before the occurrence, the latest first among equals."""
+        self._update(context)
+        ranked: list[int] = []
+        for n in range(min(self.n_max, len(context) - 1), self.n_min - 1, -1):
+            starts = self._index[n].get(tuple(context[-n:]), [])
+            by_agreement = sorted(reversed(starts), key=lambda s: -_agreement(context, s, n))
+            ranked.extend(s + n for s in by_agreement if s + n not in ranked)
+        return ranked
+
+    def propose_tree(
+        self, context: list[int], depth: int, shape: TreeShape, params: SamplingParams,
+        rng: np.random.Generator,
+    ) -> DraftTree:
+        """The continuations of several matches merged into a trie, best match first."""
+        builder = TreeBuilder(shape.width, shape.max_nodes)
+        for start in self.ranked_matches(context):
+            parent = -1
+            for token in context[start : start + depth]:
+                node = builder.child(parent, token)
+                if node is None:
+                    node = builder.add(parent, token, None)
+                if node is None:
+                    break
+                parent = node
+            if builder.full:
+                break
+        return builder.tree()
+
     def _update(self, context: list[int]) -> None:
         if common_prefix(self._seen, context) < len(self._seen):
             self.reset()
@@ -215,3 +304,12 @@ class HybridDrafter:
         if draft.tokens:
             return draft
         return self.model_drafter.propose(context, k, params, rng)
+
+    def propose_tree(
+        self, context: list[int], depth: int, shape: TreeShape, params: SamplingParams,
+        rng: np.random.Generator,
+    ) -> DraftTree:
+        tree = self.ngram.propose_tree(context, depth, shape, params, rng)
+        if len(tree):
+            return tree
+        return self.model_drafter.propose_tree(context, depth, shape, params, rng)

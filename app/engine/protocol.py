@@ -55,6 +55,22 @@ class LanguageModel(Protocol):
         """Roll the cache back to its first n tokens."""
         ...
 
+    def extend_tree(
+        self, ids: Sequence[int], parents: Sequence[int], n_skip: int
+    ) -> tuple[np.ndarray, list[bool]]:
+        """Append a tree of tokens in one pass: ids[0] follows the cached tokens, ids[i]'s
+        parent is ids[parents[i]] (parents come first; parents[0] == -1); each token sees
+        only its ancestors. Returns logits for ids[n_skip:] and, per returned row, whether it
+        is bit-identical to plain one-token decoding (rows off the first path may be summed
+        in another order). Until keep_path, the cache holds the whole tree."""
+        ...
+
+    def keep_path(self, path: Sequence[int]) -> None:
+        """After extend_tree: keep the nodes of `path` (indexes into ids, a chain from 0) as
+        the continuation of the cache and drop the rest. A runtime may keep only a leading
+        part of the path (n_cached says how much); the caller sends the rest again."""
+        ...
+
     def close(self) -> None: ...
 
 

@@ -11,15 +11,18 @@ from typing import Any
 import numpy as np
 
 from app.engine.adaptive import DraftLengthController, VerifyCostCurve
-from app.engine.drafters import EMPTY_DRAFT, Draft, Drafter
+from app.engine.drafters import EMPTY_DRAFT, Draft, Drafter, TreeDrafter, TreeShape
 from app.engine.metrics import RunStats
 from app.engine.protocol import LanguageModel
 from app.engine.records import StepRecord
 from app.engine.sampling import SamplingParams, finite_logits, process
-from app.engine.speculative import verify
+from app.engine.speculative import Verdict, verify
+from app.engine.tree import DraftTree, verify_tree
 from app.errors import SettingsError
 
 MAX_DRAFT = 256
+MAX_TREE_NODES = 32
+MAX_TREE_WIDTH = 8
 
 
 @dataclass
@@ -31,6 +34,13 @@ class DecodeConfig:
     adaptive: bool = False
     sampling: SamplingParams = field(default_factory=SamplingParams)
     stop_at_eos: bool = True
+    tree_width: int = 1  # children a draft node may have; 1 drafts a chain
+    tree_nodes: int = 16  # draft nodes per pass at most, in a tree
+    draft_p_split: float = 0.1  # a draft model branches where another candidate has this
+
+    @property
+    def tree_shape(self) -> TreeShape:
+        return TreeShape(self.tree_width, self.tree_nodes, self.draft_p_split)
 
     def validate(self) -> None:
         if self.n_predict <= 0:
@@ -47,6 +57,17 @@ class DecodeConfig:
             )
         if not 0.0 <= self.draft_p_min < 1.0:
             raise SettingsError(f"draft-p-min must be in [0, 1) (got {self.draft_p_min})")
+        if not 1 <= self.tree_width <= MAX_TREE_WIDTH:
+            raise SettingsError(
+                f"tree-width must be between 1 (a chain) and {MAX_TREE_WIDTH} "
+                f"(got {self.tree_width}); 2-3 is typical"
+            )
+        if not 1 <= self.tree_nodes <= MAX_TREE_NODES:
+            raise SettingsError(
+                f"tree-nodes must be between 1 and {MAX_TREE_NODES} (got {self.tree_nodes})"
+            )
+        if not 0.0 <= self.draft_p_split < 1.0:
+            raise SettingsError(f"draft-p-split must be in [0, 1) (got {self.draft_p_split})")
         self.sampling.validate()
 
 
@@ -133,13 +154,18 @@ class Session:
         k = 0
         if self.drafter is not None:
             k = self.controller.next_k(remaining, self.drafter.source_for(context))
+        tree_drafter = self._tree_drafter()
+        if tree_drafter is not None and k > 0:
+            tree = tree_drafter.propose_tree(context, k, self.config.tree_shape, params, self.rng)
+            return self._tree_step(context, tree.limited_to_depth(remaining - 1), index, t0)
         draft = EMPTY_DRAFT
         if self.drafter is not None and k > 0:
             draft = self.drafter.propose(context, k, params, self.rng)
         draft_tokens = draft.tokens[: max(0, remaining - 1)]
+        pending = context[self.target.n_cached :]
         t1 = time.perf_counter()
         logits = finite_logits(
-            self.target.extend([context[-1], *draft_tokens], len(draft_tokens) + 1),
+            self.target.extend([*pending, *draft_tokens], len(draft_tokens) + 1),
             self.target.name,
         )
         t2 = time.perf_counter()
@@ -152,13 +178,48 @@ class Session:
         )
         n_accepted = len(verdict.emitted) - 1
         self.target.truncate(len(context) + n_accepted)
+        return self._finish_step(context, verdict, index, len(draft_tokens),
+                                 len(pending) + len(draft_tokens), (t0, t1, t2))
+
+    def _tree_drafter(self) -> TreeDrafter | None:
+        if self.config.tree_width > 1 and isinstance(self.drafter, TreeDrafter):
+            return self.drafter
+        return None
+
+    def _tree_step(self, context: list[int], tree: DraftTree, index: int, t0: float) -> StepRecord:
+        """One pass over every node of the tree (after any committed tokens the cache lacks);
+        the cache then keeps the accepted path."""
+        params = self.config.sampling
+        pending = context[self.target.n_cached :]
+        offset = len(pending)
+        ids = [*pending, *tree.tokens]
+        parents = [*range(-1, offset - 1),
+                   *(offset - 1 if p < 0 else offset + p for p in tree.parents)]
+        t1 = time.perf_counter()
+        logits, exact = self.target.extend_tree(ids, parents, offset - 1)
+        logits = finite_logits(logits, self.target.name)
+        t2 = time.perf_counter()
+        verdict = verify_tree(
+            tree, _LazyRows(logits, params), params, self.rng, self.target.token_text,
+            start_pos=len(self.output_ids), exact_rows=exact,
+        )
+        # the cache never holds the last emitted token: the next pass starts from it
+        kept = verdict.path[: len(verdict.emitted) - 1]
+        self.target.keep_path([*range(offset), *(offset + i for i in kept)])
+        return self._finish_step(context, verdict, index, len(tree), len(ids), (t0, t1, t2))
+
+    def _finish_step(
+        self, context: list[int], verdict: Verdict, index: int, k: int, n_pass: int,
+        times: tuple[float, float, float],
+    ) -> StepRecord:
         emitted, origins = self._cut_at_eos(verdict.emitted, verdict.origins)
         context.extend(emitted)
         self.output_ids.extend(emitted)
+        t0, t1, t2 = times
         t3 = time.perf_counter()
         return StepRecord(
             index=index,
-            k=len(draft_tokens),
+            k=k,
             tokens=verdict.records,
             emitted=emitted,
             emitted_text=[self.target.token_text(t) for t in emitted],
@@ -166,7 +227,8 @@ class Session:
             t_draft=t1 - t0,
             t_verify=t2 - t1,
             t_overhead=t3 - t2,
-            drafter=self.drafter.name if self.drafter and draft_tokens else "",
+            drafter=self.drafter.name if self.drafter and k else "",
+            pass_tokens=n_pass if n_pass != k + 1 else 0,
         )
 
     def _cut_at_eos(self, emitted: list[int], origins: list[str]) -> tuple[list[int], list[str]]:
@@ -185,9 +247,12 @@ class _LazyRows:
     def __init__(self, logits: np.ndarray, params: SamplingParams) -> None:
         self._logits = logits
         self._params = params
+        self._rows: dict[int, np.ndarray] = {}
 
     def __getitem__(self, i: int, /) -> np.ndarray:
-        return process(self._logits[i], self._params)
+        if i not in self._rows:
+            self._rows[i] = process(self._logits[i], self._params)
+        return self._rows[i]
 
 
 class _LazyDraftRows:

@@ -235,7 +235,7 @@ def iter_token_rows(steps: list[StepRecord]) -> Iterator[dict[str, Any]]:
                 "p": t.p,
                 "p_over_q": t.ratio,
                 "u": "" if t.u is None else t.u,
-                "accepted": int(t.accepted),
+                "accepted": "" if t.accepted is None else int(t.accepted),
                 "replacement": "" if t.replacement is None else t.replacement,
                 "replacement_text": t.replacement_text or "",
                 "t_draft": step.t_draft,

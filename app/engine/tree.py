@@ -26,7 +26,7 @@ from app.engine.records import (
     ORIGIN_REPLACEMENT,
     TokenRecord,
 )
-from app.engine.sampling import SamplingParams, choose, draw
+from app.engine.sampling import SamplingParams, choose, fit_width
 from app.engine.speculative import Rows, Verdict, make_record, residual_distribution
 
 TokenText = Callable[[int], str]
@@ -75,9 +75,56 @@ class DraftTree:
             n += 1
         return n
 
-    def truncated(self, n: int) -> DraftTree:
-        """The first n nodes (parents come first, so still a tree)."""
-        return DraftTree(self.tokens[:n], self.parents[:n], self.q_rows[:n])
+    def limited_to_depth(self, max_depth: int) -> DraftTree:
+        """The nodes at most max_depth deep (the order, and so the first path, is kept)."""
+        depths = self.depths()
+        new_index: dict[int, int] = {-1: -1}
+        tokens: list[int] = []
+        parents: list[int] = []
+        rows: list[np.ndarray | None] = []
+        for i, depth in enumerate(depths):
+            if depth <= max_depth:
+                new_index[i] = len(tokens)
+                tokens.append(self.tokens[i])
+                parents.append(new_index[self.parents[i]])
+                rows.append(self.q_rows[i])
+        return DraftTree(tokens, parents, rows)
+
+
+class TreeBuilder:
+    """Grows a DraftTree node by node within a node budget, keeping its order rules."""
+
+    def __init__(self, width: int, max_nodes: int) -> None:
+        self.width = width
+        self.max_nodes = max_nodes
+        self.tokens: list[int] = []
+        self.parents: list[int] = []
+        self.q_rows: list[np.ndarray | None] = []
+
+    @property
+    def full(self) -> bool:
+        return len(self.tokens) >= self.max_nodes
+
+    def n_children(self, parent: int) -> int:
+        return sum(1 for p in self.parents if p == parent)
+
+    def child(self, parent: int, token: int) -> int | None:
+        for i, p in enumerate(self.parents):
+            if p == parent and self.tokens[i] == token:
+                return i
+        return None
+
+    def add(self, parent: int, token: int, q_row: np.ndarray | None) -> int | None:
+        """Add a child unless the budget or the parent's width is spent; its index or None."""
+        if self.full or self.n_children(parent) >= self.width:
+            return None
+        self.tokens.append(token)
+        self.parents.append(parent)
+        self.q_rows.append(q_row)
+        return len(self.tokens) - 1
+
+    def tree(self) -> DraftTree:
+        return DraftTree(self.tokens, self.parents, self.q_rows)
 
 
 def without_earlier_siblings(q: np.ndarray, earlier: Sequence[int]) -> np.ndarray:
@@ -87,7 +134,7 @@ def without_earlier_siblings(q: np.ndarray, earlier: Sequence[int]) -> np.ndarra
     rest = q.copy()
     rest[list(earlier)] = 0.0
     total = rest.sum()
-    return rest / total if total > 0 else rest
+    return np.asarray(rest / total) if total > 0 else rest
 
 
 def one_hot(token: int, vocab: int) -> np.ndarray:
@@ -174,7 +221,10 @@ def _judge_children(
     for child in children:
         token = tree.tokens[child]
         base = tree.q_rows[child]
-        q = one_hot(token, p.shape[0]) if base is None else without_earlier_siblings(base, drawn)
+        if base is None:
+            q = one_hot(token, p.shape[0])
+        else:  # over the target's width when the vocabularies differ by padding
+            q = without_earlier_siblings(fit_width(base, p.shape[0]), drawn)
         record = make_record(pos, token, p, q, text_of, top_n)
         records[child] = last = record
         if params.greedy:
