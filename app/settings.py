@@ -50,6 +50,8 @@ class DecodeChoices:
     draft_max: int = 8
     draft_min: int = 0
     adaptive: bool = False
+    tree_width: int = 1
+    tree_nodes: int = 16
     p_min: float = 0.0
     temperature: float = 0.0
     top_k: int = 0

@@ -22,7 +22,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.engine.sampling import SamplingParams
-from app.engine.session import MAX_DRAFT, DecodeConfig
+from app.engine.session import MAX_DRAFT, MAX_TREE_NODES, MAX_TREE_WIDTH, DecodeConfig
 from app.settings import DecodeChoices
 
 
@@ -65,6 +65,11 @@ class DecodePanel(QGroupBox):
         self.p_min = _dspin(0.0, 0.99, 0.0, 0.05, 2,
                             "stop drafting when the draft's own probability drops below this",
                             special="off")
+        self.tree_width = _spin(1, MAX_TREE_WIDTH, 1,
+                                "children a draft node may have: 1 drafts a chain, 2-3 "
+                                "branch where the draft is unsure (k stays the depth)",
+                                special="1 (chain)")
+        self.tree_nodes = _spin(1, MAX_TREE_NODES, 16, "draft nodes per verify pass at most")
         self.temperature = _dspin(0.0, 5.0, 0.0, 0.1, 2, "0 = greedy", special="0 (greedy)")
         self.top_k = _spin(0, 100000, 0, "keep the k most likely tokens (0 = off)", "off")
         self.top_p = _dspin(0.01, 1.0, 1.0, 0.05, 2, "nucleus: keep tokens up to this mass")
@@ -82,6 +87,7 @@ class DecodePanel(QGroupBox):
         rows = (
             ("draft max k", self.draft_max, "min", self.draft_min),
             (None, self.adaptive, "p-min", self.p_min),
+            ("tree width", self.tree_width, "nodes", self.tree_nodes),
             ("temperature", self.temperature, "seed", self.seed),
             ("top-k", self.top_k, "top-p", self.top_p),
             ("max new", self.max_new, None, None),
@@ -130,6 +136,8 @@ class DecodePanel(QGroupBox):
             draft_min=self.draft_min.value(),
             draft_p_min=self.p_min.value(),
             adaptive=self.adaptive.isChecked(),
+            tree_width=self.tree_width.value(),
+            tree_nodes=self.tree_nodes.value(),
             sampling=SamplingParams(
                 temperature=self.temperature.value(),
                 top_k=self.top_k.value(),
@@ -145,6 +153,8 @@ class DecodePanel(QGroupBox):
             draft_max=self.draft_max.value(),
             draft_min=self.draft_min.value(),
             adaptive=self.adaptive.isChecked(),
+            tree_width=self.tree_width.value(),
+            tree_nodes=self.tree_nodes.value(),
             p_min=self.p_min.value(),
             temperature=self.temperature.value(),
             top_k=self.top_k.value(),
@@ -160,6 +170,8 @@ class DecodePanel(QGroupBox):
         self.draft_max.setValue(c.draft_max)
         self.draft_min.setValue(c.draft_min)
         self.adaptive.setChecked(c.adaptive)
+        self.tree_width.setValue(c.tree_width)
+        self.tree_nodes.setValue(c.tree_nodes)
         self.p_min.setValue(c.p_min)
         self.temperature.setValue(c.temperature)
         self.top_k.setValue(c.top_k)

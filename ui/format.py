@@ -36,6 +36,9 @@ def step_summary(step: StepRecord, total: int | None = None) -> str:
     of = f" / {total}" if total else ""
     if step.k == 0:
         head = f"Step {step.index + 1}{of} · plain (no draft)"
+    elif step.is_tree:
+        head = (f"Step {step.index + 1}{of} · tree of {step.k} nodes, depth "
+                f"{step.draft_depth} · path of {step.n_accepted}")
     else:
         head = f"Step {step.index + 1}{of} · k = {step.k} · accepted {step.n_accepted}"
     return (

@@ -19,6 +19,7 @@ from PySide6.QtWidgets import (
     QPushButton,
     QSplitter,
     QTableView,
+    QTabWidget,
     QVBoxLayout,
     QWidget,
 )
@@ -28,6 +29,7 @@ from ui import format as fmt
 from ui.charts import style_legend
 from ui.step_table import StepTableModel
 from ui.theme import LIGHT, Colours
+from ui.tree_view import TreeView
 
 
 class StepInspector(QWidget):
@@ -51,6 +53,11 @@ class StepInspector(QWidget):
         self.next_button.clicked.connect(self.next_step)
         self.table = self._make_table()
         self.bars = _AlternativesChart()
+        self.tree = TreeView()
+        self.tree.node_clicked.connect(self.table.selectRow)
+        self.views = QTabWidget()
+        self.views.addTab(self.bars, "p vs q")
+        self.views.addTab(self.tree, "tree")
         top = QHBoxLayout()
         top.addWidget(self.header, 1)
         top.addWidget(self.prev_button)
@@ -58,7 +65,7 @@ class StepInspector(QWidget):
         split = QSplitter(Qt.Orientation.Vertical)
         split.setObjectName("inspector_split")
         split.addWidget(self.table)
-        split.addWidget(self.bars)
+        split.addWidget(self.views)
         split.setSizes([220, 200])
         self.splitter = split
         layout = QVBoxLayout(self)
@@ -83,6 +90,7 @@ class StepInspector(QWidget):
     def set_colours(self, colours: Colours) -> None:
         self._colours = colours
         self.bars.set_colours(colours)
+        self.tree.set_colours(colours)
         self.show_step(self.index)
 
     # --- navigation ---------------------------------------------------------------------
@@ -92,6 +100,7 @@ class StepInspector(QWidget):
         self._follow = True
         self.model.set_step(None)
         self.bars.show_record(None, None)
+        self.tree.show_step(None)
         self.header.setText("No step selected — run a prompt, then click a token or use ←/→")
         self._update_buttons()
 
@@ -139,10 +148,12 @@ class StepInspector(QWidget):
         selection.blockSignals(True)
         model.set_step(step)
         table.resizeColumnsToContents()
-        rejected = next((i for i, r in enumerate(step.tokens) if not r.accepted), None)
+        rejected = next((i for i, r in enumerate(step.tokens) if r.accepted is False), None)
         if model.rows:
             table.selectRow(rejected if rejected is not None else 0)
         selection.blockSignals(False)
+        if step.is_tree and self.views.currentWidget() is self.bars and self._follow:
+            self.views.setCurrentWidget(self.tree)
         self._row_selected()
 
     def row_texts(self) -> list[list[str]]:
@@ -156,12 +167,14 @@ class StepInspector(QWidget):
     def _row_selected(self) -> None:
         if not 0 <= self.index < len(self.steps):
             self.bars.show_record(None, None)
+            self.tree.show_step(None)
             return
         step = self.steps[self.index]
         rows = self.table.selectionModel().selectedRows()
         row = rows[0].row() if rows else -1
         record = step.tokens[row] if 0 <= row < len(step.tokens) else None
         self.bars.show_record(record, step)
+        self.tree.show_step(step, row if record is not None else None)
 
 
 class _AlternativesChart(pg.PlotWidget):

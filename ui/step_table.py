@@ -110,7 +110,7 @@ class StepTableModel(QAbstractTableModel):
             (fmt.prob(r.p), r.p),
             (fmt.prob(r.acceptance_chance), r.acceptance_chance),
             (fmt.prob(r.u) if r.u is not None else "—", r.u),
-            ("✓ accepted" if r.accepted else "✗ rejected", r.accepted),
+            (_decision(r), r.accepted),
             (replacement, r.replacement),
         )[column]
 
@@ -119,8 +119,17 @@ class StepTableModel(QAbstractTableModel):
         if r is None:
             bonus = row.origin == ORIGIN_BONUS and column >= COL_DECISION
             return c.bonus_bg if bonus else ""
-        if column == COL_DECISION:
+        if column == COL_DECISION and r.accepted is not None:
             return c.accepted_bg if r.accepted else c.replacement_bg
         if column == COL_REPLACEMENT and r.replacement is not None:
             return c.replacement_bg
         return ""
+
+
+def _decision(r: TokenRecord) -> str:
+    if r.accepted is None:
+        return "· untested"
+    text = "✓ accepted" if r.accepted else "✗ rejected"
+    if r.depth is not None:
+        text += f" (depth {r.depth})"
+    return text

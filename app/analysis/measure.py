@@ -50,14 +50,23 @@ Cancelled = Callable[[], bool]
 def side_by_side(pair: LoadedPair, config: DecodeConfig, encoded: list[list[int]],
                  rounds: int, cancelled: Cancelled = lambda: False) -> tuple[Tally, Tally]:
     """Plain and speculative runs of every prompt, alternating which goes first each round."""
-    plain, spec = Tally(), Tally()
+    plain, spec = alternating(pair, [(True, config), (False, config)], encoded, rounds,
+                              cancelled)
+    return plain, spec
+
+
+def alternating(pair: LoadedPair, runs: list[tuple[bool, DecodeConfig]],
+                encoded: list[list[int]], rounds: int,
+                cancelled: Cancelled = lambda: False) -> list[Tally]:
+    """Each (plain?, config) run on every prompt, the order reversed every other round."""
+    tallies = [Tally() for _ in runs]
     for round_index in range(rounds):
         for prompt_ids in encoded:
-            order = [(True, plain), (False, spec)]
+            order = list(zip(runs, tallies, strict=True))
             if round_index % 2:
                 order.reverse()
-            for is_plain, tally in order:
+            for (is_plain, run_config), tally in order:
                 if cancelled():
-                    return plain, spec
-                timed_run(pair, config, prompt_ids, is_plain, tally)
-    return plain, spec
+                    return tallies
+                timed_run(pair, run_config, prompt_ids, is_plain, tally)
+    return tallies

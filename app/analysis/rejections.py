@@ -24,8 +24,9 @@ ENTROPY_BINS = 6
 
 
 def judged_tokens(steps: list[StepRecord]) -> Iterator[TokenRecord]:
+    """Draft tokens that were tested (a tree's untested nodes are left out)."""
     for step in steps:
-        yield from step.tokens
+        yield from (t for t in step.tokens if t.accepted is not None)
 
 
 def token_class(text: str) -> str:
@@ -118,7 +119,7 @@ def acceptance_by_entropy(cal: Calibration, bins: int = ENTROPY_BINS) -> list[En
 def acceptance_by_class(steps: list[StepRecord]) -> dict[str, Rate]:
     rates = {name: Rate() for name in CLASSES}
     for t in judged_tokens(steps):
-        rates[token_class(t.text)].add(t.accepted)
+        rates[token_class(t.text)].add(bool(t.accepted))
     return {name: rate for name, rate in rates.items() if rate.judged}
 
 

@@ -7,9 +7,10 @@ import argparse
 import json
 import sys
 import time
+from dataclasses import replace
 from typing import Any
 
-from app.analysis.measure import Tally, side_by_side, timed_run
+from app.analysis.measure import Tally, alternating, timed_run
 from app.cli.options import decode_config, model_spec, self_draft_layers
 from app.engine.protocol import EarlyExitModel, ReferenceGenerator
 from app.engine.session import DecodeConfig
@@ -120,8 +121,13 @@ def bench_pair(pair: LoadedPair, config: DecodeConfig, encoded: list[list[int]],
                args: argparse.Namespace) -> dict[str, Any]:
     """Plain and speculative runs alternating over the prompts; the side-by-side report."""
     build_session(pair, config)  # calibrate once, outside the timed runs
-    plain, spec = side_by_side(pair, config, encoded, args.rounds)
+    runs = [(True, config), (False, config)]
+    if config.tree_width > 1:  # a tree is measured beside the chain of the same depth
+        runs.append((False, replace(config, tree_width=1)))
+    plain, spec, *chain = alternating(pair, runs, encoded, args.rounds)
     report = bench_report(plain, spec, config)
+    if chain:
+        report.update(chain_report(plain, chain[0]))
     if args.compare_hf:
         report.update(compare_hf(pair, encoded, config, args.rounds))
     report["backend"] = pair.target.backend
@@ -187,7 +193,20 @@ def bench_report(plain: Tally, spec: Tally, config: DecodeConfig) -> dict[str, A
         "t_overhead_per_step": stats.t_overhead / max(stats.steps, 1),
         "adaptive": config.adaptive,
         "draft_max": config.draft_max,
+        "tree_width": config.tree_width,
+        "tree_nodes": config.tree_nodes if config.tree_width > 1 else 0,
         "temperature": config.sampling.temperature,
+    }
+
+
+def chain_report(plain: Tally, chain: Tally) -> dict[str, Any]:
+    """The chain of the same depth, run beside a tree."""
+    return {
+        "chain_tok_s": chain.tok_s,
+        "chain_speedup": chain.tok_s / plain.tok_s if plain.tok_s else 0.0,
+        "chain_tokens_per_pass": chain.stats.tokens_per_pass,
+        "chain_acceptance": chain.stats.acceptance,
+        "chain_identical": plain.outputs == chain.outputs,
     }
 
 
@@ -235,8 +254,14 @@ def print_report(report: dict[str, Any]) -> None:
         f"{'time/step d/v/engine':>22}  {1000 * report['t_draft_per_step']:.1f} / "
         f"{1000 * report['t_verify_per_step']:.1f} / {1000 * report['t_overhead_per_step']:.1f}"
         f" ms (plain step {1000 * report['t_target_step']:.1f} ms)",
+        f"{'tokens per pass':>22}  {report['tokens_per_pass']:8.2f}",
         f"{'greedy identical':>22}  {report['identical']}",
     ]
+    if "chain_tok_s" in report:
+        lines.append(f"{'chain, same depth':>22}  {report['chain_tok_s']:8.2f} tok/s "
+                     f"({report['chain_speedup']:.2f}x), {report['chain_tokens_per_pass']:.2f} "
+                     f"tokens per pass (tree: width {report['tree_width']}, "
+                     f"{report['tree_nodes']} nodes at most)")
     if "hf_assisted_speedup" in report:
         lines.append(f"{'transformers assisted':>22}  {report['hf_assisted_speedup']:8.2f}x "
                      f"({report['hf_plain_tok_s']:.2f} -> {report['hf_assisted_tok_s']:.2f} "

@@ -44,6 +44,13 @@ def add_decode_flags(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--draft-min", type=int, default=0)
     g.add_argument("--draft-p-min", type=float, default=None,
                    help="stop drafting when the draft's own probability falls below this")
+    g.add_argument("--tree-width", type=int, default=1,
+                   help="children a draft node may have (1 = a chain); --draft-max stays "
+                        "the depth")
+    g.add_argument("--tree-nodes", type=int, default=16, help="draft nodes per pass at most")
+    g.add_argument("--draft-p-split", type=float, default=0.1,
+                   help="a draft model branches where another candidate has at least this "
+                        "probability")
     g.add_argument("--adaptive", action="store_true",
                    help="choose k from measured acceptance and verify cost; plain when none pays")
     g.add_argument("--temp", "--temperature", dest="temp", type=float, default=0.0,
@@ -108,6 +115,8 @@ def decode_config(args: argparse.Namespace) -> DecodeConfig:
     config = DecodeConfig(
         n_predict=args.n_predict, draft_max=draft_max, draft_min=args.draft_min,
         draft_p_min=args.draft_p_min or 0.0, adaptive=args.adaptive,
+        tree_width=args.tree_width, tree_nodes=args.tree_nodes,
+        draft_p_split=args.draft_p_split,
         sampling=SamplingParams(temperature=args.temp, top_k=args.top_k, top_p=args.top_p,
                                 min_p=args.min_p, seed=args.seed),
     )
