@@ -33,11 +33,26 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--out", default=str(ROOT / "assets" / "screenshot.png"))
     parser.add_argument("--tokens", type=int, default=160)
     parser.add_argument("--draft-max", type=int, default=6)
+    parser.add_argument("--tree-width", type=int, default=1,
+                        help="draft a tree; the shot shows a step whose path left the first "
+                             "path, in the inspector's tree tab")
     parser.add_argument("--theme", default="light", choices=("light", "dark", "system"))
     parser.add_argument("--dark", action="store_true", help="also write <out>-dark.png")
     parser.add_argument("--width", type=int, default=1600)
     parser.add_argument("--height", type=int, default=1000)
     return parser.parse_args(argv)
+
+
+def pick_tree_step(window: MainWindow) -> int | None:
+    """A tree step whose accepted path goes through a sibling, else any tree step."""
+    steps = [s for s in window.run.steps if s.is_tree]
+    for step in steps:
+        firsts: dict[int | None, int] = {}
+        for i, t in enumerate(step.tokens):
+            firsts.setdefault(t.parent, i)
+            if t.accepted and firsts[t.parent] != i and len(step.tokens) >= 5:
+                return step.index
+    return steps[len(steps) // 2].index if steps else None
 
 
 def pick_rejection_step(window: MainWindow) -> int:
@@ -77,6 +92,7 @@ def main(argv: list[str] | None = None) -> int:
         panel.chat.setChecked(False)
         panel.max_new.setValue(args.tokens)
         panel.draft_max.setValue(args.draft_max)
+        panel.tree_width.setValue(args.tree_width)
         panel.temperature.setValue(0.0)
         panel.compare.setChecked(True)
         window.resize(args.width, args.height)
@@ -90,8 +106,11 @@ def main(argv: list[str] | None = None) -> int:
                 raise RuntimeError("the run did not finish in 15 minutes")
             if errors:
                 raise RuntimeError(errors[0])
-            step = pick_rejection_step(window)
+            tree_step = pick_tree_step(window) if args.tree_width > 1 else None
+            step = tree_step if tree_step is not None else pick_rejection_step(window)
             window.select_step(step)
+            if tree_step is not None:
+                window.inspector.views.setCurrentWidget(window.inspector.tree)
             wait_until(lambda: False, 0.5)
             out = Path(args.out)
             out.parent.mkdir(parents=True, exist_ok=True)
