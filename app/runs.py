@@ -52,7 +52,8 @@ def build_drafter(pair: LoadedPair, config: DecodeConfig) -> Drafter | None:
     """A fresh drafter for one run (drafters keep per-run state), or None for plain decoding."""
     if pair.draft is not None:
         drafter = ModelDrafter(pair.draft, p_min=config.draft_p_min, draft_min=config.draft_min,
-                               target_vocab=pair.target.n_vocab)
+                               target_vocab=pair.target.n_vocab,
+                               with_hidden=bool(pair.spec.self_draft_layers))
         if pair.spec.self_draft_layers:
             drafter.name = self_draft_label(pair.spec.self_draft_layers)
         return HybridDrafter(drafter) if pair.spec.ngram else drafter
@@ -70,7 +71,7 @@ def build_self_drafter(pair: LoadedPair, n_layers: int, config: DecodeConfig) ->
     any loaded pair: torch shares the target's weights; llama.cpp loads a GGUF of its first
     blocks, written once. The early-exit model is kept with the pair and closed with it."""
     drafter = ModelDrafter(pair.self_draft(n_layers), p_min=config.draft_p_min,
-                           draft_min=config.draft_min)
+                           draft_min=config.draft_min, with_hidden=True)
     drafter.name = self_draft_label(n_layers)
     return drafter
 

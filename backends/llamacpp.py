@@ -261,7 +261,39 @@ class LlamaCppModel:
             ids = ids[self.n_batch :]
         return self._decode(ids, n_logits)
 
-    def _decode(self, ids: list[int], n_logits: int) -> np.ndarray:
+    @property
+    def n_embd(self) -> int:
+        return int(self._ll.llama_model_n_embd(self._model))
+
+    def extend_hidden(self, ids: Sequence[int], n_logits: int) -> tuple[np.ndarray, np.ndarray]:
+        """extend() with the context's embeddings switched on for the last chunk (pooling
+        none: one vector per token, the output of the final norm). llama.cpp then outputs
+        every token of the batch, so rows are read by batch index."""
+        ids = list(ids)
+        if self._n_cached + len(ids) > self.n_ctx:
+            raise BackendError(
+                f"context full ({self.n_ctx} tokens) — shorten the prompt or lower n-predict"
+            )
+        if len(ids) > self.n_batch:
+            self.extend(ids[: -self.n_batch], 0)
+            ids = ids[-self.n_batch :]
+        ll = self._ll
+        ll.llama_set_embeddings(self._ctx, True)
+        try:
+            self._decode(ids, n_logits, read=False)
+        finally:
+            ll.llama_set_embeddings(self._ctx, False)
+        n_embd = self.n_embd
+        logits = np.empty((n_logits, self.n_vocab), dtype=np.float32)
+        hidden = np.empty((n_logits, n_embd), dtype=np.float32)
+        for row, index in enumerate(range(len(ids) - n_logits, len(ids))):
+            logits[row] = np.ctypeslib.as_array(ll.llama_get_logits_ith(self._ctx, index),
+                                                shape=(self.n_vocab,))
+            hidden[row] = np.ctypeslib.as_array(ll.llama_get_embeddings_ith(self._ctx, index),
+                                                shape=(n_embd,))
+        return logits, hidden
+
+    def _decode(self, ids: list[int], n_logits: int, read: bool = True) -> np.ndarray:
         batch = self._batch
         n = len(ids)
         first_output = n - n_logits
@@ -278,7 +310,7 @@ class LlamaCppModel:
                 f"llama_decode failed (status {status}) — the context may be full or out of memory"
             )
         self._n_cached += n
-        if n_logits == 0:
+        if n_logits == 0 or not read:
             return np.zeros((0, self.n_vocab), dtype=np.float32)
         pointer = self._ll.llama_get_logits(self._ctx)
         return np.array(np.ctypeslib.as_array(pointer, shape=(n_logits, self.n_vocab)))

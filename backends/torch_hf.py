@@ -181,10 +181,25 @@ class TorchModel:
             messages, tokenize=False, add_generation_prompt=True
         ))
 
+    @property
+    def n_embd(self) -> int:
+        return int(self.model.config.hidden_size)
+
     def extend(self, ids: Sequence[int], n_logits: int) -> np.ndarray:
+        return self._forward(ids, n_logits, hidden=False)[0]
+
+    def extend_hidden(self, ids: Sequence[int], n_logits: int) -> tuple[np.ndarray, np.ndarray]:
+        logits, hidden = self._forward(ids, n_logits, hidden=True)
+        assert hidden is not None
+        return logits, hidden
+
+    def _forward(
+        self, ids: Sequence[int], n_logits: int, hidden: bool
+    ) -> tuple[np.ndarray, np.ndarray | None]:
         torch = self._torch
         if not ids:
-            return np.zeros((0, self.n_vocab), dtype=np.float32)
+            return (np.zeros((0, self.n_vocab), dtype=np.float32),
+                    np.zeros((0, self.n_embd), dtype=np.float32) if hidden else None)
         if self._n_cached + len(ids) > self.n_ctx:
             raise BackendError(
                 f"context full ({self.n_ctx} tokens) — shorten the prompt or lower n-predict"
@@ -196,12 +211,18 @@ class TorchModel:
                 past_key_values=self._cache,
                 use_cache=True,
                 logits_to_keep=max(1, n_logits),
+                output_hidden_states=hidden,
             )
         self._cache = out.past_key_values
         self._n_cached += len(ids)
+        states = None
+        if hidden:  # the last entry is after the final norm: what the output head reads
+            last = out.hidden_states[-1][0, len(ids) - n_logits:] if n_logits else None
+            states = (np.asarray(last.float().cpu().numpy()) if last is not None
+                      else np.zeros((0, self.n_embd), dtype=np.float32))
         if n_logits == 0:
-            return np.zeros((0, self.n_vocab), dtype=np.float32)
-        return np.asarray(out.logits[0, -n_logits:].float().cpu().numpy())
+            return np.zeros((0, self.n_vocab), dtype=np.float32), states
+        return np.asarray(out.logits[0, -n_logits:].float().cpu().numpy()), states
 
     def truncate(self, n: int) -> None:
         if self._tree_start is not None:  # a tree pass not followed by keep_path

@@ -7,7 +7,7 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
-from app.engine.protocol import LanguageModel
+from app.engine.protocol import HiddenStateModel, LanguageModel
 from app.engine.sampling import SamplingParams, choose, draw, finite_logits, fit_width, process
 from app.engine.tree import DraftTree, TreeBuilder, without_earlier_siblings
 
@@ -17,6 +17,9 @@ class Draft:
     tokens: list[int]
     # q_rows[i] is the distribution tokens[i] was drawn from; None means one-hot at tokens[i]
     q_rows: np.ndarray | None
+    # the draft model's raw logits and final hidden states per token, for hidden_cos
+    logits: np.ndarray | None = None
+    hidden: np.ndarray | None = None
 
     def q_row(self, i: int, vocab: int) -> np.ndarray:
         """q for tokens[i] over the target's `vocab` logit rows (the widths may differ by
@@ -91,8 +94,12 @@ class ModelDrafter:
         p_min: float = 0.0,
         draft_min: int = 0,
         target_vocab: int | None = None,
+        with_hidden: bool = False,
     ) -> None:
         self.model = model
+        # keep the draft's hidden states (comparable with the target's: a self-draft)
+        self.with_hidden = with_hidden and isinstance(model, HiddenStateModel)
+        self._last_hidden: np.ndarray | None = None
         self.width = min(model.n_vocab, target_vocab or model.n_vocab)
         self.name = f"draft model ({model.name})"
         self.p_min = p_min
@@ -107,6 +114,14 @@ class ModelDrafter:
         self.model.truncate(0)
         self._cached = []
 
+    def _extend_one(self, ids: list[int]) -> np.ndarray:
+        """The next-token logits after ids; the hidden state too when kept (_last_hidden)."""
+        if self.with_hidden and isinstance(self.model, HiddenStateModel):
+            logits, hidden = self.model.extend_hidden(ids, 1)
+            self._last_hidden = hidden[0]
+            return finite_logits(logits[0], self.model.name)
+        return finite_logits(self.model.extend(ids, 1)[0], self.model.name)
+
     def _sync(self, context: list[int]) -> np.ndarray | None:
         """Bring the draft's cache to context[:-1] + context[-1]; return the next-token logits,
         or None if the context holds an id only the target has (its vocabulary padding): the
@@ -115,7 +130,7 @@ class ModelDrafter:
         if max(context[keep:]) >= self.model.n_vocab:
             return None
         self.model.truncate(keep)
-        logits = finite_logits(self.model.extend(context[keep:], 1)[0], self.model.name)
+        logits = self._extend_one(context[keep:])
         self._cached = list(context)
         return logits
 
@@ -130,6 +145,8 @@ class ModelDrafter:
             return EMPTY_DRAFT
         tokens: list[int] = []
         rows: list[np.ndarray] = []
+        raw: list[np.ndarray] = []
+        states: list[np.ndarray] = []
         while True:
             q = process(logits[: self.width], params)
             token = choose(q, params, rng)
@@ -137,11 +154,17 @@ class ModelDrafter:
                 break
             tokens.append(token)
             rows.append(q)
+            raw.append(logits)
+            if self.with_hidden and self._last_hidden is not None:
+                states.append(self._last_hidden)
             if len(tokens) == k or token in self.model.eos_ids:
                 break
-            logits = finite_logits(self.model.extend([token], 1)[0], self.model.name)
+            logits = self._extend_one([token])
             self._cached.append(token)
-        return Draft(tokens, np.stack(rows))
+        if not tokens:
+            return EMPTY_DRAFT
+        return Draft(tokens, np.stack(rows), np.stack(raw),
+                     np.stack(states) if len(states) == len(tokens) else None)
 
     def propose_tree(
         self, context: list[int], depth: int, shape: TreeShape, params: SamplingParams,

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from app.engine.records import StepRecord
+from app.engine.similarity import roc_auc
 
 
 def expected_tokens_per_pass(alpha: float, k: float) -> float:
@@ -66,6 +67,8 @@ class RunStats:
     judged_at: list[int] = field(default_factory=list)
     accepted_at: list[int] = field(default_factory=list)
     accepted_length: Counter[int] = field(default_factory=Counter)
+    # (hidden_cos, accepted) of every judged draft token that has one
+    similarity: list[tuple[float, bool]] = field(default_factory=list)
 
     def add(self, step: StepRecord) -> None:
         self.steps += 1
@@ -92,6 +95,9 @@ class RunStats:
         for i, passed in enumerate(outcomes):
             self.judged_at[i] += 1
             self.accepted_at[i] += passed
+        self.similarity.extend(
+            (t.hidden_cos, bool(t.accepted)) for t in step.tokens if t.hidden_cos is not None
+        )
 
     @property
     def elapsed(self) -> float:
@@ -120,6 +126,14 @@ class RunStats:
     @property
     def tokens_per_pass(self) -> float:
         return self.emitted / self.steps if self.steps else 0.0
+
+    @property
+    def hidden_cos_auc(self) -> float | None:
+        """How well hidden_cos predicts acceptance (ROC AUC); None without both outcomes."""
+        if not self.similarity:
+            return None
+        scores, labels = zip(*self.similarity, strict=True)
+        return roc_auc(scores, labels)
 
     @property
     def mean_k(self) -> float:
@@ -164,6 +178,9 @@ class RunStats:
             "t_overhead": self.t_overhead,
             "expected_tokens_per_pass": expected_tokens_per_pass(self.alpha, k),
         }
+        auc = self.hidden_cos_auc
+        if auc is not None:
+            data["hidden_cos_auc"] = auc
         if t_target and self.spec_steps:
             c = self.draft_time_per_token / t_target
             data["t_target"] = t_target

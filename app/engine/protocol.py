@@ -98,3 +98,16 @@ class EarlyExitModel(Protocol):
     def early_exit(self, n_layers: int) -> LanguageModel:
         """The first n_layers decoder layers as a LanguageModel with its own KV cache."""
         ...
+
+
+@runtime_checkable
+class HiddenStateModel(Protocol):
+    """A runtime that returns, with the logits of a pass, the final hidden state of those
+    positions (after the final norm: the vector the output head reads)."""
+
+    @property
+    def n_embd(self) -> int: ...
+
+    def extend_hidden(self, ids: Sequence[int], n_logits: int) -> tuple[np.ndarray, np.ndarray]:
+        """As extend(), plus the hidden states (n_logits, n_embd) of the same rows."""
+        ...

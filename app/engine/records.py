@@ -44,6 +44,8 @@ class TokenRecord:
     # committed token) and the depth (1 for those children); None in chain steps
     parent: int | None = None
     depth: int | None = None
+    # draft/target similarity at this position (app.engine.similarity); None: not measured
+    hidden_cos: float | None = None
 
     @property
     def ratio(self) -> float:

@@ -16,6 +16,7 @@ from app.engine.metrics import RunStats
 from app.engine.protocol import LanguageModel
 from app.engine.records import StepRecord
 from app.engine.sampling import SamplingParams, finite_logits, process
+from app.engine.similarity import annotate, verify_pass
 from app.engine.speculative import Verdict, verify
 from app.engine.tree import DraftTree, verify_tree
 from app.errors import SettingsError
@@ -164,10 +165,9 @@ class Session:
         draft_tokens = draft.tokens[: max(0, remaining - 1)]
         pending = context[self.target.n_cached :]
         t1 = time.perf_counter()
-        logits = finite_logits(
-            self.target.extend([*pending, *draft_tokens], len(draft_tokens) + 1),
-            self.target.name,
-        )
+        raw, target_hidden = verify_pass(self.target, [*pending, *draft_tokens],
+                                         len(draft_tokens) + 1, draft.hidden is not None)
+        logits = finite_logits(raw, self.target.name)
         t2 = time.perf_counter()
         vocab = logits.shape[-1]
         p_rows = _LazyRows(logits, params)
@@ -176,6 +176,7 @@ class Session:
             draft_tokens, q_rows, p_rows, params, self.rng, self.target.token_text,
             start_pos=len(self.output_ids),
         )
+        annotate(verdict.records, draft.logits, draft.hidden, logits, target_hidden)
         n_accepted = len(verdict.emitted) - 1
         self.target.truncate(len(context) + n_accepted)
         return self._finish_step(context, verdict, index, len(draft_tokens),
