@@ -161,6 +161,8 @@ def test_bench_layer_sweep_json(deep_gguf, capsys):
         assert row["target_layers"] == 4 and row["identical"] is True
         assert {"acceptance", "tokens_per_pass", "speedup"} <= set(row)
         assert row["drafter"] == f"self-draft (first {row['self_draft_layers']} layers)"
+        auc = row["hidden_cos_auc"]
+        assert auc is None or 0.0 <= auc <= 1.0
 
 
 def test_run_refuses_a_list_of_layer_counts(deep_gguf, capsys):

@@ -184,6 +184,7 @@ def bench_report(plain: Tally, spec: Tally, config: DecodeConfig) -> dict[str, A
         "predicted_speedup": summary.get("predicted_speedup", 1.0),
         "expected_tokens_per_pass": summary["expected_tokens_per_pass"],
         "tokens_per_pass": stats.tokens_per_pass,
+        "hidden_cos_auc": summary.get("hidden_cos_auc"),
         "speculative_step_share": stats.spec_steps / stats.steps if stats.steps else 0.0,
         "identical": identical,
         "tokens": spec.tokens,
