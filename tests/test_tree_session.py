@@ -123,3 +123,17 @@ def test_tree_sampling_end_to_end_matches_target(hf_pair):
     assert trees >= N_TREE_SESSIONS  # every first step was a tree
     assert gof_pvalue(tokens[:, 0], exact.first) > EXACT_P
     assert gof_pvalue(tokens[:, 1], exact.second) > EXACT_P
+
+
+def test_adaptive_tree_counts_the_extra_nodes_it_verifies(gguf_pair):
+    target, draft = gguf_pair
+    plain, _ = generate(target, None, 40, PROMPTS[0], 1)
+    config = DecodeConfig(n_predict=40, draft_max=4, tree_width=3, draft_p_split=0.0,
+                          adaptive=True)
+    session = Session(target, ModelDrafter(draft), config)
+    steps = list(session.steps(target.tokenize(PROMPTS[0])))
+    assert session.output_ids == plain
+    assert any(s.is_tree for s in steps)
+    stats = session.controller.stats("model")
+    assert stats.extra_per_level > 0
+    assert stats.pass_size(4) > 5  # the cost model prices the siblings too

@@ -57,6 +57,12 @@ class SourceStats:
 
     accept_at: list[float]
     draft_cost: float
+    # tokens a pass reads beyond the k + 1 of a chain, per draft level (tree siblings, and
+    # committed tokens a tree step left for the next pass to re-read)
+    extra_per_level: float = 0.0
+
+    def pass_size(self, k: int) -> int:
+        return k + 1 + round(self.extra_per_level * k)
 
 
 class DraftLengthController:
@@ -90,7 +96,8 @@ class DraftLengthController:
         return expected_tokens_by_position(self.stats(source).accept_at[:k])
 
     def throughput(self, k: int, source: str = "model") -> float:
-        cost = k * self.stats(source).draft_cost + self.curve.cost(k + 1)
+        stats = self.stats(source)
+        cost = k * stats.draft_cost + self.curve.cost(stats.pass_size(k))
         return self.expected_tokens(k, source) / cost
 
     def best_k(self, source: str = "model") -> int:
@@ -116,7 +123,7 @@ class DraftLengthController:
         plain = 1.0 / self.curve.cost(1)
         best_k, best_rate = 0, plain * _PROBE_MARGIN
         for k in range(1, self.draft_max + 1):
-            cost = k * stats.draft_cost + self.curve.cost(k + 1)
+            cost = k * stats.draft_cost + self.curve.cost(stats.pass_size(k))
             rate = expected_tokens_per_pass(_OPTIMISTIC_ACCEPT, k) / cost
             if rate > best_rate:
                 best_k, best_rate = k, rate
@@ -145,6 +152,9 @@ class DraftLengthController:
             stats.draft_cost = per_token if stats.draft_cost == 0 else (
                 (1 - _EMA) * stats.draft_cost + _EMA * per_token
             )
+        depth = max(1, step.draft_depth)
+        extra = (step.n_pass - depth - 1) / depth
+        stats.extra_per_level = (1 - _EMA) * stats.extra_per_level + _EMA * extra
         for i, passed in enumerate(step.depth_outcomes()):
             if i < len(stats.accept_at):
                 hit = 1.0 if passed else 0.0
