@@ -131,7 +131,7 @@ def trace_header(
 ) -> TraceHeader:
     spec = pair.spec
     settings = {**asdict(config), "chat": chat, "n_gpu_layers": spec.n_gpu_layers,
-                "n_ctx": spec.n_ctx, "batch_invariant": spec.batch_invariant,
+                "n_ctx": spec.n_ctx, "batch_invariant": spec.batch_invariant, "rpc": spec.rpc,
                 **(extra_settings or {})}
     return TraceHeader(
         target=spec.target,

@@ -32,6 +32,7 @@ class RecentPair:
     backend: str = "auto"
     device: str = "auto"
     n_gpu_layers: int = -1  # -1: automatic
+    rpc: str = ""  # llama.cpp rpc-servers for the target: HOST:PORT[,HOST:PORT...]
 
     @property
     def label(self) -> str:

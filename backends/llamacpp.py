@@ -17,6 +17,7 @@ import jinja2.sandbox
 import numpy as np
 
 from backends.base import BackendError
+from backends.llamacpp_rpc import device_list, offload_devices
 
 _quiet_logger = None
 # sequences a tree pass may use: one per root-to-leaf path
@@ -92,6 +93,7 @@ class LlamaCppModel:
         n_threads: int | None = None,
         n_batch: int = 512,
         batch_invariant: bool = True,
+        rpc: str = "",
     ) -> None:
         ok, why = llamacpp_available()
         if not ok:
@@ -106,16 +108,22 @@ class LlamaCppModel:
             raise BackendError(f"model file not found: {path} — check the path")
         self.path = str(path)
         self.name = path.name
-        offload = gpu_offload_supported()
+        # --rpc: the layers go to the rpc-servers' devices (then local GPUs), the rest stays here
+        self.rpc = rpc
+        devices = offload_devices(rpc) if rpc else []
+        offload = bool(devices) or gpu_offload_supported()
         if n_gpu_layers == "auto":
             layers = 999 if offload else 0
         else:
             layers = int(n_gpu_layers)
-        self.device = "gpu" if offload and layers > 0 else "cpu"
+        self.device = ("rpc" if rpc else "gpu") if offload and layers > 0 else "cpu"
         self.n_gpu_layers = layers
 
         model_params = llama_cpp.llama_model_default_params()
         model_params.n_gpu_layers = layers
+        device_array = device_list(devices) if devices else None
+        if device_array is not None:
+            model_params.devices = ctypes.cast(device_array, ctypes.c_void_p)
         self.batch_invariant = batch_invariant
         self.caveats: list[str] = []
         if batch_invariant:
@@ -168,7 +176,8 @@ class LlamaCppModel:
 
     @property
     def speed_key(self) -> str:
-        return f"gpu-layers={self.n_gpu_layers}|batch-invariant={self.batch_invariant}"
+        rpc = f"|rpc={self.rpc}" if self.rpc else ""
+        return f"gpu-layers={self.n_gpu_layers}|batch-invariant={self.batch_invariant}{rpc}"
 
     # --- text -------------------------------------------------------------------------
     def tokenize(self, text: str, add_special: bool = True) -> list[int]:

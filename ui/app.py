@@ -33,6 +33,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--target", help="self-test: target model (default: the demo pair)")
     parser.add_argument("--draft", help="self-test: draft model (default: the demo pair's)")
     parser.add_argument("--backend", default="auto", choices=("auto", "llamacpp", "torch"))
+    parser.add_argument("--rpc", default="", metavar="HOST:PORT[,HOST:PORT...]",
+                        help="put the target's layers on these llama.cpp rpc-servers "
+                             "(fills the pair's RPC field; trusted networks only)")
     parser.add_argument("--screenshot", help="self-test: write a PNG of the window here")
     parser.add_argument("--steps", type=int, default=24, help="self-test: new tokens to make")
     parser.add_argument("--timeout", type=float, default=600.0, help="self-test: seconds")
@@ -83,6 +86,8 @@ def main(argv: list[str] | None = None) -> int:
     window = MainWindow()
     if args.theme:
         window.set_theme(args.theme)
+    if args.rpc:
+        window.picker.rpc.setText(args.rpc)
     window.show()
     if args.trace:
         try:
@@ -129,7 +134,7 @@ def self_test(args: argparse.Namespace) -> int:
             if args.theme:
                 window.set_theme(args.theme)
             window.show_workspace()
-            window.picker.set_pair(RecentPair(target, draft, backend=args.backend))
+            window.picker.set_pair(RecentPair(target, draft, backend=args.backend, rpc=args.rpc))
             window.decode.max_new.setValue(args.steps)
             window.decode.temperature.setValue(0.0)
             window.show()

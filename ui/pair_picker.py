@@ -1,9 +1,9 @@
 """Choosing the model pair: target, draft (a model, n-gram lookup, or none), backend, device,
-GPU layers, with lists of the models found on this machine (drafts that fit the target first),
-the user's model folders and a download dialog. The compatibility check
-(app.models.pair_check.check_pair_files, no weights loaded) runs off the UI thread as soon as
-the paths change, and its verdict is shown; an incompatible pair cannot be run, and the verdict
-says why.
+GPU layers, llama.cpp rpc-servers for the target, with lists of the models found on this
+machine (drafts that fit the target first), the user's model folders and a download dialog.
+The compatibility check (app.models.pair_check.check_pair_files, no weights loaded) runs off
+the UI thread as soon as the paths change, and its verdict is shown; an incompatible pair
+cannot be run, and the verdict says why.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.models import runtimes
-from app.models.loading import ModelSpec
+from app.models.loading import ModelSpec, rpc_problem
 from app.models.pair_check import PairCheck, check_pair_files, is_gguf
 from app.settings import RecentPair
 from ui.background import run_in_thread
@@ -112,6 +112,12 @@ class PairPicker(QGroupBox):
         self.folders_button = QToolButton(text="Model folders…")
         self.download_button = QToolButton(text="Download…")
         self.download_button.setToolTip("a GGUF file from Hugging Face, by repo id")
+        self.rpc = QLineEdit()
+        self.rpc.setPlaceholderText("HOST:PORT[,HOST:PORT...] — optional")
+        self.rpc.setClearButtonEnabled(True)
+        self.rpc.setToolTip("llama.cpp: put the target's layers on rpc-servers on these "
+                            "machines (start one with: rpc-server -H 0.0.0.0 -p 50052).\n"
+                            "The RPC protocol is not secure: trusted networks only.")
         self.verdict = QLabel()
         self.verdict.setWordWrap(True)
         self.verdict.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
@@ -133,6 +139,7 @@ class PairPicker(QGroupBox):
         row.addWidget(QLabel("GPU layers"))
         row.addWidget(self.gpu_layers)
         form.addRow("Device", row)
+        form.addRow("RPC servers", self.rpc)
         form.addRow(self.verdict)
         self._colours = LIGHT
         self._tone = "muted"
@@ -155,6 +162,7 @@ class PairPicker(QGroupBox):
         self.found_drafts.chosen.connect(self._draft_chosen)
         self.folders_button.clicked.connect(self.edit_folders)
         self.download_button.clicked.connect(self.open_download)
+        self.rpc.textChanged.connect(self._device_changed)
         self._paths_changed()
 
     # --- models on this machine ---------------------------------------------------------
@@ -240,7 +248,9 @@ class PairPicker(QGroupBox):
 
     def _device_changed(self) -> None:
         llama = self.resolved_backend() == "llamacpp"
-        self.gpu_layers.setEnabled(llama and self.device.currentData() != "cpu")
+        remote = llama and bool(self.rpc.text().strip())
+        self.rpc.setEnabled(llama)
+        self.gpu_layers.setEnabled(remote or (llama and self.device.currentData() != "cpu"))
         index = self.device.currentIndex()
         unavailable = [self.device.itemText(i) + ": " + (self.device.itemData(
             i, Qt.ItemDataRole.ToolTipRole) or "") for i in range(self.device.count())
@@ -281,6 +291,7 @@ class PairPicker(QGroupBox):
         if index >= 0 and self.device.model().item(index).isEnabled():
             self.device.setCurrentIndex(index)
         self.gpu_layers.setValue(pair.n_gpu_layers)
+        self.rpc.setText(pair.rpc)
 
     def current_pair(self) -> RecentPair:
         return RecentPair(
@@ -290,6 +301,7 @@ class PairPicker(QGroupBox):
             backend=self.backend.currentData() or "auto",
             device=self.device.currentData() or "auto",
             n_gpu_layers=self.gpu_layers.value(),
+            rpc=self.rpc.text().strip(),
         )
 
     def model_spec(self) -> ModelSpec:
@@ -297,8 +309,10 @@ class PairPicker(QGroupBox):
         backend = self.resolved_backend()
         layers: int | str = "auto" if pair.n_gpu_layers < 0 else pair.n_gpu_layers
         if backend == "llamacpp":
+            local_cpu = pair.device == "cpu" and not pair.rpc  # rpc layers go to the servers
             return ModelSpec(pair.target, pair.draft or None, pair.ngram, backend="llamacpp",
-                             device="auto", n_gpu_layers=0 if pair.device == "cpu" else layers)
+                             device="auto", n_gpu_layers=0 if local_cpu else layers,
+                             rpc=pair.rpc)
         return ModelSpec(pair.target, pair.draft or None, pair.ngram, backend="torch",
                          device=pair.device)
 
@@ -385,6 +399,8 @@ class PairPicker(QGroupBox):
             return "choose a target model first"
         if self._checking:
             return "checking the pair…"
+        if self.rpc.isEnabled() and (problem := rpc_problem(self.rpc.text().strip())):
+            return problem
         if self._check is not None and not self._check.compatible:
             return f"incompatible pair: {self._check.message}"
         return ""

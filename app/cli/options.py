@@ -25,6 +25,9 @@ def add_model_flags(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--device", default="auto", help="auto, cpu, cuda, mps (torch backend)")
     g.add_argument("-ngl", "--n-gpu-layers", "--gpu-layers", dest="n_gpu_layers", default="auto",
                    help="layers to offload with llama.cpp: a number or auto")
+    g.add_argument("--rpc", default="", metavar="HOST:PORT[,HOST:PORT...]",
+                   help="put the target's layers on llama.cpp rpc-servers on these machines "
+                        "(trusted networks only: the RPC protocol is not secure)")
     g.add_argument("-c", "--ctx-size", dest="n_ctx", type=int, default=4096)
     g.add_argument("-t", "--threads", dest="n_threads", type=int, default=None)
     g.add_argument("--fast-kernels", action="store_true",
@@ -105,7 +108,7 @@ def model_spec(args: argparse.Namespace) -> ModelSpec:
         target=target, draft=draft, ngram=args.ngram, backend=args.backend, device=args.device,
         n_gpu_layers=layers, n_ctx=args.n_ctx, n_threads=args.n_threads,
         trust_remote_code=args.trust_remote_code, allow_pickle=args.allow_pickle,
-        batch_invariant=not args.fast_kernels,
+        batch_invariant=not args.fast_kernels, rpc=args.rpc.strip(),
         self_draft_layers=layers_list[0] if layers_list else 0,
     )
 

@@ -34,8 +34,16 @@ class ModelSpec:
     allow_pickle: bool = False
     batch_invariant: bool = True
     self_draft_layers: int = 0  # > 0: the target's first N layers draft (no draft file)
+    rpc: str = ""  # the target on llama.cpp rpc-servers: HOST:PORT[,HOST:PORT...]
 
     def resolved_backend(self) -> str:
+        backend = self._backend()
+        if self.rpc and backend != "llamacpp":
+            raise SettingsError("--rpc works with the llama.cpp backend only — pick a .gguf "
+                                "target (or drop --rpc)")
+        return backend
+
+    def _backend(self) -> str:
         if self.backend != "auto":
             if self.backend not in BACKENDS:
                 raise SettingsError(
@@ -116,7 +124,8 @@ def validate_model_file(path: str, backend: str) -> None:
         preflight_gguf(file)
 
 
-def load_model(path: str, spec: ModelSpec) -> LanguageModel:
+def load_model(path: str, spec: ModelSpec, rpc: str = "") -> LanguageModel:
+    """Load one model of the pair; `rpc` puts its layers on those rpc-servers."""
     from backends.base import BackendError
 
     backend = spec.resolved_backend()
@@ -129,7 +138,8 @@ def load_model(path: str, spec: ModelSpec) -> LanguageModel:
             from backends.llamacpp import LlamaCppModel
 
             model = LlamaCppModel(path, n_gpu_layers=spec.n_gpu_layers, n_ctx=spec.n_ctx,
-                                  n_threads=spec.n_threads, batch_invariant=spec.batch_invariant)
+                                  n_threads=spec.n_threads, batch_invariant=spec.batch_invariant,
+                                  rpc=rpc)
         else:
             from backends.torch_hf import TorchModel
 
@@ -138,11 +148,38 @@ def load_model(path: str, spec: ModelSpec) -> LanguageModel:
     except MemoryError as exc:
         raise out_of_memory(path, free) from exc
     except BackendError as exc:
-        too_big = free is not None and model_size_bytes(Path(path)) > free
+        too_big = not rpc and free is not None and model_size_bytes(Path(path)) > free
         if too_big or _sounds_like_memory(str(exc)):
             raise out_of_memory(path, free) from exc
         raise DraftLensError(str(exc)) from exc
     return model
+
+
+def check_rpc_servers(spec: ModelSpec) -> None:
+    """Refuse a bad --rpc list, an unreachable server or a build without RPC before any
+    model file is read."""
+    from backends.base import BackendError
+    from backends.llamacpp_rpc import checked_servers
+
+    spec.resolved_backend()
+    try:
+        checked_servers(spec.rpc)
+    except BackendError as exc:
+        raise SettingsError(str(exc)) from exc
+
+
+def rpc_problem(text: str) -> str:
+    """What is wrong with an --rpc list's form, or "" (servers are greeted only at load)."""
+    from backends.base import BackendError
+    from backends.llamacpp_rpc import parse_rpc_servers
+
+    if not text.strip():
+        return ""
+    try:
+        parse_rpc_servers(text)
+    except BackendError as exc:
+        return str(exc)
+    return ""
 
 
 def available_memory() -> int | None:
@@ -191,13 +228,16 @@ def load_pair(spec: ModelSpec, progress: Progress | None = None) -> LoadedPair:
                             "layers (--self-draft-layers), not both")
     check = None
     warnings: list[str] = []
+    if spec.rpc:
+        say("greeting the rpc-servers")
+        check_rpc_servers(spec)
     if spec.draft:
         say("checking that the pair shares a vocabulary")
         check = check_pair_files(spec.target, spec.draft)
         check.raise_if_incompatible()
         warnings.extend(check.warnings)
     say(f"loading target {Path(spec.target).name}")
-    target = load_model(spec.target, spec)
+    target = load_model(spec.target, spec, rpc=spec.rpc)
     draft = None
     self_drafts: dict[int, LanguageModel] = {}
     try:
