@@ -3,9 +3,10 @@
 # release DraftLens uses, with the same CMake flags as setup.sh, so DraftLens can be compared
 # with (and talk to) the very same llama.cpp:
 #   bash packaging/build_llama_tools.sh [TARGET...]
-# TARGETs default to llama-bench, llama-speculative-simple and rpc-server. The programs land
-# in packaging/.build/llama-tools/bin (or $DRAFTLENS_LLAMA_TOOLS/bin); a target already built
-# with the same flags is not rebuilt. Needs cmake and a C++ compiler.
+# TARGETs default to llama-bench, llama-speculative-simple and rpc-server (llama.cpp's CMake
+# target ggml-rpc-server, installed under the name its docs and --rpc users know). The programs
+# land in packaging/.build/llama-tools/bin (or $DRAFTLENS_LLAMA_TOOLS/bin); a target already
+# built with the same flags is not rebuilt. Needs cmake and a C++ compiler.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=lib/llama.sh
@@ -38,11 +39,14 @@ if [ "$(cat "$STAMP" 2>/dev/null)" != "$ARGS" ]; then
     -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_SERVER=OFF $ARGS >/dev/null
   echo "$ARGS" > "$STAMP"
 fi
+cmake_target() { if [ "$1" = rpc-server ]; then echo ggml-rpc-server; else echo "$1"; fi; }
+CMAKE_TARGETS=()
+for target in "${TARGETS[@]}"; do CMAKE_TARGETS+=("$(cmake_target "$target")"); done
 echo "Building ${TARGETS[*]} with $ARGS (minutes on first build)"
 cmake --build "$TOOLS/build" --config Release -j "$(nproc 2>/dev/null || echo 2)" \
-  --target "${TARGETS[@]}" >/dev/null
+  --target "${CMAKE_TARGETS[@]}" >/dev/null
 mkdir -p "$TOOLS/bin"
 for target in "${TARGETS[@]}"; do
-  cp "$TOOLS/build/bin/$target" "$TOOLS/bin/"
+  cp "$TOOLS/build/bin/$(cmake_target "$target")" "$TOOLS/bin/$target"
 done
 echo "llama.cpp programs in $TOOLS/bin: ${TARGETS[*]}"

@@ -15,6 +15,12 @@ if ! .venv/bin/python -c "import PySide6.QtGui" 2>/dev/null; then
          "xkbcommon); install them with your package manager" >&2
   fi
 fi
+# tests/test_rpc.py runs the target over a real llama.cpp rpc-server built from the same
+# llama.cpp (skipped work when already built); with it set, a build without RPC fails the tests.
+bash packaging/build_llama_tools.sh rpc-server
+TOOLS="${DRAFTLENS_LLAMA_TOOLS:-packaging/.build/llama-tools}"
+DRAFTLENS_RPC_SERVER="$(cd "$TOOLS/bin" && pwd)/rpc-server"
+export DRAFTLENS_RPC_SERVER
 export HF_HUB_OFFLINE=1 QT_QPA_PLATFORM=offscreen
 .venv/bin/ruff check .
 .venv/bin/mypy  # files and strictness: [tool.mypy] in pyproject.toml

@@ -1,0 +1,226 @@
+"""The target over llama.cpp RPC (--rpc): a real rpc-server on 127.0.0.1 holds the target's
+layers, and greedy output must equal the local run token for token; every way it can go wrong
+gives one clear line.
+
+The tests that need rpc-server run when DRAFTLENS_RPC_SERVER names one; packaging/test.sh (and
+so CI) builds it and sets it, and then a llama-cpp-python without RPC fails them, loudly.
+Elsewhere they skip and say how to run them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from app.cli.main import main
+from app.engine.drafters import ModelDrafter
+from app.engine.sampling import SamplingParams
+from app.engine.session import DecodeConfig, Session
+from app.models.loading import ModelSpec, rpc_problem
+from app.settings import RecentPair
+from backends.base import BackendError
+from backends.llamacpp_rpc import (
+    RPC_PROTO_MAJOR_VERSION,
+    RpcServer,
+    greet,
+    parse_rpc_servers,
+    rpc_supported,
+)
+
+RPC_SERVER_ENV = "DRAFTLENS_RPC_SERVER"
+PROMPT = "the cat sat on the mat. the cat"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def one_line_error(capsys, *argv: str) -> str:
+    code = main(list(argv))
+    err = capsys.readouterr().err
+    lines = [line for line in err.splitlines() if line.startswith("error:")]
+    assert code != 0 and len(lines) == 1 and "Traceback" not in err, err
+    return lines[0]
+
+
+@pytest.fixture(scope="module")
+def rpc_server() -> Iterator[str]:
+    """A real rpc-server on a free local port; yields its HOST:PORT."""
+    binary = os.environ.get(RPC_SERVER_ENV)
+    if not binary:
+        pytest.skip(f"{RPC_SERVER_ENV} is not set — build rpc-server with "
+                    "`bash packaging/build_llama_tools.sh rpc-server` and point it at "
+                    "packaging/.build/llama-tools/bin/rpc-server (packaging/test.sh does both)")
+    assert Path(binary).is_file(), f"{RPC_SERVER_ENV}={binary} does not exist"
+    assert rpc_supported(), ("this llama-cpp-python was built without RPC — rebuild it with "
+                             "`bash packaging/setup.sh` (-DGGML_RPC=ON)")
+    port = free_port()
+    # the server's CPU backend then sums in the same order for one row and for many, as the
+    # local backend does under batch_invariant (see backends/llamacpp.py)
+    env = {**os.environ, "GGML_CPU_TILED_MM": "0"}
+    log = open(Path(os.environ.get("TMPDIR", "/tmp")) / f"rpc-server-{port}.log", "w+b")  # noqa: SIM115
+    server = subprocess.Popen([binary, "-H", "127.0.0.1", "-p", str(port), "-t", "2"],
+                              stdout=log, stderr=subprocess.STDOUT, env=env)
+    endpoint = f"127.0.0.1:{port}"
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            greet(RpcServer("127.0.0.1", port))
+            break
+        except BackendError:
+            if server.poll() is not None or time.monotonic() > deadline:
+                log.seek(0)
+                pytest.fail(f"rpc-server did not start: {log.read().decode(errors='replace')}")
+            time.sleep(0.2)
+    yield endpoint
+    server.terminate()
+    server.wait(timeout=10)
+    log.close()
+
+
+def greedy(target, draft, n_predict: int = 40) -> list[int]:
+    config = DecodeConfig(n_predict=n_predict, draft_max=4,
+                          sampling=SamplingParams(temperature=0.0))
+    session = Session(target, ModelDrafter(draft) if draft is not None else None, config)
+    list(session.steps(target.tokenize(PROMPT)))
+    return session.output_ids
+
+
+def test_greedy_with_the_target_over_rpc_equals_the_local_run(rpc_server, gguf_files, gguf_pair):
+    from backends.llamacpp import LlamaCppModel
+
+    local_target, draft = gguf_pair
+    expected = greedy(local_target, None)
+    remote = LlamaCppModel(gguf_files[0], n_ctx=512, rpc=rpc_server)
+    try:
+        assert remote.device == "rpc" and remote.n_gpu_layers > 0
+        assert greedy(remote, None) == expected
+        assert greedy(remote, draft) == expected  # speculative: draft here, target there
+    finally:
+        remote.close()
+
+
+def test_cli_run_with_rpc_prints_the_local_text_and_records_the_servers(rpc_server, gguf_files,
+                                                                        capsys, tmp_path):
+    target, draft = (str(p) for p in gguf_files)
+    args = ["run", "-m", target, "-md", draft, "-p", PROMPT, "-n", "24"]
+    assert main(args) == 0
+    local = capsys.readouterr().out
+    trace = tmp_path / "rpc.jsonl"
+    assert main([*args, "--rpc", rpc_server, "--trace", str(trace)]) == 0
+    assert capsys.readouterr().out == local
+    header = json.loads(trace.read_text().splitlines()[0])
+    assert header["settings"]["rpc"] == rpc_server and header["device"] == "rpc"
+
+
+def test_setup_sh_builds_have_rpc():
+    """A venv that packaging/setup.sh built with -DGGML_RPC=ON must have it (CI's does)."""
+    stamp = Path(sys.prefix) / ".llama-cpp-cmake-args"
+    if not stamp.is_file() or "-DGGML_RPC=ON" not in stamp.read_text():
+        pytest.skip("this venv's llama-cpp-python was not built by packaging/setup.sh with RPC")
+    assert rpc_supported()
+
+
+# --- faults: one line each, naming the fix ---------------------------------------------
+
+
+def test_nothing_listening_is_one_clear_line(gguf_files, capsys):
+    port = free_port()
+    line = one_line_error(capsys, "run", "-m", str(gguf_files[0]), "-md", str(gguf_files[1]),
+                          "-p", "x", "-n", "2", "--rpc", f"127.0.0.1:{port}")
+    if rpc_supported():
+        assert f"nothing listens on 127.0.0.1:{port}" in line
+        assert "rpc-server -H 0.0.0.0" in line and "build_llama_tools.sh" in line
+    else:
+        assert "built without" in line and "packaging/setup.sh" in line
+
+
+@pytest.mark.parametrize("value, needle", [
+    ("localhost", "is not HOST:PORT"),
+    ("10.0.0.2:port", "no valid port"),
+    ("10.0.0.2:70000", "no valid port"),
+    ("10.0.0.2:50052,", "is not HOST:PORT"),
+])
+def test_a_malformed_server_list_is_refused(gguf_files, capsys, value, needle):
+    line = one_line_error(capsys, "run", "-m", str(gguf_files[0]), "--ngram", "-p", "x",
+                          "--rpc", value)
+    assert needle in line
+
+
+def test_rpc_needs_the_llama_cpp_backend(hf_dirs, capsys):
+    line = one_line_error(capsys, "run", "-m", str(hf_dirs[0]), "--ngram", "-p", "x",
+                          "--rpc", "127.0.0.1:50052")
+    assert "llama.cpp backend only" in line
+
+
+def test_server_list_parsing():
+    assert parse_rpc_servers("10.0.0.2:50052, gpu-box:50053,10.0.0.2:50052") == [
+        RpcServer("10.0.0.2", 50052), RpcServer("gpu-box", 50053)]
+    assert rpc_problem("") == "" and rpc_problem("a:1") == ""
+    assert "HOST:PORT" in rpc_problem("a")
+
+
+def serve_once(reply: bytes | None) -> tuple[int, threading.Event]:
+    """A listener that answers the first connection with `reply` (None: never answers)."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    done = threading.Event()
+
+    def serve() -> None:
+        with listener:
+            conn, _ = listener.accept()
+            with conn:
+                conn.recv(64)
+                if reply is not None:
+                    conn.sendall(reply)
+                done.wait(5)
+
+    threading.Thread(target=serve, daemon=True).start()
+    return int(listener.getsockname()[1]), done
+
+
+def hello_reply(major: int, minor: int) -> bytes:
+    body = bytes([major, minor, 0, 0]) + bytes(24)
+    return len(body).to_bytes(8, "little") + body
+
+
+@pytest.mark.parametrize("reply, needle", [
+    (hello_reply(RPC_PROTO_MAJOR_VERSION - 1, 0), "speaks RPC protocol"),
+    (b"HTTP/1.1 400 Bad Request\r\n\r\n", "does not answer as an rpc-server"),
+    (None, "serves one client at a time"),
+])
+def test_a_server_that_is_not_our_rpc_server_is_refused(reply, needle):
+    port, done = serve_once(reply)
+    try:
+        with pytest.raises(BackendError, match=needle) as caught:
+            greet(RpcServer("127.0.0.1", port), timeout=1.0)
+        assert f"127.0.0.1:{port}" in str(caught.value)
+    finally:
+        done.set()
+
+
+def test_the_pair_picker_passes_the_servers_and_blocks_a_malformed_list(qtbot, gguf_files):
+    from ui.pair_picker import PairPicker
+
+    picker = PairPicker()
+    qtbot.addWidget(picker)
+    picker.set_pair(RecentPair(str(gguf_files[0]), "", ngram=True, backend="llamacpp",
+                               device="cpu", rpc="10.0.0.2:50052"))
+    spec = picker.model_spec()
+    assert spec.rpc == "10.0.0.2:50052" and spec.n_gpu_layers == "auto"
+    assert picker.current_pair().rpc == "10.0.0.2:50052" and picker.gpu_layers.isEnabled()
+    picker.rpc.setText("10.0.0.2")
+    assert "HOST:PORT" in picker.blocking_reason()
+    picker.rpc.clear()
+    assert picker.blocking_reason() == "" and picker.model_spec() == ModelSpec(
+        str(gguf_files[0]), None, True, backend="llamacpp", device="auto", n_gpu_layers=0)
