@@ -63,7 +63,9 @@ bad="$(cd "$BUNDLE" && find . \( -iname '*torch*' -o -iname 'transformers' -o -i
         -o -iname '*Qt6Quick*' -o -iname '*Qt6Qml*' -o -iname '*Qt63D*' -o -iname '*Multimedia*' \
         -o -path '*/tests/*' -o -iname '*.gguf' \) | head -n 20)"
 [ -z "$bad" ] || die "the bundle holds files it must not: $bad"
-for need in _internal/llama_cpp/lib/libllama.so _internal/assets/draftlens.svg \
+# libggml-rpc.so: the RPC backend (--rpc), a plugin ggml_backend_load_all opens like the CPU ones
+for need in _internal/llama_cpp/lib/libllama.so _internal/llama_cpp/lib/libggml-rpc.so \
+            _internal/assets/draftlens.svg \
             _internal/PySide6/Qt/plugins/platforms/libqxcb.so \
             _internal/PySide6/Qt/plugins/platforms/libqoffscreen.so; do
   [ -e "$BUNDLE/$need" ] || die "the bundle lacks $need"
