@@ -90,7 +90,7 @@ def greet(server: RpcServer, timeout: float = DEFAULT_TIMEOUT_S) -> None:
                 f"{timeout:g} s — an rpc-server serves one client at a time: is another "
                 "program using it? Otherwise restart rpc-server there"
             ) from exc
-        except (OSError, ConnectionError) as exc:
+        except OSError as exc:  # reset, closed
             raise BackendError(f"--rpc: {where} closed the connection at the greeting — is it "
                                "an rpc-server? " + START_HINT.format(port=server.port)) from exc
     if not reply:
@@ -115,7 +115,7 @@ def _receive(sock: socket.socket, n: int) -> bytes:
     return data
 
 
-def _ggml(llama_cpp: Any) -> Any:
+def _ggml() -> Any:
     """The libggml llama-cpp-python loaded, with the registry calls typed."""
     from llama_cpp import _ggml
 
@@ -160,13 +160,11 @@ def checked_servers(text: str) -> list[RpcServer]:
 def offload_devices(text: str) -> list[int]:
     """The devices a model offloads its layers to: each server's (in the order given), then
     this machine's own GPUs, as llama.cpp orders them. The CPU holds the rest, as always."""
-    import llama_cpp
-
     servers = checked_servers(text)
-    lib = _ggml(llama_cpp)
+    lib = _ggml()
     reg = lib.ggml_backend_reg_by_name(b"RPC")
-    address = lib.ggml_backend_reg_get_proc_address(reg, b"ggml_backend_rpc_add_server")
-    if not reg or not address:
+    address = reg and lib.ggml_backend_reg_get_proc_address(reg, b"ggml_backend_rpc_add_server")
+    if not address:
         raise BackendError("--rpc: this llama.cpp's RPC backend has no add_server entry — "
                            "rebuild llama-cpp-python with: bash packaging/setup.sh")
     add_server = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_char_p)(address)
