@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -68,9 +69,10 @@ def rpc_server() -> Iterator[str]:
     port = free_port()
     # the server's CPU backend then sums in the same order for one row and for many, as the
     # local backend does under batch_invariant (see backends/llamacpp.py)
+    # and one thread: on a busy 2-core CI machine a spinning thread pool stalls each pass
     env = {**os.environ, "GGML_CPU_TILED_MM": "0"}
     log = open(Path(os.environ.get("TMPDIR", "/tmp")) / f"rpc-server-{port}.log", "w+b")  # noqa: SIM115
-    server = subprocess.Popen([binary, "-H", "127.0.0.1", "-p", str(port), "-t", "2"],
+    server = subprocess.Popen([binary, "-H", "127.0.0.1", "-p", str(port), "-t", "1"],
                               stdout=log, stderr=subprocess.STDOUT, env=env)
     endpoint = f"127.0.0.1:{port}"
     deadline = time.monotonic() + 30
@@ -118,8 +120,14 @@ def test_cli_run_with_rpc_prints_the_local_text_and_records_the_servers(rpc_serv
     assert main(args) == 0
     local = capsys.readouterr().out
     trace = tmp_path / "rpc.jsonl"
-    assert main([*args, "--rpc", rpc_server, "--trace", str(trace)]) == 0
-    assert capsys.readouterr().out == local
+    # a child process, so llama.cpp's own log (DRAFTLENS_DEBUG) can say where the layers went
+    remote = subprocess.run(
+        [sys.executable, "-m", "ui.launcher", *args, "--rpc", rpc_server, "--trace", str(trace)],
+        capture_output=True, text=True, timeout=300, env={**os.environ, "DRAFTLENS_DEBUG": "1"})
+    assert remote.returncode == 0, remote.stderr[-2000:]
+    assert remote.stdout == local
+    assert re.search(rf"RPC\d+\[{re.escape(rpc_server)}\] model buffer size", remote.stderr)
+    assert re.search(r"offloaded (\d+)/\1 layers", remote.stderr), "not all layers went remote"
     header = json.loads(trace.read_text().splitlines()[0])
     assert header["settings"]["rpc"] == rpc_server and header["device"] == "rpc"
 
