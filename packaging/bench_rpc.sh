@@ -5,6 +5,7 @@
 # the link's latency per pass).
 #   bash packaging/bench_rpc.sh                 N=64 tokens, 2 rounds
 #   N=128 ROUNDS=3 bash packaging/bench_rpc.sh
+#   bash packaging/bench_rpc.sh -p "def fibonacci(n):"   more flags go to every draftlens bench
 # Needs rpc-server (built here when missing) and a llama-cpp-python with RPC (packaging/setup.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -21,7 +22,7 @@ SERVER=$!
 trap 'kill "$SERVER" 2>/dev/null || true' EXIT
 sleep 2
 
-bench() {  # label, then extra flags
+bench() {  # label, then draftlens bench flags
   local label="$1"; shift
   "$PY" -m ui.launcher bench -n "$N" --draft-max 4 --json "$@" 2>/dev/null | "$PY" -c '
 import json, sys
@@ -31,6 +32,6 @@ print("%-16s plain %6.1f tok/s   speculative (k=4) %6.1f tok/s   greedy identica
       % (sys.argv[1], plain, spec, same))' "$label"
 }
 for _ in $(seq "$ROUNDS"); do
-  bench "local"
-  bench "target over RPC" --rpc "127.0.0.1:$PORT"
+  bench "local" "$@"
+  bench "target over RPC" "$@" --rpc "127.0.0.1:$PORT"
 done
