@@ -50,7 +50,7 @@ class DecodeChoices:
     chat: bool = False
     draft_max: int = 8
     draft_min: int = 0
-    adaptive: bool = False
+    adaptive: bool = True  # a fixed k = 8 is slower than plain decoding on most CPUs
     tree_width: int = 1
     tree_nodes: int = 16
     p_min: float = 0.0

@@ -25,8 +25,9 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QColor, QFont, QPaintEvent
-from PySide6.QtWidgets import QGraphicsItem, QGridLayout, QWidget
+from PySide6.QtWidgets import QGraphicsItem, QGridLayout, QLabel, QStackedLayout, QWidget
 
+from app.analysis.cost import PairCosts, predicted_curve
 from app.engine.metrics import expected_tokens_per_pass, theory_speedup
 from ui.run_data import RunData
 from ui.theme import LIGHT, Colours
@@ -36,6 +37,7 @@ REDRAW_MIN_S = 0.1
 REDRAW_MAX_S = 2.0
 CPU_SHARE = 0.03  # of one core, at most, for chart drawing during a run
 _ALPHAS = np.linspace(0.0, 0.995, 80)
+EMPTY_TEXT = "The live charts fill in when a run starts (or a trace is opened)."
 
 
 def rolling_ratio(numerator: np.ndarray, denominator: np.ndarray, window: int) -> np.ndarray:
@@ -75,7 +77,15 @@ class ChartsPanel(QWidget):
         pg.setConfigOptions(antialias=True)
         self.paint_clock = _PaintClock()
         self.views: dict[str, _TimedPlot] = {}
-        self._grid = QGridLayout(self)
+        # before a run: a sentence instead of empty axes (whose ticks would mean nothing)
+        self.placeholder = QLabel(EMPTY_TEXT)
+        self.placeholder.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        self.plots_widget = QWidget()
+        self._stack = QStackedLayout(self)
+        self._stack.addWidget(self.placeholder)
+        self._stack.addWidget(self.plots_widget)
+        self.costs: PairCosts | None = None
+        self._grid = QGridLayout(self.plots_widget)
         self._grid.setContentsMargins(0, 0, 0, 0)
         self._grid.setSpacing(0)
         self._last_redraw = 0.0
@@ -147,10 +157,12 @@ class ChartsPanel(QWidget):
         for bar in self.split_bars.values():
             split.addItem(bar)
 
-        theory = self._plot("theory", "speedup: theory E/(1+kc) vs measured", "×", "α", 1, 2)
+        theory = self._plot("theory", "speedup: theory, cost model, measured", "×", "α", 1, 2)
         theory.addLegend(offset=(4, 4), labelTextSize="8pt")  # top left: the curve rises right
         theory.setXRange(0, 1, padding=0.02)
         self.theory_curve = theory.plot([], [], name="theory", pen=pg.mkPen(c.muted, width=2))
+        self.cost_curve = theory.plot([], [], name="cost model (measured t_verify)",
+                                      pen=pg.mkPen(c.speculative, width=2))
         self.theory_point = theory.plot([], [], name="theory at measured α", pen=None,
                                         symbol="o", symbolSize=9)
         self.measured_point = theory.plot([], [], name="measured", pen=None, symbol="star",
@@ -183,6 +195,8 @@ class ChartsPanel(QWidget):
                              ("overhead", colours.t_overhead)):
             self.split_bars[name].setOpts(brush=colour, pen=pg.mkPen(None))
         self.theory_curve.setPen(pg.mkPen(colours.muted, width=2))
+        self.cost_curve.setPen(pg.mkPen(colours.speculative, width=2,
+                                        style=Qt.PenStyle.DashDotLine))
         self.theory_point.setSymbolBrush(colours.speculative)
         self.theory_point.setSymbolPen(colours.foreground)
         self.measured_point.setSymbolBrush(colours.plain)
@@ -202,6 +216,8 @@ class ChartsPanel(QWidget):
     def redraw(self, run: RunData | None, baseline: RunData | None) -> None:
         """Every chart, now (idle, paused, or a run just ended)."""
         self._pending = []
+        empty = run is None and baseline is None
+        self._stack.setCurrentWidget(self.placeholder if empty else self.plots_widget)
         start = time.perf_counter()
         self.paint_clock.seconds = 0.0  # from now on: the repaints this redraw causes
         for part in self._parts():
@@ -217,6 +233,8 @@ class ChartsPanel(QWidget):
         """During a run: one chart per call (so each turn of the event loop stays short),
         starting a new round of all of them when one is due. True when a round began."""
         began = False
+        if self._stack.currentWidget() is self.placeholder:
+            self._stack.setCurrentWidget(self.plots_widget)
         if not self._pending:
             if not self.due():
                 return False
@@ -310,18 +328,22 @@ class ChartsPanel(QWidget):
     def _draw_theory(self, run: RunData | None, baseline: RunData | None) -> None:
         plot = self.plots["theory"]
         if run is None or run.stats.spec_steps == 0:
-            for item in (self.theory_curve, self.theory_point, self.measured_point):
+            for item in (self.theory_curve, self.cost_curve, self.theory_point,
+                         self.measured_point):
                 item.setData([], [])
             self._fit("theory", 0.0, 1.0, 0.0, 1.2)
             return
         stats = run.stats
-        summary = stats.summary(baseline.stats.plain_step_time if baseline else None)
+        t_target = baseline.stats.plain_step_time if baseline else None
+        if t_target is None and stats.plain_step_time is None and self.costs is not None:
+            t_target = self.costs.curve.cost(1)  # no plain step in this run: the calibrated one
+        summary = stats.summary(t_target)
         alpha, k = summary["alpha"], summary["mean_k"]
         c = summary.get("cost_ratio")
         if c is not None:
             curve = [theory_speedup(a, k, c) for a in _ALPHAS]
             self.theory_point.setData([alpha], [summary["theory_speedup"]])
-            self._set_texts(plot, "speedup: theory E/(1+kc) vs measured", "speedup ×",
+            self._set_texts(plot, "speedup: theory, cost model, measured", "speedup ×",
                             f"α   (k = {k:.1f}, c = {c:.2f})")
         else:
             curve = [expected_tokens_per_pass(a, k) for a in _ALPHAS]
@@ -329,13 +351,20 @@ class ChartsPanel(QWidget):
             self._set_texts(plot, "tokens per pass: theory E(α, k) vs measured",
                             "tokens / pass", f"α   (k = {k:.1f}; compare for the speedup)")
         self.theory_curve.setData(_ALPHAS, curve)
+        predicted: list[float] = []
+        if c is not None and self.costs is not None and k > 0:
+            predicted = predicted_curve(self.costs.curve, self.costs.t_draft, k, list(_ALPHAS))
+            self.cost_curve.setData(_ALPHAS, predicted)
+        else:
+            self.cost_curve.setData([], [])
         if baseline is not None and baseline.stats.tokens_per_second > 0:
             measured = stats.tokens_per_second / baseline.stats.tokens_per_second
         else:
             measured = summary["tokens_per_pass"] if c is None else None
         self.measured_point.setData([alpha] if measured is not None else [],
                                     [measured] if measured is not None else [])
-        highest = max(max(curve), 1.0, measured or 0.0, summary.get("theory_speedup", 0.0))
+        highest = max(max(curve), max(predicted, default=0.0), 1.0, measured or 0.0,
+                      summary.get("theory_speedup", 0.0))
         self._fit("theory", 0.0, 1.0, 0.0, highest * 1.1)
 
     def _set_texts(self, plot: pg.PlotItem, title: str, left: str, bottom: str) -> None:
@@ -347,6 +376,15 @@ class ChartsPanel(QWidget):
         plot.setTitle(title, size="9pt", color=self._colours.foreground)
         plot.setLabel("left", left)
         plot.setLabel("bottom", bottom)
+
+    def set_costs(self, costs: PairCosts | None) -> None:
+        """The measured costs of the loaded pair: the speedup chart adds the cost model."""
+        self.costs = costs
+        self._ranges.pop("theory", None)
+
+    @property
+    def showing_placeholder(self) -> bool:
+        return self._stack.currentWidget() is self.placeholder
 
     def point_counts(self) -> dict[str, int]:
         """How many data points each chart holds (for tests and the empty-chart check)."""

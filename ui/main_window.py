@@ -52,6 +52,7 @@ from ui.run_data import CompareResult, RunData
 from ui.step_inspector import StepInspector
 from ui.token_view import TokenView
 from ui.trace_files import TraceFiles
+from ui.why_tabs import WhyTabs
 from ui.worker import RunWorker
 
 
@@ -80,6 +81,7 @@ class MainWindow(QMainWindow):
         self._make_menus()
         self.run_control = RunControl(self)  # the worker thread, the run on show, redraws
         self.trace_files = TraceFiles(self, self.run_control)
+        self._make_why_tabs()
         self.worker: RunWorker = self.run_control.worker
         self.thread: QThread = self.run_control.worker_thread  # as before, shadows QObject.thread
         self._restore_settings()
@@ -186,8 +188,6 @@ class MainWindow(QMainWindow):
         self.top_split.setSizes([520, 520])
         self.right_split = QSplitter(Qt.Orientation.Vertical)
         self.right_split.addWidget(self.top_split)
-        self.right_split.addWidget(self.charts)
-        self.right_split.setSizes([520, 400])
         self.main_split = QSplitter(Qt.Orientation.Horizontal)
         self.main_split.addWidget(scroll)
         self.main_split.addWidget(self.right_split)
@@ -222,6 +222,16 @@ class MainWindow(QMainWindow):
             self._nav_shortcut(key, self.inspector.previous_step)
         for key in ("Right", "PgDown"):
             self._nav_shortcut(key, self.inspector.next_step)
+
+    def _make_why_tabs(self) -> None:
+        """The bottom tabs need the run control (worker signals), so they come after it."""
+        self.why = WhyTabs(self, self.charts)
+        self.right_split.addWidget(self.why)
+        self.right_split.setSizes([520, 400])
+        self.run_done.connect(self.why.refresh)
+        # the inspector gets the width its 8 columns need, so u, decision and replacement
+        # are not behind a scrollbar at the default window size
+        self.top_split.setSizes([440, 600])
 
     def _nav_shortcut(self, key: str, slot: Callable[[], object]) -> None:
         shortcut = QShortcut(QKeySequence(key), self.right_split)
@@ -312,6 +322,8 @@ class MainWindow(QMainWindow):
             view.set_colours(self._colours)
         self.inspector.set_colours(self._colours)
         self.charts.set_colours(self._colours)
+        if hasattr(self, "why"):
+            self.why.set_colours(self._colours)
         self.picker.set_colours(self._colours)
         self.legend.setText("  ".join(theme.legend_html(o, self._colours) for o in (
             "accepted", "replacement", "bonus", "plain", theme.REJECTED)))
@@ -394,6 +406,7 @@ class MainWindow(QMainWindow):
     def open_trace(self, path: str | Path) -> None:
         """Show a saved trace through the same path live records take."""
         self.trace_files.open_trace(path)
+        self.why.refresh()
 
     def open_trace_dialog(self) -> None:
         self.trace_files.open_trace_dialog()

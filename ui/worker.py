@@ -12,12 +12,14 @@ from __future__ import annotations
 import sys
 import threading
 import traceback
+from collections.abc import Callable
 from dataclasses import astuple, dataclass, field
 from datetime import datetime
 from pathlib import Path
 
 from PySide6.QtCore import QObject, QSemaphore, Signal, Slot
 
+from app.analysis.cost import measure_pair_costs
 from app.engine.session import DecodeConfig, Session
 from app.engine.trace import TraceWriter
 from app.errors import DraftLensError
@@ -42,6 +44,16 @@ class RunRequest:
     chat: bool = False
     compare: bool = False
     trace_path: Path | None = None
+
+
+@dataclass
+class JobRequest:
+    """An analysis on the loaded pair (sweep, ranking, exactness check) on the worker thread:
+    `work(pair, cancelled, progress)` returns the result that `job_done` carries."""
+
+    spec: ModelSpec
+    name: str
+    work: Callable[[LoadedPair, Callable[[], bool], Callable[[str], None]], object]
 
 
 @dataclass(frozen=True)
@@ -95,6 +107,8 @@ class RunWorker(QObject):
     waiting = Signal()  # step mode: the next step waits for a release
     failed = Signal(str)  # the one-line message of an error
     done = Signal(str)  # the trace path ("" if none was written) once the request has ended
+    costs = Signal(object)  # PairCosts of a newly loaded pair (the cost view's data)
+    job_done = Signal(str, object)  # name, result (None when it failed or was stopped)
 
     def __init__(self) -> None:
         super().__init__()
@@ -151,6 +165,22 @@ class RunWorker(QObject):
         finally:
             self.done.emit(str(trace_path) if trace_path is not None else "")
 
+    @Slot(object)
+    def run_job(self, job: JobRequest) -> None:
+        result: object = None
+        try:
+            pair = self._ensure_pair(job.spec)
+            result = job.work(pair, self._cancel.is_set, self.progress.emit)
+        except _Stopped:
+            pass
+        except DraftLensError as exc:
+            self.failed.emit(str(exc))
+        except Exception as exc:  # noqa: BLE001 - any failure becomes a dialog
+            traceback.print_exc(file=sys.stderr)
+            self.failed.emit(f"{type(exc).__name__}: {exc}")
+        finally:
+            self.job_done.emit(job.name, result)
+
     @Slot()
     def close_models(self) -> None:
         if self._pair is not None:
@@ -178,6 +208,9 @@ class RunWorker(QObject):
         draft_name = pair.draft.name if pair.draft else (NGRAM_LABEL if spec.ngram else "")
         self.loaded.emit(LoadInfo(pair.target.name, draft_name, pair.target.backend,
                                   pair.target.device, tuple(pair.warnings)))
+        if pair.draft is not None or spec.ngram:
+            self.progress.emit("measuring what a verify pass costs on this device")
+            self.costs.emit(measure_pair_costs(pair))
         return pair
 
     def _generate(self, pair: LoadedPair, request: RunRequest, trace_path: Path) -> None:

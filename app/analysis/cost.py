@@ -9,10 +9,40 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from app.engine.adaptive import VerifyCostCurve
+from app.engine.calibration import cached_verify_curve, measure_token_cost
 from app.engine.metrics import expected_tokens_per_pass, predicted_speedup, theory_speedup
+from app.models.loading import LoadedPair
 
 # acceptance assumed before any run has measured it (the adaptive controller's prior)
 ASSUMED_ALPHA = 0.6
+COST_K_MAX = 16
+
+
+@dataclass
+class PairCosts:
+    """What a pass costs on this device: the target's verify-cost curve and one draft token."""
+
+    curve: VerifyCostCurve
+    t_draft: float
+    drafter: str
+
+    def view(self, alpha: float | None, k_max: int = COST_K_MAX) -> CostView:
+        return cost_view(self.curve, self.t_draft, alpha, k_max)
+
+
+def draft_step_seconds(pair: LoadedPair) -> float:
+    """One draft-model step, measured once per loaded pair (0 for lookup drafts)."""
+    if pair.draft is None:
+        return 0.0
+    if not pair.draft_step_seconds:
+        pair.draft_step_seconds = measure_token_cost(pair.draft)
+    return pair.draft_step_seconds
+
+
+def measure_pair_costs(pair: LoadedPair, k_max: int = COST_K_MAX) -> PairCosts:
+    """The calibrated curve (cached per model file and device) and the draft's step time."""
+    drafter = "draft model" if pair.draft is not None else ("lookup" if pair.spec.ngram else "")
+    return PairCosts(cached_verify_curve(pair.target, k_max), draft_step_seconds(pair), drafter)
 
 
 @dataclass

@@ -75,6 +75,21 @@ class NgramCandidate:
         pass
 
 
+class LoadedCandidate:
+    """The drafter the loaded pair already has (the window ranks it beside the others)."""
+
+    kind = "loaded"
+
+    def __init__(self, label: str) -> None:
+        self.label = label
+
+    def attach(self, base: LoadedPair) -> LoadedPair:
+        return base
+
+    def detach(self) -> None:
+        pass
+
+
 class SelfDraftCandidate:
     """The target's own first N layers (built once per loaded target, closed with it)."""
 

@@ -8,7 +8,7 @@ from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from app.analysis.measure import Cancelled, side_by_side, warm_up
-from app.engine.calibration import cached_verify_curve, measure_token_cost
+from app.engine.calibration import cached_verify_curve
 from app.engine.metrics import predicted_speedup
 from app.engine.session import DecodeConfig
 from app.errors import SettingsError
@@ -99,11 +99,3 @@ def run_sweep(pair: LoadedPair, config: DecodeConfig, encoded: list[list[int]], 
         ))
     return rows
 
-
-def draft_step_seconds(pair: LoadedPair) -> float:
-    """One draft-model step, measured once per loaded pair (0 for lookup drafts)."""
-    if pair.draft is None:
-        return 0.0
-    if not pair.draft_step_seconds:
-        pair.draft_step_seconds = measure_token_cost(pair.draft)
-    return pair.draft_step_seconds

@@ -1,0 +1,131 @@
+"""The cost view: why this pair is (not) faster on this device.
+
+Left, the target's measured verify-cost curve t_verify(n) (ms for one pass over n tokens) next
+to one plain step and one draft token; right, the speedup the cost model predicts at each k
+beside the textbook E/(1+kc); above, the one-line verdict (app.analysis.cost owns every figure).
+"""
+
+from __future__ import annotations
+
+import pyqtgraph as pg
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtWidgets import QGridLayout, QLabel, QVBoxLayout, QWidget
+
+from app.analysis.cost import CostView, PairCosts
+from ui.theme import LIGHT, Colours
+
+EMPTY_TEXT = ("The cost view appears when a pair is loaded: it measures what verifying n tokens "
+              "costs on this device and says what speedup this pair can reach.")
+
+
+def _plot(title: str, left: str, bottom: str) -> pg.PlotWidget:
+    view = pg.PlotWidget()
+    view.setMinimumSize(160, 120)
+    plot = view.getPlotItem()
+    plot.setTitle(title, size="9pt")
+    plot.setLabel("left", left)
+    plot.setLabel("bottom", bottom)
+    plot.showGrid(x=False, y=True, alpha=0.2)
+    plot.setMenuEnabled(False)
+    plot.setMouseEnabled(x=False, y=False)
+    plot.hideButtons()
+    plot.addLegend(offset=(4, 4), labelTextSize="8pt")
+    return view
+
+
+class CostPanel(QWidget):
+    costs_shown = Signal()  # the view was redrawn with a pair's costs
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.costs: PairCosts | None = None
+        self.alpha: float | None = None
+        self.view_data: CostView | None = None
+        self.verdict = QLabel(EMPTY_TEXT)
+        self.verdict.setWordWrap(True)
+        self.verdict.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.curve_view = _plot("verify cost on this device", "ms", "tokens in one target pass")
+        self.speedup_view = _plot("speedup by draft length", "×", "k (draft tokens per pass)")
+        grid = QGridLayout()
+        grid.setContentsMargins(0, 0, 0, 0)
+        grid.addWidget(self.curve_view, 0, 0)
+        grid.addWidget(self.speedup_view, 0, 1)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(4, 4, 4, 4)
+        layout.addWidget(self.verdict)
+        layout.addLayout(grid, 1)
+        self._colours = LIGHT
+        cp = self.curve_view.getPlotItem()
+        self.verify_curve = cp.plot([], [], name="t_verify(n)", symbol="o", symbolSize=6)
+        self.plain_line = cp.plot([], [], name="plain step")
+        self.draft_line = cp.plot([], [], name="one draft token")
+        sp = self.speedup_view.getPlotItem()
+        self.predicted = sp.plot([], [], name="cost model", symbol="o", symbolSize=6)
+        self.theory = sp.plot([], [], name="textbook E/(1+kc)")
+        self.best_point = sp.plot([], [], name="best k", pen=None, symbol="star", symbolSize=14)
+        self.break_even = pg.InfiniteLine(pos=1.0, angle=0)
+        sp.addItem(self.break_even)
+        self.set_colours(LIGHT)
+        self._set_visible(False)
+
+    def set_colours(self, colours: Colours) -> None:
+        self._colours = colours
+        for view in (self.curve_view, self.speedup_view):
+            view.setBackground(colours.background)
+            for axis in ("left", "bottom"):
+                view.getPlotItem().getAxis(axis).setTextPen(colours.foreground)
+        self.verify_curve.setPen(pg.mkPen(colours.t_verify, width=2))
+        self.verify_curve.setSymbolBrush(colours.t_verify)
+        dashed = pg.QtCore.Qt.PenStyle.DashLine
+        self.plain_line.setPen(pg.mkPen(colours.plain, width=2, style=dashed))
+        self.draft_line.setPen(pg.mkPen(colours.t_draft, width=2, style=dashed))
+        self.predicted.setPen(pg.mkPen(colours.speculative, width=2))
+        self.predicted.setSymbolBrush(colours.speculative)
+        self.theory.setPen(pg.mkPen(colours.muted, width=2))
+        self.best_point.setSymbolBrush(colours.plain)
+        self.best_point.setSymbolPen(colours.foreground)
+        self.break_even.setPen(pg.mkPen(colours.muted, style=dashed))
+
+    def _set_visible(self, on: bool) -> None:
+        # no axes without data: an empty chart's ticks mean nothing
+        self.curve_view.setVisible(on)
+        self.speedup_view.setVisible(on)
+
+    def set_costs(self, costs: PairCosts | None) -> None:
+        self.costs = costs
+        self.refresh()
+
+    def set_alpha(self, alpha: float | None) -> None:
+        """The acceptance a run measured (None: not measured, the prior is assumed)."""
+        if alpha != self.alpha:
+            self.alpha = alpha
+            self.refresh()
+
+    def refresh(self) -> None:
+        costs = self.costs
+        if costs is None:
+            self.view_data = None
+            self.verdict.setText(EMPTY_TEXT)
+            self._set_visible(False)
+            return
+        view = costs.view(self.alpha)
+        self.view_data = view
+        self.verdict.setText("<b>" + view.verdict() + "</b>")
+        self._set_visible(True)
+        sizes = [1] + [p.k + 1 for p in view.points]
+        times = [view.t_plain * 1000] + [p.t_verify * 1000 for p in view.points]
+        self.verify_curve.setData(sizes, times)
+        span = [1, sizes[-1]]
+        self.plain_line.setData(span, [view.t_plain * 1000] * 2)
+        self.draft_line.setData(span, [view.t_draft * 1000] * 2)
+        ks = [p.k for p in view.points]
+        self.predicted.setData(ks, [p.predicted_speedup for p in view.points])
+        self.theory.setData(ks, [p.theory_speedup for p in view.points])
+        best = view.best
+        self.best_point.setData([best.k], [best.predicted_speedup])
+        top = max(max(p.theory_speedup for p in view.points), best.predicted_speedup, 1.0)
+        self.speedup_view.getPlotItem().setRange(xRange=(0.5, ks[-1] + 0.5),
+                                                 yRange=(0, top * 1.1), padding=0.02)
+        self.curve_view.getPlotItem().setRange(xRange=(0.5, sizes[-1] + 0.5),
+                                               yRange=(0, max(times) * 1.1), padding=0.02)
+        self.costs_shown.emit()

@@ -1,0 +1,293 @@
+"""Experiments on the loaded pair, run on the worker thread: the draft-length sweep, the draft
+ranking and the exactness check (app.analysis does the work; this module starts it, shows
+progress and puts the results in tables and a chart)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Protocol
+
+import pyqtgraph as pg
+from PySide6.QtCore import Signal
+from PySide6.QtWidgets import (
+    QCheckBox,
+    QGridLayout,
+    QHBoxLayout,
+    QLabel,
+    QLineEdit,
+    QPushButton,
+    QSpinBox,
+    QVBoxLayout,
+    QWidget,
+)
+
+from app.analysis.exactness import ExactReport, check_exact
+from app.analysis.rank import (
+    Candidate,
+    DraftModelCandidate,
+    LoadedCandidate,
+    NgramCandidate,
+    RankRow,
+    SelfDraftCandidate,
+    rank_candidates,
+)
+from app.analysis.sweep import SweepRow, parse_ks, run_sweep
+from app.engine.session import DecodeConfig
+from app.errors import DraftLensError
+from app.models.loading import LoadedPair, ModelSpec
+from app.runs import draft_label, encode_prompt
+from ui.decode_panel import DecodePanel
+from ui.pair_picker import PairPicker
+from ui.rejection_view import fill, make_table
+from ui.run_control import RunControl
+from ui.theme import LIGHT, Colours
+from ui.worker import JobRequest
+
+Work = Callable[[LoadedPair, Callable[[], bool], Callable[[str], None]], object]
+
+
+class ExperimentWindow(Protocol):
+    """What the panel uses of the main window."""
+
+    run_control: RunControl
+    picker: PairPicker
+    decode: DecodePanel
+
+    def show_error(self, message: str) -> None: ...
+
+    def update_actions(self) -> None: ...
+
+
+class ExperimentsPanel(QWidget):
+    _request_job = Signal(object)  # JobRequest, to the worker thread
+
+    def __init__(self, window: ExperimentWindow, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.window = window
+        self.runs = window.run_control
+        self.sweep_rows: list[SweepRow] = []
+        self.rank_rows: list[RankRow] = []
+        self.exact: ExactReport | None = None
+        self.busy_with = ""
+        self._request_job.connect(self.runs.worker.run_job)
+        self.runs.worker.job_done.connect(self._job_done)
+
+        self.ks = QLineEdit("1,2,4,8")
+        self.ks.setToolTip("draft lengths to measure, each against plain decoding")
+        self.sweep_button = QPushButton("Sweep k")
+        self.sweep_button.clicked.connect(self.start_sweep)
+        self.candidates = QLineEdit()
+        self.candidates.setPlaceholderText("more draft files, separated by ;")
+        self.rank_ngram = QCheckBox("n-gram")
+        self.rank_ngram.setChecked(True)
+        self.self_layers = QLineEdit()
+        self.self_layers.setPlaceholderText("self-draft layers, e.g. 8,14")
+        self.rank_button = QPushButton("Rank drafts")
+        self.rank_button.clicked.connect(self.start_rank)
+        self.samples = QSpinBox()
+        self.samples.setRange(20, 5000)
+        self.samples.setValue(200)
+        self.samples.setToolTip("seeded speculative runs for the sampled test")
+        self.exact_button = QPushButton("Check exactness")
+        self.exact_button.clicked.connect(self.start_check)
+        self.buttons = (self.sweep_button, self.rank_button, self.exact_button)
+
+        controls = QHBoxLayout()
+        for widget in (QLabel("k:"), self.ks, self.sweep_button, QLabel("  candidates:"),
+                       self.candidates, self.rank_ngram, self.self_layers, self.rank_button,
+                       QLabel("  samples:"), self.samples, self.exact_button):
+            controls.addWidget(widget)
+        self.status = QLabel("Sweep: each k against plain decoding on the prompt. Rank: the "
+                             "loaded draft and others, at each one's best k. Exactness: greedy "
+                             "identity and a sampled G-test.")
+        self.status.setWordWrap(True)
+        self.sweep_table = make_table(["k", "measured", "predicted", "theory", "acceptance",
+                                   "tokens/pass", "plain tok/s", "spec tok/s"])
+        self.rank_table = make_table(["#", "candidate", "tok/s", "speedup", "acceptance",
+                                  "cost ratio", "best k"])
+        self.sweep_view = pg.PlotWidget()
+        plot = self.sweep_view.getPlotItem()
+        plot.setTitle("sweep: speedup by k", size="9pt")
+        plot.setLabel("left", "×")
+        plot.setLabel("bottom", "k")
+        plot.setMenuEnabled(False)
+        plot.setMouseEnabled(x=False, y=False)
+        plot.hideButtons()
+        plot.addLegend(offset=(4, 4), labelTextSize="8pt")
+        self.measured_line = plot.plot([], [], name="measured", symbol="star", symbolSize=12)
+        self.predicted_line = plot.plot([], [], name="cost model", symbol="o", symbolSize=6)
+        self.theory_line = plot.plot([], [], name="textbook", symbol="t", symbolSize=6)
+        self.break_even = pg.InfiniteLine(pos=1.0, angle=0)
+        plot.addItem(self.break_even)
+        grid = QGridLayout()
+        grid.addWidget(self.sweep_view, 0, 0)
+        grid.addWidget(self.sweep_table, 0, 1)
+        grid.addWidget(self.rank_table, 0, 2)
+        grid.setColumnStretch(0, 2)
+        grid.setColumnStretch(1, 3)
+        grid.setColumnStretch(2, 3)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(4, 4, 4, 4)
+        layout.addLayout(controls)
+        layout.addWidget(self.status)
+        layout.addLayout(grid, 1)
+        self.set_colours(LIGHT)
+        self.sweep_view.setVisible(False)
+
+    def set_colours(self, colours: Colours) -> None:
+        self.sweep_view.setBackground(colours.background)
+        self.measured_line.setPen(pg.mkPen(colours.plain, width=2))
+        self.measured_line.setSymbolBrush(colours.plain)
+        self.predicted_line.setPen(pg.mkPen(colours.speculative, width=2))
+        self.predicted_line.setSymbolBrush(colours.speculative)
+        self.theory_line.setPen(pg.mkPen(colours.muted, width=2))
+        self.break_even.setPen(pg.mkPen(colours.muted, style=pg.QtCore.Qt.PenStyle.DashLine))
+
+    # --- starting ---------------------------------------------------------------------
+    def _inputs(self) -> tuple[ModelSpec, DecodeConfig, str, bool] | None:
+        w = self.window
+        picker, decode = w.picker, w.decode
+        reason = picker.blocking_reason()
+        if self.runs.running:
+            return None
+        if reason:
+            w.show_error(reason)
+            return None
+        choices = decode.choices()
+        config = decode.config()
+        try:
+            config.validate()
+        except DraftLensError as exc:
+            w.show_error(str(exc))
+            return None
+        return picker.model_spec(), config, choices.prompt, choices.chat
+
+    def _start(self, name: str, spec: ModelSpec, work: Work) -> None:
+        self.busy_with = name
+        for button in self.buttons:
+            button.setEnabled(False)
+        self.status.setText(f"{name}: running… (Stop ends it after the current run)")
+        self.runs.running = True
+        self.runs.worker.prepare(step_mode=False)
+        self.window.update_actions()
+        self._request_job.emit(JobRequest(spec, name, work))
+
+    def start_sweep(self) -> None:
+        inputs = self._inputs()
+        if inputs is None:
+            return
+        spec, config, prompt, chat = inputs
+        try:
+            ks = parse_ks(self.ks.text())
+        except DraftLensError as exc:
+            self.window.show_error(str(exc))
+            return
+
+        def work(pair: LoadedPair, cancelled: Callable[[], bool],
+                 progress: Callable[[str], None]) -> object:
+            ids = encode_prompt(pair.target, prompt, chat)
+            return run_sweep(pair, config, [ids], ks, 1, progress, cancelled)
+
+        self._start("sweep", spec, work)
+
+    def candidate_list(self, spec: ModelSpec) -> list[Candidate]:
+        found: list[Candidate] = []
+        if spec.draft or spec.ngram or spec.self_draft_layers:
+            found.append(LoadedCandidate(draft_label(spec) + " (loaded)"))
+        for path in (p.strip() for p in self.candidates.text().split(";")):
+            if path:
+                found.append(DraftModelCandidate(path))
+        if self.rank_ngram.isChecked() and not (spec.ngram and not spec.draft):
+            found.append(NgramCandidate())
+        for part in self.self_layers.text().split(","):
+            if part.strip().isdigit() and int(part) > 0:
+                found.append(SelfDraftCandidate(int(part)))
+        return found
+
+    def start_rank(self) -> None:
+        inputs = self._inputs()
+        if inputs is None:
+            return
+        spec, config, prompt, chat = inputs
+        candidates = self.candidate_list(spec)
+
+        def work(pair: LoadedPair, cancelled: Callable[[], bool],
+                 progress: Callable[[str], None]) -> object:
+            ids = encode_prompt(pair.target, prompt, chat)
+            return rank_candidates(pair, candidates, config, [ids], 1, progress, cancelled)
+
+        self._start("rank", spec, work)
+
+    def start_check(self) -> None:
+        inputs = self._inputs()
+        if inputs is None:
+            return
+        spec = inputs[0]
+        samples = self.samples.value()
+
+        def work(pair: LoadedPair, cancelled: Callable[[], bool],
+                 progress: Callable[[str], None]) -> object:
+            return check_exact(pair, samples=samples, progress=progress)
+
+        self._start("exactness check", spec, work)
+
+    # --- results ----------------------------------------------------------------------
+    def _job_done(self, name: str, result: object) -> None:
+        self.busy_with = ""
+        for button in self.buttons:
+            button.setEnabled(True)
+        self.runs.running = False
+        self.window.update_actions()
+        if result is None:
+            self.status.setText(f"{name}: stopped or failed")
+            return
+        if name == "sweep" and isinstance(result, list):
+            self.show_sweep(result)
+        elif name == "rank" and isinstance(result, list):
+            self.show_rank(result)
+        elif isinstance(result, ExactReport):
+            self.show_exact(result)
+
+    def show_sweep(self, rows: list[SweepRow]) -> None:
+        self.sweep_rows = rows
+        fill(self.sweep_table, [[str(r.k), f"{r.measured_speedup:.2f}×",
+                                 f"{r.predicted_speedup:.2f}×", f"{r.theory_speedup:.2f}×",
+                                 f"{r.acceptance:.2f}", f"{r.tokens_per_pass:.2f}",
+                                 f"{r.plain_tok_s:.1f}", f"{r.spec_tok_s:.1f}"] for r in rows])
+        ks = [r.k for r in rows]
+        self.measured_line.setData(ks, [r.measured_speedup for r in rows])
+        self.predicted_line.setData(ks, [r.predicted_speedup for r in rows])
+        self.theory_line.setData(ks, [r.theory_speedup for r in rows])
+        self.sweep_view.setVisible(bool(rows))
+        if rows:
+            top = max(max(r.theory_speedup, r.measured_speedup, r.predicted_speedup)
+                      for r in rows)
+            self.sweep_view.getPlotItem().setRange(xRange=(0.5, max(ks) + 0.5),
+                                                   yRange=(0, max(top, 1.0) * 1.1))
+            best = max(rows, key=lambda r: r.measured_speedup)
+            worst = max(rows, key=lambda r: abs(r.prediction_error))
+            self.status.setText(
+                f"sweep: best measured {best.measured_speedup:.2f}× at k = {best.k}; the cost "
+                f"model is within {100 * abs(worst.prediction_error):.0f}% of every measurement")
+
+    def show_rank(self, rows: list[RankRow]) -> None:
+        self.rank_rows = rows
+        fill(self.rank_table, [
+            [str(i), r.label, "" if r.error else f"{r.tok_s:.1f}",
+             "" if r.error else f"{r.speedup:.2f}×", "" if r.error else f"{r.acceptance:.2f}",
+             "" if r.error else f"{r.cost_ratio:.3f}", r.error or str(r.best_k)]
+            for i, r in enumerate(rows, start=1)])
+        ok = [r for r in rows if not r.error]
+        self.status.setText(f"rank: fastest {ok[0].label} at {ok[0].speedup:.2f}× (k = "
+                            f"{ok[0].best_k})" if ok else "rank: no candidate could draft")
+
+    def show_exact(self, report: ExactReport) -> None:
+        self.exact = report
+        verdict = "PASS — exact on this pair" if report.passed else "FAIL — not exact"
+        self.status.setText(
+            f"exactness: {verdict}. Greedy identical over {report.greedy_prompts} prompts: "
+            f"{report.greedy_identical}; sampled G-test over {report.samples} runs "
+            f"(temperature {report.temperature}, top-k {report.top_k}): p = {report.p_value:.3g}"
+            f" (fails below {report.threshold:g})")
+
+
