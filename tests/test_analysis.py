@@ -76,7 +76,7 @@ def test_cost_view_uses_the_metrics_formula_and_finds_the_best_k():
 def test_verdict_says_plain_is_faster_when_no_k_pays():
     verdict = cost_view(CPU_CURVE, t_draft=0.03, alpha=0.5, k_max=8).verdict()
     assert "at most" in verdict and "plain decoding is faster" in verdict
-    assert "measured" in verdict
+    assert "measured on 0 draft tokens" in verdict
 
 
 def test_verdict_on_a_flat_curve_promises_a_speedup_and_says_alpha_is_assumed():
@@ -85,9 +85,12 @@ def test_verdict_on_a_flat_curve_promises_a_speedup_and_says_alpha_is_assumed():
     assert "assumed" in view.verdict() and "at most" not in view.verdict()
 
 
-def test_predicted_curve_rises_with_acceptance():
-    line = predicted_curve(FLAT_CURVE, 0.005, 4.0, [0.1, 0.5, 0.9])
+def test_predicted_curve_rises_with_acceptance_and_scales_the_curve_to_the_run():
+    line = predicted_curve(FLAT_CURVE, 0.1, 0.005, 4.0, [0.1, 0.5, 0.9])
     assert line[0] < line[1] < line[2]
+    # a run whose plain step took twice the calibrated one: every cost doubles, ratios stay
+    doubled = predicted_curve(FLAT_CURVE, 0.2, 0.01, 4.0, [0.1, 0.5, 0.9])
+    assert doubled == pytest.approx(line)
 
 
 def step(index, k, accepted_flags, t_draft=0.01, t_verify=0.1, texts=None, entropy=1.0):

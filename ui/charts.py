@@ -353,7 +353,8 @@ class ChartsPanel(QWidget):
         self.theory_curve.setData(_ALPHAS, curve)
         predicted: list[float] = []
         if c is not None and self.costs is not None and k > 0:
-            predicted = predicted_curve(self.costs.curve, self.costs.t_draft, k, list(_ALPHAS))
+            predicted = predicted_curve(self.costs.curve, summary["t_target"],
+                                        stats.draft_time_per_token, k, list(_ALPHAS))
             self.cost_curve.setData(_ALPHAS, predicted)
         else:
             self.cost_curve.setData([], [])

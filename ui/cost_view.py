@@ -40,6 +40,7 @@ class CostPanel(QWidget):
         super().__init__(parent)
         self.costs: PairCosts | None = None
         self.alpha: float | None = None
+        self.alpha_tokens = 0
         self.view_data: CostView | None = None
         self.verdict = QLabel(EMPTY_TEXT)
         self.verdict.setWordWrap(True)
@@ -95,10 +96,11 @@ class CostPanel(QWidget):
         self.costs = costs
         self.refresh()
 
-    def set_alpha(self, alpha: float | None) -> None:
-        """The acceptance a run measured (None: not measured, the prior is assumed)."""
-        if alpha != self.alpha:
-            self.alpha = alpha
+    def set_alpha(self, alpha: float | None, tokens: int = 0) -> None:
+        """The acceptance a run measured on `tokens` judged draft tokens (None: not measured,
+        the prior is assumed)."""
+        if (alpha, tokens) != (self.alpha, self.alpha_tokens):
+            self.alpha, self.alpha_tokens = alpha, tokens
             self.refresh()
 
     def refresh(self) -> None:
@@ -108,7 +110,7 @@ class CostPanel(QWidget):
             self.verdict.setText(EMPTY_TEXT)
             self._set_visible(False)
             return
-        view = costs.view(self.alpha)
+        view = costs.view(self.alpha, alpha_tokens=self.alpha_tokens)
         self.view_data = view
         self.verdict.setText("<b>" + view.verdict() + "</b>")
         self._set_visible(True)

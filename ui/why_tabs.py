@@ -73,7 +73,7 @@ class WhyTabs(QWidget):
             self.rejections.reset()
             return
         if run.stats.spec_steps and not self.window.run_control.running:
-            self.cost.set_alpha(round(run.stats.alpha, 2))
+            self.cost.set_alpha(round(run.stats.alpha, 2), run.stats.judged)
             self._show_verdict()
         if self.tabs.currentWidget() is self.rejections or not self.window.run_control.running:
             self.rejections.show_steps(run.steps)

@@ -26,8 +26,10 @@ class PairCosts:
     t_draft: float
     drafter: str
 
-    def view(self, alpha: float | None, k_max: int = COST_K_MAX) -> CostView:
-        return cost_view(self.curve, self.t_draft, alpha, k_max)
+    def view(self, alpha: float | None, k_max: int = COST_K_MAX, alpha_tokens: int = 0) -> CostView:
+        view = cost_view(self.curve, self.t_draft, alpha, k_max)
+        view.alpha_tokens = alpha_tokens
+        return view
 
 
 def draft_step_seconds(pair: LoadedPair) -> float:
@@ -64,6 +66,7 @@ class CostView:
     alpha: float
     alpha_measured: bool
     points: list[CostPoint]
+    alpha_tokens: int = 0  # draft tokens the acceptance was measured on
 
     @property
     def cost_ratio(self) -> float:
@@ -76,7 +79,8 @@ class CostView:
     def verdict(self) -> str:
         """One line: the best this pair can do here, and why."""
         best = self.best
-        source = "measured" if self.alpha_measured else "assumed until a run measures it"
+        source = (f"measured on {self.alpha_tokens} draft tokens" if self.alpha_measured
+                  else "assumed until a run measures it")
         why = (f"verifying {best.k + 1} tokens costs {best.verify_in_steps:.1f} plain steps, "
                f"a draft token {self.cost_ratio:.2f}")
         if best.predicted_speedup < 1.0:
@@ -107,9 +111,12 @@ def cost_view(curve: VerifyCostCurve, t_draft: float, alpha: float | None,
     return CostView(t_plain, t_draft, a, measured, points)
 
 
-def predicted_curve(curve: VerifyCostCurve, t_draft: float, k: float,
+def predicted_curve(curve: VerifyCostCurve, t_plain: float, t_draft: float, k: float,
                     alphas: list[float]) -> list[float]:
-    """The cost-model speedup at draft length k for each acceptance rate (the chart's line)."""
-    t_plain = curve.cost(1)
-    t_verify = curve.cost(max(1, round(k)) + 1)
+    """The cost-model speedup at draft length k for each acceptance rate (the chart's line),
+    with a run's own plain step and draft cost and the curve's verify cost scaled to that
+    plain step (so the line and the textbook line differ only in what verifying costs)."""
+    base = curve.cost(1)
+    scale = t_plain / base if base > 0 else 1.0
+    t_verify = curve.cost(max(1, round(k)) + 1) * scale
     return [predicted_speedup(a, k, t_plain, t_draft, t_verify) for a in alphas]
