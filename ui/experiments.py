@@ -238,6 +238,8 @@ class ExperimentsPanel(QWidget):
             button.setEnabled(True)
         self.runs.running = False
         self.window.update_actions()
+        self.runs.window.status_label.setText(f"{name} finished" if result is not None
+                                              else f"{name} stopped")
         if result is None:
             self.status.setText(f"{name}: stopped or failed")
             return
