@@ -4,13 +4,16 @@ and decode settings become a drafter, a session and the trace header that descri
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any
 
 from app.engine.calibration import cached_verify_curve, measure_token_cost
 from app.engine.drafters import Drafter, HybridDrafter, ModelDrafter, NgramDrafter
+from app.engine.heads import HeadsDrafter
 from app.engine.protocol import LanguageModel
 from app.engine.session import DecodeConfig, Session
 from app.engine.trace import MODE_PLAIN, MODE_SPECULATIVE, TraceHeader, TraceWriter
+from app.models.draft_heads import load_heads
 from app.models.loading import LoadedPair, ModelSpec
 from app.versions import versions
 
@@ -57,9 +60,22 @@ def build_drafter(pair: LoadedPair, config: DecodeConfig) -> Drafter | None:
         if pair.spec.self_draft_layers:
             drafter.name = self_draft_label(pair.spec.self_draft_layers)
         return HybridDrafter(drafter) if pair.spec.ngram else drafter
+    if pair.spec.draft_heads:
+        return heads_drafter(pair)
     if pair.spec.ngram:
         return NgramDrafter()
     return None
+
+
+def heads_drafter(pair: LoadedPair) -> HeadsDrafter:
+    """A drafter from the pair's heads file, read once per pair (checked against the target)."""
+    if pair.heads is None:
+        pair.heads = load_heads(pair.spec.draft_heads, pair.target)
+    return HeadsDrafter(pair.heads, heads_label(pair.spec.draft_heads))
+
+
+def heads_label(path: str) -> str:
+    return f"draft heads ({Path(path).name})"
 
 
 def self_draft_label(n_layers: int) -> str:
@@ -115,6 +131,8 @@ def draft_label(spec: ModelSpec) -> str:
     if spec.self_draft_layers:
         label = self_draft_label(spec.self_draft_layers)
         return f"{NGRAM_LABEL} + {label}" if spec.ngram else label
+    if spec.draft_heads:
+        return heads_label(spec.draft_heads)
     if spec.draft and spec.ngram:
         return f"{NGRAM_LABEL} + {spec.draft}"
     return spec.draft or (NGRAM_LABEL if spec.ngram else "")

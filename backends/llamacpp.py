@@ -274,6 +274,20 @@ class LlamaCppModel:
     def n_embd(self) -> int:
         return int(self._ll.llama_model_n_embd(self._model))
 
+    def output_rows(self, ids: Sequence[int]) -> np.ndarray:
+        """Read from the file with the gguf package: output.weight, or the token embeddings
+        where the head is tied to them; only the asked rows are dequantized."""
+        import gguf
+        from gguf.quants import dequantize
+
+        tensors = {t.name: t for t in gguf.GGUFReader(self.path).tensors}
+        tensor = tensors.get("output.weight") or tensors.get("token_embd.weight")
+        if tensor is None:
+            raise BackendError(f"{self.name} has neither output.weight nor token_embd.weight")
+        rows = np.asarray(tensor.data)[np.asarray(list(ids), dtype=np.int64)]
+        return np.asarray(dequantize(rows, tensor.tensor_type), dtype=np.float32).reshape(
+            len(ids), -1)
+
     def extend_hidden(self, ids: Sequence[int], n_logits: int) -> tuple[np.ndarray, np.ndarray]:
         """extend() with the context's embeddings switched on for the last chunk (pooling
         none: one vector per token, the output of the final norm). llama.cpp then outputs

@@ -185,6 +185,12 @@ class TorchModel:
     def n_embd(self) -> int:
         return int(self.model.config.hidden_size)
 
+    def output_rows(self, ids: Sequence[int]) -> np.ndarray:
+        weight = self.model.get_output_embeddings().weight
+        with self._torch.no_grad():
+            rows = weight[self._torch.as_tensor(list(ids), dtype=self._torch.long)]
+            return np.asarray(rows.float().cpu().numpy(), dtype=np.float32)
+
     def extend(self, ids: Sequence[int], n_logits: int) -> np.ndarray:
         return self._forward(ids, n_logits, hidden=False)[0]
 

@@ -6,6 +6,7 @@
   draftlens sweep  --k 1,2,4,8 ...                      each draft length vs plain decoding
   draftlens rank   --candidates D1 D2 [--ngram]         which draft suits this target best
   draftlens check-exact ...                             is speculation exact on this pair?
+  draftlens heads train -m TARGET --out HEADS.safetensors  train draft heads
   draftlens trace  FILE [--analysis]                    summarise a saved trace
 """
 
@@ -29,13 +30,14 @@ from app.cli.analysis import (
 )
 from app.cli.bench import add_bench_flags, cmd_bench
 from app.cli.commands import cmd_run, cmd_trace
+from app.cli.heads import add_heads_parser, cmd_heads
 from app.cli.models import add_models_parser, cmd_models
 from app.cli.options import add_decode_flags, add_model_flags
 from app.errors import DraftLensError
 from app.versions import versions
 from backends.base import BackendError
 
-COMMANDS = ("run", "bench", "sweep", "rank", "check-exact", "models", "trace")
+COMMANDS = ("run", "bench", "sweep", "rank", "check-exact", "models", "heads", "trace")
 ANALYSES = {"sweep": cmd_sweep, "rank": cmd_rank, "check-exact": cmd_check_exact}
 _HEADLESS_FIRST = {"-h", "--help", "--version", "--preflight-child", *COMMANDS}
 
@@ -84,6 +86,7 @@ def build_parser() -> argparse.ArgumentParser:
     exact.add_argument("--debug", action="store_true", default=argparse.SUPPRESS)
 
     add_models_parser(sub)
+    add_heads_parser(sub)
 
     trace = sub.add_parser("trace", help="summarise a saved trace")
     trace.add_argument("file")
@@ -121,6 +124,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return ANALYSES[args.command](args)
         if args.command == "models":
             return cmd_models(args)
+        if args.command == "heads":
+            return cmd_heads(args)
         return cmd_trace(args)
     except (DraftLensError, BackendError) as exc:
         if args.debug:

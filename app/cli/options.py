@@ -21,6 +21,9 @@ def add_model_flags(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--self-draft-layers", dest="self_draft_layers", default=None, metavar="N",
                    help="draft with the target's own first N layers (then its final norm and "
                         "output head); bench takes a list, e.g. 4,8,12, for a layer sweep")
+    g.add_argument("--draft-heads", dest="draft_heads", default=None, metavar="HEADS",
+                   help="draft with heads trained on the target's hidden states "
+                        "(draftlens heads train)")
     g.add_argument("--backend", choices=("auto", "llamacpp", "torch"), default="auto")
     g.add_argument("--device", default="auto", help="auto, cpu, cuda, mps (torch backend)")
     g.add_argument("-ngl", "--n-gpu-layers", "--gpu-layers", dest="n_gpu_layers", default="auto",
@@ -83,8 +86,10 @@ def self_draft_layers(args: argparse.Namespace) -> list[int]:
 def model_spec(args: argparse.Namespace) -> ModelSpec:
     target, draft = args.target, args.draft
     layers_list = self_draft_layers(args)
-    if layers_list and draft is not None:
-        raise SettingsError("pick one draft: -md DRAFT or --self-draft-layers N, not both")
+    heads = getattr(args, "draft_heads", None)
+    if sum(bool(x) for x in (layers_list, draft, heads)) > 1:
+        raise SettingsError("pick one draft: -md DRAFT, --self-draft-layers N or "
+                            "--draft-heads HEADS")
     if target is None:
         from app.models.demo import demo_installed, demo_paths
 
@@ -93,9 +98,9 @@ def model_spec(args: argparse.Namespace) -> ModelSpec:
                                 "pass -m FILE, or run: draftlens models fetch-demo")
         demo_target, demo_draft = demo_paths()
         target = str(demo_target)
-        if draft is None and not args.ngram and not layers_list:
+        if draft is None and not args.ngram and not layers_list and not heads:
             draft = str(demo_draft)
-    if draft is None and not args.ngram and not layers_list:
+    if draft is None and not args.ngram and not layers_list and not heads:
         raise SettingsError("no draft given — pass -md DRAFT_FILE, --ngram for prompt lookup, "
                             "or --self-draft-layers N for the target's own first layers")
     layers = args.n_gpu_layers
@@ -110,6 +115,7 @@ def model_spec(args: argparse.Namespace) -> ModelSpec:
         trust_remote_code=args.trust_remote_code, allow_pickle=args.allow_pickle,
         batch_invariant=not args.fast_kernels, rpc=args.rpc.strip(),
         self_draft_layers=layers_list[0] if layers_list else 0,
+        draft_heads=heads or "",
     )
 
 

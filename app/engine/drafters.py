@@ -72,6 +72,17 @@ class TreeDrafter(Drafter, Protocol):
         ...
 
 
+@runtime_checkable
+class TargetHiddenDrafter(Drafter, Protocol):
+    """A drafter that guesses from the target's own final hidden state: the session then
+    asks the verify pass for hidden states and hands over the row that produced the last
+    emitted token (the target must be a HiddenStateModel)."""
+
+    def take_target_hidden(self, hidden: np.ndarray, n_context: int) -> None:
+        """`hidden` produced context[n_context - 1], the last token of the context."""
+        ...
+
+
 def common_prefix(a: list[int], b: list[int]) -> int:
     n = min(len(a), len(b))
     if n == 0:

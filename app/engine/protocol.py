@@ -111,3 +111,13 @@ class HiddenStateModel(Protocol):
     def extend_hidden(self, ids: Sequence[int], n_logits: int) -> tuple[np.ndarray, np.ndarray]:
         """As extend(), plus the hidden states (n_logits, n_embd) of the same rows."""
         ...
+
+
+@runtime_checkable
+class OutputHeadModel(Protocol):
+    """A runtime that can hand out rows of its output matrix: the logits of a final hidden
+    state h are output_rows(ids) @ h for those ids (draft heads reuse the target's head)."""
+
+    def output_rows(self, ids: Sequence[int]) -> np.ndarray:
+        """Rows (len(ids), n_embd) of the output matrix, as float32."""
+        ...

@@ -11,9 +11,16 @@ from typing import Any
 import numpy as np
 
 from app.engine.adaptive import DraftLengthController, VerifyCostCurve
-from app.engine.drafters import EMPTY_DRAFT, Draft, Drafter, TreeDrafter, TreeShape
+from app.engine.drafters import (
+    EMPTY_DRAFT,
+    Draft,
+    Drafter,
+    TargetHiddenDrafter,
+    TreeDrafter,
+    TreeShape,
+)
 from app.engine.metrics import RunStats
-from app.engine.protocol import LanguageModel
+from app.engine.protocol import HiddenStateModel, LanguageModel
 from app.engine.records import StepRecord
 from app.engine.sampling import SamplingParams, finite_logits, process
 from app.engine.similarity import annotate, verify_pass
@@ -83,6 +90,10 @@ class Session:
         cost_curve: VerifyCostCurve | None = None,
     ) -> None:
         config.validate()
+        if isinstance(drafter, TargetHiddenDrafter) and not isinstance(target, HiddenStateModel):
+            raise SettingsError(f"{drafter.name} drafts from the target's hidden states, which "
+                                f"the {target.backend} backend cannot return — use a draft "
+                                "model or --ngram")
         # p and q follow the sampler semantics of the pair's runtime (both models share it)
         config = replace(config, sampling=replace(config.sampling, order=target.sampler_order))
         self.target = target
@@ -165,8 +176,10 @@ class Session:
         draft_tokens = draft.tokens[: max(0, remaining - 1)]
         pending = context[self.target.n_cached :]
         t1 = time.perf_counter()
+        feeds_hidden = isinstance(self.drafter, TargetHiddenDrafter)
         raw, target_hidden = verify_pass(self.target, [*pending, *draft_tokens],
-                                         len(draft_tokens) + 1, draft.hidden is not None)
+                                         len(draft_tokens) + 1,
+                                         draft.hidden is not None or feeds_hidden)
         logits = finite_logits(raw, self.target.name)
         t2 = time.perf_counter()
         vocab = logits.shape[-1]
@@ -179,11 +192,17 @@ class Session:
         annotate(verdict.records, draft.logits, draft.hidden, logits, target_hidden)
         n_accepted = len(verdict.emitted) - 1
         self.target.truncate(len(context) + n_accepted)
-        return self._finish_step(context, verdict, index, len(draft_tokens),
-                                 len(pending) + len(draft_tokens), (t0, t1, t2))
+        record = self._finish_step(context, verdict, index, len(draft_tokens),
+                                   len(pending) + len(draft_tokens), (t0, t1, t2))
+        if feeds_hidden and target_hidden is not None:
+            assert isinstance(self.drafter, TargetHiddenDrafter)
+            # row n_accepted produced the last emitted token
+            self.drafter.take_target_hidden(target_hidden[n_accepted], len(context))
+        return record
 
     def _tree_drafter(self) -> TreeDrafter | None:
-        if self.config.tree_width > 1 and isinstance(self.drafter, TreeDrafter):
+        if (self.config.tree_width > 1 and isinstance(self.drafter, TreeDrafter)
+                and not isinstance(self.drafter, TargetHiddenDrafter)):
             return self.drafter
         return None
 

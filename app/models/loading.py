@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from app.engine.heads import HeadsWeights
 from app.engine.protocol import EarlyExitModel, LanguageModel
 from app.errors import DraftLensError, ModelFileError, SettingsError
 from app.models.pair_check import PairCheck, check_pair_files, is_gguf, model_size_bytes
@@ -35,6 +36,7 @@ class ModelSpec:
     batch_invariant: bool = True
     self_draft_layers: int = 0  # > 0: the target's first N layers draft (no draft file)
     rpc: str = ""  # the target on llama.cpp rpc-servers: HOST:PORT[,HOST:PORT...]
+    draft_heads: str = ""  # a heads file trained on the target (app.models.draft_heads)
 
     def resolved_backend(self) -> str:
         backend = self._backend()
@@ -62,6 +64,7 @@ class LoadedPair:
     warnings: list[str] = field(default_factory=list)
     draft_step_seconds: float = 0.0  # one draft-model step, measured once when first needed
     self_drafts: dict[int, LanguageModel] = field(default_factory=dict)  # by layer count
+    heads: HeadsWeights | None = None  # spec.draft_heads, read and checked once
 
     def close(self) -> None:
         for model in self.self_drafts.values():
@@ -240,7 +243,13 @@ def load_pair(spec: ModelSpec, progress: Progress | None = None) -> LoadedPair:
     target = load_model(spec.target, spec, rpc=spec.rpc)
     draft = None
     self_drafts: dict[int, LanguageModel] = {}
+    heads = None
     try:
+        if spec.draft_heads:
+            from app.models.draft_heads import load_heads
+
+            say(f"reading draft heads {Path(spec.draft_heads).name}")
+            heads = load_heads(spec.draft_heads, target)
         if spec.self_draft_layers:
             say(f"preparing the target's first {spec.self_draft_layers} layers as the draft")
             draft = load_self_draft(target, spec, spec.self_draft_layers)
@@ -253,4 +262,5 @@ def load_pair(spec: ModelSpec, progress: Progress | None = None) -> LoadedPair:
         target.close()
         raise
     warnings.extend(target.caveats)
-    return LoadedPair(target, draft, check, spec, warnings, self_drafts=self_drafts)
+    return LoadedPair(target, draft, check, spec, warnings, self_drafts=self_drafts,
+                      heads=heads)

@@ -1,0 +1,89 @@
+"""Draft heads (Medusa-style multi-token prediction): small blocks trained on the target's
+own final hidden state that guess the tokens after the next one.
+
+Head i (1-based) maps the hidden state h_t the target read its token t+1 from to the token
+at t+1+i: z = h + W2·SiLU(W1·h), then the target's own (frozen) output rows. The heads score
+only the candidate vocabulary they were trained on (the tokens the target produced or ranked
+high on the training text); every other id has probability 0 under q, which keeps q a true
+distribution, so verification stays exact.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from app.engine.drafters import EMPTY_DRAFT, Draft
+from app.engine.sampling import SamplingParams, choose, process
+
+
+@dataclass
+class HeadsWeights:
+    w1: np.ndarray  # (heads, rank, n_embd)
+    w2: np.ndarray  # (heads, n_embd, rank)
+    vocab_ids: np.ndarray  # (m,) the candidate ids the heads score, ascending
+    output_rows: np.ndarray  # (m, n_embd) the target's output matrix at those ids
+    n_vocab: int  # the target's logit width
+    target: str = ""  # the target file the heads were trained on
+
+    @property
+    def n_heads(self) -> int:
+        return int(self.w1.shape[0])
+
+    @property
+    def rank(self) -> int:
+        return int(self.w1.shape[1])
+
+    @property
+    def n_embd(self) -> int:
+        return int(self.w1.shape[2])
+
+    def logits(self, hidden: np.ndarray, head: int) -> np.ndarray:
+        """Full-width logits of head `head` (0-based) for one hidden state: -inf off the
+        candidate vocabulary."""
+        h = np.asarray(hidden, dtype=np.float32)
+        a = self.w1[head] @ h
+        z = h + self.w2[head] @ (a / (1.0 + np.exp(-a)))
+        row = np.full(self.n_vocab, -np.inf, dtype=np.float32)
+        row[self.vocab_ids] = self.output_rows @ z
+        return row
+
+
+class HeadsDrafter:
+    """Proposes up to n_heads tokens from the target's hidden state at the row that produced
+    the last emitted token: head i's top-1 under greedy, else a draw from its processed row
+    (the q the verifier tests). The session hands it that row after every verify pass
+    (it is a TargetHiddenDrafter)."""
+
+    cost_hint = 0.0
+
+    def __init__(self, weights: HeadsWeights, label: str = "") -> None:
+        self.weights = weights
+        self.name = label or f"draft heads ({weights.n_heads})"
+        self.reset()
+
+    def reset(self) -> None:
+        self._hidden: np.ndarray | None = None
+        self._n_context = -1
+
+    def take_target_hidden(self, hidden: np.ndarray, n_context: int) -> None:
+        """The target's final hidden state that produced the token at context[n_context-1]."""
+        self._hidden = np.asarray(hidden, dtype=np.float32)
+        self._n_context = n_context
+
+    def source_for(self, context: list[int]) -> str:
+        return "heads"
+
+    def propose(
+        self, context: list[int], k: int, params: SamplingParams, rng: np.random.Generator
+    ) -> Draft:
+        if self._hidden is None or self._n_context != len(context) or k <= 0:
+            return EMPTY_DRAFT  # no hidden state for this context yet: the target decodes
+        tokens: list[int] = []
+        rows: list[np.ndarray] = []
+        for head in range(min(k, self.weights.n_heads)):
+            q = process(self.weights.logits(self._hidden, head), params)
+            tokens.append(choose(q, params, rng))
+            rows.append(q)
+        return Draft(tokens, np.stack(rows))
