@@ -49,7 +49,7 @@ def add_decode_flags(parser: argparse.ArgumentParser) -> None:
                    help="draft length k (max under --adaptive); default 8, 32 with --ngram")
     g.add_argument("--draft-min", type=int, default=0)
     g.add_argument("--draft-p-min", type=float, default=None,
-                   help="stop drafting when the draft's own probability falls below this")
+                   help="stop drafting where the draft's best candidate is below this")
     g.add_argument("--tree-width", type=int, default=1,
                    help="children a draft node may have (1 = a chain); --draft-max stays "
                         "the depth")

@@ -160,9 +160,12 @@ class ModelDrafter:
         states: list[np.ndarray] = []
         while True:
             q = process(logits[: self.width], params)
-            token = choose(q, params, rng)
-            if len(tokens) >= self.draft_min and q[token] < self.p_min:
+            # decided before the draw, from the draft's best candidate (as llama.cpp's p-min):
+            # stopping on the drawn token's own q would bias what is drafted, and q no longer
+            # describes it
+            if len(tokens) >= self.draft_min and q.max() < self.p_min:
                 break
+            token = choose(q, params, rng)
             tokens.append(token)
             rows.append(q)
             raw.append(logits)

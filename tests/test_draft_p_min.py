@@ -1,0 +1,71 @@
+"""--draft-p-min under sampling: the decision to stop drafting is made from the draft's best
+candidate before drawing (as llama.cpp does), so every drafted token is a plain draw from the
+q row the verdict uses and the output keeps the target's distribution. Stopping on the drawn
+token's own probability instead biases what is drafted, and the test catches it."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from app.engine.drafters import EMPTY_DRAFT, Draft, ModelDrafter
+from app.engine.sampling import SamplingParams, choose, finite_logits, process
+from tests.test_sampling_distribution import (
+    BROKEN_P,
+    EXACT_P,
+    PROMPT,
+    exact_distributions,
+    first_two_tokens,
+    gof_pvalue,
+)
+
+P_MIN = 0.1
+TEMPERATURE = 0.3  # the tiny draft then gives about half its mass to tokens above P_MIN
+N_RUNS = 1500
+
+
+class StopsOnTheDrawnToken(ModelDrafter):
+    """The broken rule: draw, then stop if the drawn token's q is below p-min."""
+
+    def propose(self, context, k, params, rng):
+        logits = self._sync(context)
+        tokens, rows = [], []
+        while True:
+            q = process(logits[: self.width], params)
+            token = choose(q, params, rng)
+            if q[token] < self.p_min:
+                break
+            tokens.append(token)
+            rows.append(q)
+            if len(tokens) == k:
+                break
+            logits = finite_logits(self.model.extend([token], 1)[0], self.model.name)
+            self._cached.append(token)
+        return Draft(tokens, np.stack(rows)) if tokens else EMPTY_DRAFT
+
+
+def test_p_min_keeps_the_target_distribution(hf_pair):
+    target, draft = hf_pair
+    params = SamplingParams(temperature=TEMPERATURE)
+    prompt_ids = target.tokenize(PROMPT)
+    exact = exact_distributions(target, prompt_ids, params)
+    drafter = ModelDrafter(draft, p_min=P_MIN)
+    tokens = first_two_tokens(target, drafter, prompt_ids, params, N_RUNS, 30_000)
+    assert gof_pvalue(tokens[:, 0], exact.first) > EXACT_P
+    assert gof_pvalue(tokens[:, 1], exact.second) > EXACT_P
+
+
+def test_power_stopping_on_the_drawn_token_is_caught(hf_pair):
+    target, draft = hf_pair
+    params = SamplingParams(temperature=TEMPERATURE)
+    prompt_ids = target.tokenize(PROMPT)
+    exact = exact_distributions(target, prompt_ids, params)
+    drafter = StopsOnTheDrawnToken(draft, p_min=P_MIN)
+    tokens = first_two_tokens(target, drafter, prompt_ids, params, N_RUNS, 30_000)
+    assert gof_pvalue(tokens[:, 0], exact.first) < BROKEN_P
+
+
+def test_p_min_that_stops_at_once_drafts_nothing(hf_pair):
+    target, draft = hf_pair
+    drafter = ModelDrafter(draft, p_min=0.999)
+    rng = np.random.default_rng(0)
+    assert drafter.propose(target.tokenize(PROMPT), 4, SamplingParams(1.0), rng) is EMPTY_DRAFT
