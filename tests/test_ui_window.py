@@ -55,8 +55,10 @@ def choose_pair(window, qtbot, target, draft="", backend="torch"):
     qtbot.waitUntil(lambda: not window.picker.checking, timeout=30_000)
 
 
-def set_decoding(window, *, tokens=24, k=4, compare=False, prompt=PROMPT):
+def set_decoding(window, *, tokens=24, k=4, compare=False, prompt=PROMPT, adaptive=False):
+    """Fixed k unless asked (new windows default to adaptive k, which may pick plain steps)."""
     panel = window.decode
+    panel.adaptive.setChecked(adaptive)
     panel.prompt.setPlainText(prompt)
     panel.max_new.setValue(tokens)
     panel.draft_max.setValue(k)
