@@ -51,11 +51,12 @@ def test_ngram_run_with_chat_template(gguf_files, capsys):
 def test_bench_json_has_the_documented_keys(gguf_files, capsys):
     target, draft = gguf_files
     code, out, _ = run_cli(capsys, "bench", "-m", str(target), "-md", str(draft), "-n", "16",
-                           "-p", "the cat", "--json")
+                           "-p", "the cat", "--json", "--exact-kernels")
     assert code == 0
     report = json.loads(out)
     assert BENCH_KEYS <= set(report)
     assert report["identical"] is True
+    assert report["divergences"] == [] and report["divergences_near_ties"] is None
 
 
 def test_models_check_accepts_a_matching_pair(gguf_files, capsys):

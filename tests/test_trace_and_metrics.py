@@ -398,7 +398,8 @@ def test_controller_learns_acceptance_from_observed_steps():
         ctl.observe(step(i, 4, [False], t_draft=0.04, t_verify=0.2))
     after = ctl.stats("model").accept_at
     assert after[0] < before[0] * 0.1  # always rejected at position 0
-    assert after[1:] == before[1:]  # positions never reached keep their estimate
+    # positions never reached follow the pooled rate, which the rejections pulled down
+    assert all(a < b for a, b in zip(after[1:], before[1:], strict=True))
     for i in range(30):
         ctl.observe(step(i, 4, [True] * 4, t_draft=0.04, t_verify=0.2))
     assert all(a > 0.9 for a in ctl.stats("model").accept_at)

@@ -7,6 +7,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from app.engine.divergence import MarginTap, TopTwo
 from app.engine.metrics import RunStats
 from app.engine.session import DecodeConfig
 from app.models.loading import LoadedPair
@@ -19,6 +20,9 @@ class Tally:
     seconds: float = 0.0
     outputs: list[list[int]] = field(default_factory=list)
     stats: RunStats = field(default_factory=RunStats)
+    # per run, when the target is a MarginTap: its top two tokens at each position scored
+    tops: list[dict[int, TopTwo]] = field(default_factory=list)
+    prompt_lengths: list[int] = field(default_factory=list)
 
     @property
     def tok_s(self) -> float:
@@ -35,6 +39,10 @@ def timed_run(pair: LoadedPair, config: DecodeConfig, prompt_ids: list[int], pla
     tally.seconds += time.perf_counter() - start - session.prefill_seconds
     tally.tokens += len(session.output_ids)
     tally.outputs.append(list(session.output_ids))
+    tally.prompt_lengths.append(len(prompt_ids))
+    if isinstance(pair.target, MarginTap):
+        tally.tops.append(pair.target.top)
+        pair.target.top = {}
 
 
 def warm_up(pair: LoadedPair, config: DecodeConfig, prompt_ids: list[int]) -> None:

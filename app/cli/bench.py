@@ -12,6 +12,7 @@ from typing import Any
 
 from app.analysis.measure import Tally, alternating, timed_run
 from app.cli.options import decode_config, model_spec, self_draft_layers
+from app.engine.divergence import MarginTap, explain_divergence
 from app.engine.protocol import EarlyExitModel, ReferenceGenerator
 from app.engine.session import DecodeConfig
 from app.errors import SettingsError
@@ -124,8 +125,15 @@ def bench_pair(pair: LoadedPair, config: DecodeConfig, encoded: list[list[int]],
     runs = [(True, config), (False, config)]
     if config.tree_width > 1:  # a tree is measured beside the chain of the same depth
         runs.append((False, replace(config, tree_width=1)))
-    plain, spec, *chain = alternating(pair, runs, encoded, args.rounds)
+    model = pair.target
+    if config.sampling.greedy:
+        pair.target = MarginTap(model)  # explains a greedy difference, if any
+    try:
+        plain, spec, *chain = alternating(pair, runs, encoded, args.rounds)
+    finally:
+        pair.target = model
     report = bench_report(plain, spec, config)
+    report.update(divergence_report(plain, spec, model.token_text))
     if chain:
         report.update(chain_report(plain, chain[0]))
     if args.compare_hf:
@@ -211,6 +219,21 @@ def chain_report(plain: Tally, chain: Tally) -> dict[str, Any]:
     }
 
 
+def divergence_report(plain: Tally, spec: Tally, text_of: Any) -> dict[str, Any]:
+    """Where greedy speculative text differs from plain decoding (fast kernels only), the
+    first differing position of each such prompt and the target's top-two margins there."""
+    found = []
+    if plain.tops and len(plain.tops) == len(spec.tops):
+        for n_prompt, a, b, top_a, top_b in zip(plain.prompt_lengths, plain.outputs,
+                                                spec.outputs, plain.tops, spec.tops,
+                                                strict=True):
+            divergence = explain_divergence(n_prompt, a, b, top_a, top_b, text_of)
+            if divergence is not None:
+                found.append(divergence.as_dict())
+    return {"divergences": found,
+            "divergences_near_ties": all(d["near_tie"] for d in found) if found else None}
+
+
 def compare_hf(pair: LoadedPair, encoded: list[list[int]], config: DecodeConfig,
                rounds: int) -> dict[str, Any]:
     """The runtime's own generate(): plain and assisted, greedy, same prompts and lengths."""
@@ -263,8 +286,17 @@ def print_report(report: dict[str, Any]) -> None:
                      f"({report['chain_speedup']:.2f}x), {report['chain_tokens_per_pass']:.2f} "
                      f"tokens per pass (tree: width {report['tree_width']}, "
                      f"{report['tree_nodes']} nodes at most)")
+    for d in report.get("divergences", []):
+        lines.append(f"{'':>22}  first difference at token {d['position']}: "
+                     f"{d['plain_text']!r} vs {d['other_text']!r}, top-two logit gap "
+                     f"{_gap(d['plain_logit_gap'])} plain / {_gap(d['other_logit_gap'])} "
+                     f"speculative: {'near-tie' if d['near_tie'] else 'NOT a near-tie'}")
     if "hf_assisted_speedup" in report:
         lines.append(f"{'transformers assisted':>22}  {report['hf_assisted_speedup']:8.2f}x "
                      f"({report['hf_plain_tok_s']:.2f} -> {report['hf_assisted_tok_s']:.2f} "
                      f"tok/s, identical: {report['hf_identical']})")
     print("\n".join(lines))
+
+
+def _gap(value: float | None) -> str:
+    return "?" if value is None else f"{value:.4f}"

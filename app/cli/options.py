@@ -33,9 +33,13 @@ def add_model_flags(parser: argparse.ArgumentParser) -> None:
                         "(trusted networks only: the RPC protocol is not secure)")
     g.add_argument("-c", "--ctx-size", dest="n_ctx", type=int, default=4096)
     g.add_argument("-t", "--threads", dest="n_threads", type=int, default=None)
-    g.add_argument("--fast-kernels", action="store_true",
-                   help="llama.cpp: use the CPU's repacked kernels (faster on some CPUs, but a "
-                        "verify pass and plain decoding may then differ at near-ties)")
+    kernels = g.add_mutually_exclusive_group()
+    kernels.add_argument("--exact-kernels", action="store_true",
+                         help="llama.cpp on CPU: batch-invariant kernels, so a verify pass "
+                              "gives bit-identical logits to plain steps (greedy output always "
+                              "equals plain decoding; about 25%% slower)")
+    kernels.add_argument("--fast-kernels", action="store_true",
+                         help="llama.cpp: the CPU's repacked kernels (the default)")
     g.add_argument("--trust-remote-code", action="store_true",
                    help="allow a transformers model to run its own Python code")
     g.add_argument("--allow-pickle", action="store_true",
@@ -113,7 +117,7 @@ def model_spec(args: argparse.Namespace) -> ModelSpec:
         target=target, draft=draft, ngram=args.ngram, backend=args.backend, device=args.device,
         n_gpu_layers=layers, n_ctx=args.n_ctx, n_threads=args.n_threads,
         trust_remote_code=args.trust_remote_code, allow_pickle=args.allow_pickle,
-        batch_invariant=not args.fast_kernels, rpc=args.rpc.strip(),
+        batch_invariant=args.exact_kernels, rpc=args.rpc.strip(),
         self_draft_layers=layers_list[0] if layers_list else 0,
         draft_heads=heads or "",
     )

@@ -3,6 +3,12 @@
 Expected tokens from a pass with k drafts, E(k), comes from app.engine.metrics, with a_i the
 measured chance that draft position i is accepted once reached (this captures acceptance that
 is correlated along a draft, as in copying, which a single alpha does not).
+a_i is estimated hierarchically, so the controller learns in a few passes: a pooled rate over
+all positions (decayed counts, a few passes of memory, the source's prior worth one token)
+serves as the prior of each position's own decayed counts, and alone for positions never
+reached. Every judged token feeds the pooled rate, so while copies keep passing it climbs
+towards 1 and the next draft is longer (4 -> ~9 -> ~16 -> ~28 on a CPU's verify curve), as
+llama.cpp's ngram-map-k drafts on while a copy holds; a rejection shortens it again.
 Time of that pass: k * t_draft + t_verify(k+1), with t_verify measured per pass size.
 k = argmax E(k) / time(k); k = 0 (plain decoding) when no k beats one plain step.
 """
@@ -17,7 +23,12 @@ from app.engine.metrics import expected_tokens_by_position, expected_tokens_per_
 from app.engine.records import StepRecord
 
 _EMA = 0.15
-_PRIOR_ACCEPT = {"model": 0.6, "ngram": 0.8}
+# pooled counts decay by this per pass; a position's own counts at each of its observations
+_POOL_DECAY = 0.8
+_POSITION_DECAY = 0.8
+_PRIOR_WEIGHT = 1.0  # the source's prior, in tokens, inside the pooled rate
+_POOL_WEIGHT = 2.0  # the pooled rate, in observations, inside a position's estimate
+_PRIOR_ACCEPT = {"model": 0.6, "ngram": 0.8, "ngram-weak": 0.5}
 # a probe must be able to pay: with near-perfect acceptance some k beats plain by this much,
 # because a draft model that sat idle first re-reads everything emitted since
 _OPTIMISTIC_ACCEPT = 0.95
@@ -55,14 +66,37 @@ class VerifyCostCurve:
 class SourceStats:
     """What one kind of draft (a draft model, a lookup) has been measured to deliver."""
 
-    accept_at: list[float]
+    accept_at: list[float]  # the current estimates, recomputed after each pass
     draft_cost: float
     # tokens a pass reads beyond the k + 1 of a chain, per draft level (tree siblings, and
     # committed tokens a tree step left for the next pass to re-read)
     extra_per_level: float = 0.0
+    prior: float = 0.6
+    hits_at: list[float] = field(default_factory=list)
+    seen_at: list[float] = field(default_factory=list)
+    pool_hits: float = 0.0
+    pool_seen: float = 0.0
 
     def pass_size(self, k: int) -> int:
         return k + 1 + round(self.extra_per_level * k)
+
+    def observe(self, accepted: list[bool]) -> None:
+        """One pass's verdicts, position by position up to the first rejection."""
+        size = len(self.accept_at)
+        for counts in (self.hits_at, self.seen_at):
+            counts.extend([0.0] * (size - len(counts)))
+        judged = accepted[:size]
+        for i, hit in enumerate(judged):
+            self.seen_at[i] = _POSITION_DECAY * self.seen_at[i] + 1.0
+            self.hits_at[i] = _POSITION_DECAY * self.hits_at[i] + (1.0 if hit else 0.0)
+        self.pool_seen = _POOL_DECAY * self.pool_seen + len(judged)
+        self.pool_hits = _POOL_DECAY * self.pool_hits + sum(judged)
+        pooled = ((self.pool_hits + _PRIOR_WEIGHT * self.prior)
+                  / (self.pool_seen + _PRIOR_WEIGHT))
+        self.accept_at[:] = [
+            (hits + _POOL_WEIGHT * pooled) / (seen + _POOL_WEIGHT)
+            for hits, seen in zip(self.hits_at, self.seen_at, strict=True)
+        ]
 
 
 class DraftLengthController:
@@ -87,9 +121,9 @@ class DraftLengthController:
 
     def stats(self, source: str) -> SourceStats:
         if source not in self.sources:
-            cost = 0.0 if source == "ngram" else self.draft_cost_hint
+            cost = 0.0 if source.startswith("ngram") else self.draft_cost_hint
             prior = _PRIOR_ACCEPT.get(source, _PRIOR_ACCEPT["model"])
-            self.sources[source] = SourceStats([prior] * self.draft_max, cost)
+            self.sources[source] = SourceStats([prior] * self.draft_max, cost, prior)
         return self.sources[source]
 
     def expected_tokens(self, k: int, source: str = "model") -> float:
@@ -155,7 +189,4 @@ class DraftLengthController:
         depth = max(1, step.draft_depth)
         extra = (step.n_pass - depth - 1) / depth
         stats.extra_per_level = (1 - _EMA) * stats.extra_per_level + _EMA * extra
-        for i, passed in enumerate(step.depth_outcomes()):
-            if i < len(stats.accept_at):
-                hit = 1.0 if passed else 0.0
-                stats.accept_at[i] = (1 - _EMA) * stats.accept_at[i] + _EMA * hit
+        stats.observe(list(step.depth_outcomes()))

@@ -220,6 +220,9 @@ def _another_candidate(
 
 _KEEP_OCCURRENCES = 8
 _AGREEMENT_WINDOW = 64
+# a match anchored on at least this many tokens (the n-gram plus the agreeing tokens before
+# it) is a copy; a shorter one a guess, whose acceptance the controller learns separately
+_STRONG_ANCHOR = 8
 
 
 def _agreement(context: list[int], start: int, n: int) -> int:
@@ -231,9 +234,18 @@ def _agreement(context: list[int], start: int, n: int) -> int:
     return count
 
 
+@dataclass
+class Match:
+    start: int  # where the proposed continuation starts in the context
+    anchor: int  # how many context tokens before it agree with the context's last ones
+
+
 class NgramDrafter:
     """Prompt lookup: find an earlier occurrence of the context's last n tokens and propose
-    what followed it. q is one-hot, so no second model is needed."""
+    what followed it. q is one-hot, so no second model is needed.
+
+    The source it reports is "ngram" for a copy (a long anchored match) and "ngram-weak" for
+    a short one, so the controller drafts long while copying and little on a guess."""
 
     cost_hint = 0.0
 
@@ -249,21 +261,37 @@ class NgramDrafter:
         self._index: dict[int, dict[tuple[int, ...], list[int]]] = {
             n: {} for n in range(self.n_min, self.n_max + 1)
         }
+        self._last: tuple[int, Match | None] = (-1, None)
 
     def source_for(self, context: list[int]) -> str:
-        return "ngram"
+        found = self.find(context)
+        return "ngram" if found is None or found.anchor >= _STRONG_ANCHOR else "ngram-weak"
 
     def match(self, context: list[int]) -> int | None:
-        """Start of the continuation of the best n-gram match, if any: the longest n that
-        matches, and among its occurrences the one whose earlier tokens agree longest with
-        the context's (so copying a repeated line follows the right copy)."""
+        """Start of the continuation of the best n-gram match, if any."""
+        found = self.find(context)
+        return None if found is None else found.start
+
+    def find(self, context: list[int]) -> Match | None:
+        """The best match: the longest n that matches, and among its occurrences the one
+        whose earlier tokens agree longest with the context's (so copying a repeated line
+        follows the right copy; on a tie, the latest)."""
+        if self._last[0] == len(context) and self._seen == context:
+            return self._last[1]
         self._update(context)
+        found = None
         for n in range(min(self.n_max, len(context) - 1), self.n_min - 1, -1):
             starts = self._index[n].get(tuple(context[-n:]))
             if starts:
-                best = max(reversed(starts), key=lambda s: _agreement(context, s, n))
-                return best + n
-        return None
+                best, agree = starts[-1], -1
+                for s in reversed(starts):
+                    a = _agreement(context, s, n)
+                    if a > agree:
+                        best, agree = s, a
+                found = Match(best + n, n + agree)
+                break
+        self._last = (len(context), found)
+        return found
 
     def ranked_matches(self, context: list[int]) -> list[int]:
         """Starts of every remembered continuation, best first: longer n-grams first, then
@@ -332,7 +360,7 @@ class HybridDrafter:
         self.ngram.reset()
 
     def source_for(self, context: list[int]) -> str:
-        return "ngram" if self.ngram.match(context) is not None else "model"
+        return self.ngram.source_for(context) if self.ngram.find(context) else "model"
 
     def propose(
         self, context: list[int], k: int, params: SamplingParams, rng: np.random.Generator

@@ -33,7 +33,7 @@ class ModelSpec:
     n_threads: int | None = None
     trust_remote_code: bool = False
     allow_pickle: bool = False
-    batch_invariant: bool = True
+    batch_invariant: bool = False  # True: llama.cpp's exact (batch-invariant) CPU kernels
     self_draft_layers: int = 0  # > 0: the target's first N layers draft (no draft file)
     rpc: str = ""  # the target on llama.cpp rpc-servers: HOST:PORT[,HOST:PORT...]
     draft_heads: str = ""  # a heads file trained on the target (app.models.draft_heads)

@@ -1,0 +1,105 @@
+"""Explaining a greedy difference (fast kernels) and following copy runs (n-gram, adaptive k)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from app.engine.adaptive import DraftLengthController, VerifyCostCurve
+from app.engine.divergence import MarginTap, TopTwo, explain_divergence, top_two
+from app.engine.drafters import NgramDrafter
+from app.engine.records import ORIGIN_ACCEPTED, ORIGIN_BONUS, ORIGIN_REPLACEMENT, StepRecord
+from app.engine.sampling import SamplingParams
+from app.engine.session import DecodeConfig, Session
+from tests.test_trace_and_metrics import step, token
+
+
+def test_top_two_and_gaps():
+    logits = np.array([0.0, 3.0, 2.5, -1.0], dtype=np.float32)
+    t = top_two(logits)
+    assert (t.first, t.second) == (1, 2)
+    assert t.logit_gap == pytest.approx(0.5)
+    p = np.exp(logits) / np.exp(logits).sum()
+    assert t.prob_gap == pytest.approx(p[1] - p[2], rel=1e-5)
+
+
+@pytest.mark.parametrize("fixture", ["gguf_pair", "hf_pair"])
+def test_margin_tap_records_the_row_each_greedy_token_came_from(fixture, request):
+    target, _ = request.getfixturevalue(fixture)
+    tap = MarginTap(target)
+    prompt = target.tokenize("the cat sat on the mat")
+    session = Session(tap, None, DecodeConfig(n_predict=12, sampling=SamplingParams()))
+    list(session.steps(prompt))
+    for i, tok in enumerate(session.output_ids):
+        assert tap.top[len(prompt) + i].first == tok
+
+
+def tops(gap: float) -> dict[int, TopTwo]:
+    return {10 + 3: TopTwo(5, 6, 1.0, 1.0 - gap, 0.0)}
+
+
+def test_a_flip_between_nearly_tied_tokens_is_a_near_tie():
+    d = explain_divergence(10, [1, 2, 3, 5], [1, 2, 3, 6], tops(0.001), tops(0.002), str)
+    assert d is not None and d.position == 3 and d.near_tie
+    assert (d.plain_token, d.other_token) == (5, 6)
+    assert "near-tie" in d.describe()
+
+
+def test_a_flip_with_a_clear_winner_is_not_explained_away():
+    # power check: a wrong verify rule would flip tokens the target clearly prefers
+    d = explain_divergence(10, [1, 2, 3, 5], [1, 2, 3, 6], tops(2.0), tops(2.0), str)
+    assert d is not None and not d.near_tie
+    far = {13: TopTwo(5, 7, 1.0, 0.999, 0.0)}  # tied, but not between the two tokens seen
+    d = explain_divergence(10, [1, 2, 3, 5], [1, 2, 3, 6], far, far, str)
+    assert d is not None and not d.near_tie
+
+
+def test_identical_texts_need_no_explanation():
+    assert explain_divergence(10, [1, 2], [1, 2], {}, {}, str) is None
+
+
+def test_ngram_lookup_calls_a_long_anchored_match_a_copy():
+    drafter = NgramDrafter()
+    line = list(range(100, 130))
+    context = [1, 2, 3, *line, 4, 5, *line[:12]]
+    assert drafter.source_for(context) == "ngram"
+    assert drafter.propose(context, 5, SamplingParams(), np.random.default_rng()).tokens == \
+        line[12:17]
+    short = [1, 2, 3, 9, 8, 7, 3]  # only one token anchors the match
+    assert NgramDrafter().source_for(short) == "ngram-weak"
+
+
+CURVE = {n: 1.0 + 0.2 * (n - 1) for n in (1, 2, 3, 5, 9, 17, 33)}
+
+
+def full_pass(index: int, k: int) -> StepRecord:
+    tokens = [token(i, True) for i in range(k)]
+    return StepRecord(index=index, k=k, tokens=tokens, emitted=[7] * (k + 1),
+                      emitted_text=["y"] * (k + 1),
+                      origins=[ORIGIN_ACCEPTED] * k + [ORIGIN_BONUS], t_draft=0.0,
+                      t_verify=VerifyCostCurve(dict(CURVE)).cost(k + 1),
+                      t_overhead=0.0)
+
+
+def test_draft_length_grows_within_a_few_passes_while_copies_pass():
+    # a CPU-like curve: each extra verified token costs a fifth of a step
+    ctl = DraftLengthController(32, adaptive=True, curve=VerifyCostCurve(dict(CURVE)))
+    ks = []
+    for i in range(4):
+        k = ctl.next_k(1000, "ngram")
+        ks.append(k)
+        ctl.observe(full_pass(i, k))
+    assert ks[0] > 0 and ks[-1] >= 3 * ks[0] and ks[-1] >= 16, ks
+
+
+def test_a_rejection_shortens_the_next_draft():
+    ctl = DraftLengthController(32, adaptive=True, curve=VerifyCostCurve(dict(CURVE)))
+    for i in range(4):
+        ctl.observe(full_pass(i, ctl.next_k(1000, "ngram")))
+    long_k = ctl.next_k(1000, "ngram")
+    for i in range(3):
+        ctl.next_k(1000, "ngram")
+        rejected = step(i, long_k, [True, True, False], t_verify=CURVE[17])
+        rejected.origins = [ORIGIN_ACCEPTED] * 2 + [ORIGIN_REPLACEMENT]
+        ctl.observe(rejected)
+    assert ctl.next_k(1000, "ngram") < long_k
