@@ -103,3 +103,14 @@ def test_a_rejection_shortens_the_next_draft():
         rejected.origins = [ORIGIN_ACCEPTED] * 2 + [ORIGIN_REPLACEMENT]
         ctl.observe(rejected)
     assert ctl.next_k(1000, "ngram") < long_k
+
+
+def test_compare_view_names_the_first_difference_and_the_near_tie():
+    from ui.run_data import CompareResult
+
+    tie = explain_divergence(10, [1, 2, 3, 5], [1, 2, 3, 6], tops(0.001), tops(0.002), str)
+    text = CompareResult(30.0, 25.0, False, True, 4, 4, tie).describe()
+    assert "nearly tie" in text and "token 3" in text and "0.0010" in text
+    clear = explain_divergence(10, [1, 2, 3, 5], [1, 2, 3, 6], tops(2.0), tops(2.0), str)
+    text = CompareResult(30.0, 25.0, False, True, 4, 4, clear).describe()
+    assert "please report" in text and "NOT a near-tie" in text

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from app.engine.divergence import Divergence
 from app.engine.metrics import RunStats
 from app.engine.records import StepRecord
 from app.engine.trace import MODE_PLAIN, MODE_SPECULATIVE, TraceHeader
@@ -54,6 +55,8 @@ class CompareResult:
     greedy: bool
     speculative_tokens: int
     plain_tokens: int
+    # greedy runs that differ: the first differing token and the target's margins there
+    divergence: Divergence | None = None
 
     @property
     def speedup(self) -> float:
@@ -62,8 +65,14 @@ class CompareResult:
     def describe(self) -> str:
         if self.identical:
             verdict = "texts identical"
+        elif self.greedy and self.divergence is not None and self.divergence.near_tie:
+            verdict = ("texts differ where the target's top two tokens nearly tie — the fast "
+                       "kernels round a verify pass differently from a single step ("
+                       + self.divergence.describe() + "); --exact-kernels gives identical text")
         elif self.greedy:
             verdict = "texts DIFFER (greedy runs should match — please report this)"
+            if self.divergence is not None:
+                verdict += " — " + self.divergence.describe()
         else:
             verdict = "texts differ (expected when sampling)"
         return (

@@ -20,6 +20,7 @@ from pathlib import Path
 from PySide6.QtCore import QObject, QSemaphore, Signal, Slot
 
 from app.analysis.cost import measure_pair_costs
+from app.engine.divergence import MarginTap, explain_divergence
 from app.engine.session import DecodeConfig, Session
 from app.engine.trace import TraceWriter
 from app.errors import DraftLensError
@@ -214,6 +215,19 @@ class RunWorker(QObject):
         return pair
 
     def _generate(self, pair: LoadedPair, request: RunRequest, trace_path: Path) -> None:
+        greedy = request.config.sampling.greedy
+        model = pair.target
+        # a greedy compare notes the target's top two per position, to explain a difference
+        tap = MarginTap(model) if request.compare and greedy else None
+        if tap is not None:
+            pair.target = tap
+        try:
+            self._generate_runs(pair, request, trace_path, tap)
+        finally:
+            pair.target = model
+
+    def _generate_runs(self, pair: LoadedPair, request: RunRequest, trace_path: Path,
+                       tap: MarginTap | None) -> None:
         run = self._prepare(pair, request)
         session = run.session
         kind = KIND_SPECULATIVE if session.drafter else KIND_PLAIN
@@ -223,6 +237,9 @@ class RunWorker(QObject):
             self._decode(kind, run, writer)
             interrupted = self._cancel.is_set()
             baseline = None
+            spec_top = tap.top if tap is not None else {}
+            if tap is not None:
+                tap.top = {}
             if request.compare and session.drafter is not None and not interrupted:
                 baseline = self._baseline(pair, request, trace_path)
                 if self._cancel.is_set():
@@ -231,10 +248,15 @@ class RunWorker(QObject):
         self.run_finished.emit(kind, summary)
         if baseline is not None and not self._cancel.is_set():
             greedy = request.config.sampling.greedy
+            divergence = None
+            if tap is not None:
+                divergence = explain_divergence(len(run.prompt_ids), baseline.output_ids,
+                                                session.output_ids, tap.top, spec_top,
+                                                pair.target.token_text)
             self.compared.emit(CompareResult(
                 session.stats.tokens_per_second, baseline.stats.tokens_per_second,
                 session.output_ids == baseline.output_ids, greedy,
-                len(session.output_ids), len(baseline.output_ids),
+                len(session.output_ids), len(baseline.output_ids), divergence,
             ))  # fmt: skip
 
     def _prepare(self, pair: LoadedPair, request: RunRequest, plain: bool = False) -> Run:

@@ -1,0 +1,321 @@
+"""DraftLens against llama.cpp itself, side by side in one run (a benchmark, not a test).
+
+llama.cpp's own `llama-bench` and `llama-speculative-simple` are built from the llama.cpp
+vendored in the installed llama-cpp-python release (packaging/build_llama_tools.sh; reuse a
+build with DRAFTLENS_LLAMA_TOOLS=DIR). Same GGUFs (the demo pair unless -m/-md), same
+prompts, same threads, greedy:
+
+  plain                 DraftLens plain decoding    vs llama-bench tg
+  draft model k = 2, 4  DraftLens speculative       vs llama-speculative-simple -md, same k
+  draft model adaptive  DraftLens --adaptive        vs llama.cpp's best fixed k above
+  n-gram on an edit     DraftLens --ngram adaptive  vs --spec-type ngram-map-k / ngram-simple
+
+Every DraftLens row alternates plain and speculative runs in one process (the ratio and the
+greedy identity come from the same run); with --exact-kernels too, a child process repeats the
+plain and n-gram rows with the batch-invariant kernels (a process can hold only one kind).
+
+  .venv/bin/python packaging/bench_vs_llamacpp.py [--quick] [--threads 2] [--json FILE]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from app.cli.bench import (  # noqa: E402
+    CODE_PROMPTS,
+    EDIT_PROMPT,
+    Tally,
+    bench_report,
+    divergence_report,
+    timed_run,
+)
+from app.engine.divergence import MarginTap  # noqa: E402
+from app.engine.sampling import SamplingParams  # noqa: E402
+from app.engine.session import DecodeConfig  # noqa: E402
+from app.models.loading import LoadedPair, ModelSpec, load_pair  # noqa: E402
+from app.runs import build_session, encode_prompt  # noqa: E402
+
+TOOLS = ("llama-bench", "llama-speculative-simple")
+
+
+def log(message: str) -> None:
+    print(f"[bench-vs-llamacpp] {message}", file=sys.stderr, flush=True)
+
+
+# --- llama.cpp's side -------------------------------------------------------------------
+def llama_tools() -> Path:
+    """The folder holding llama-bench and llama-speculative-simple, built if missing."""
+    base = Path(os.environ.get("DRAFTLENS_LLAMA_TOOLS", ROOT / "packaging/.build/llama-tools"))
+    for folder in (base / "bin", base / "build/bin"):
+        if all((folder / t).is_file() for t in TOOLS):
+            return folder
+    log(f"building {' '.join(TOOLS)} into {base} (minutes on the first build)")
+    env = {**os.environ, "DRAFTLENS_LLAMA_TOOLS": str(base)}
+    subprocess.run(["bash", str(ROOT / "packaging/build_llama_tools.sh"), *TOOLS], check=True,
+                   env=env)
+    return base / "bin"
+
+
+def llama_bench_tg(tools: Path, model: str, threads: int, n: int, repeats: int) -> float:
+    out = subprocess.run(
+        [str(tools / "llama-bench"), "-m", model, "-t", str(threads), "-p", "0", "-n", str(n),
+         "-r", str(repeats), "-o", "json"], capture_output=True, text=True, check=True).stdout
+    rows = json.loads(out)
+    return float(next(r["avg_ts"] for r in rows if r.get("n_gen", 0) > 0))
+
+
+_DECODED = re.compile(r"decoded\s+(\d+) tokens in\s+([\d.]+) seconds")
+_ACCEPT = re.compile(r"n_drafted\s*=\s*(\d+).*?n_accept\s*=\s*(\d+)", re.S)
+
+
+def speculative_simple(tools: Path, target: str, prompt_text: str, n: int, threads: int,
+                       extra: list[str]) -> tuple[int, float, int, int, str]:
+    """tokens, seconds, drafted, accepted, generated text of one llama-speculative-simple run."""
+    with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as f:
+        f.write(prompt_text)
+    try:
+        run = subprocess.run(
+            [str(tools / "llama-speculative-simple"), "-m", target, "-f", f.name, "-n", str(n),
+             "-t", str(threads), "-tb", str(threads), "-c", "4096", "--temp", "0", "-s", "1",
+             "-ngl", "0", *extra],
+            capture_output=True, text=True)
+    finally:
+        os.unlink(f.name)
+    both = run.stdout + run.stderr
+    found = _DECODED.search(both)
+    if run.returncode != 0 or not found:
+        raise RuntimeError(f"llama-speculative-simple failed ({run.returncode}): {both[-800:]}")
+    accepted = _ACCEPT.search(both)
+    drafted, n_acc = (int(accepted.group(1)), int(accepted.group(2))) if accepted else (0, 0)
+    return int(found.group(1)), float(found.group(2)), drafted, n_acc, run.stdout
+
+
+def llama_spec_row(tools: Path, target: str, prompts: list[str], n: int, threads: int,
+                   extra: list[str]) -> dict[str, Any]:
+    tokens = drafted = accepted = 0
+    seconds = 0.0
+    for text in prompts:
+        t, s, d, a, _ = speculative_simple(tools, target, text, n, threads, extra)
+        tokens, seconds, drafted, accepted = tokens + t, seconds + s, drafted + d, accepted + a
+    return {"tok_s": tokens / seconds if seconds else 0.0, "tokens": tokens,
+            "acceptance": accepted / drafted if drafted else None, "args": " ".join(extra)}
+
+
+# --- DraftLens's side -------------------------------------------------------------------
+def draftlens_row(pair: LoadedPair, config: DecodeConfig, encoded: list[list[int]],
+                  rounds: int) -> dict[str, Any]:
+    """Plain and speculative alternating on the same prompts, as `draftlens bench` does."""
+    build_session(pair, config)  # calibrates the verify curve once, outside the timing
+    plain, spec = Tally(), Tally()
+    for round_index in range(rounds):
+        for prompt_ids in encoded:
+            order = [(True, plain), (False, spec)]
+            if round_index % 2:
+                order.reverse()
+            for is_plain, tally in order:
+                timed_run(pair, config, prompt_ids, is_plain, tally)
+    report = bench_report(plain, spec, config)
+    report.update(divergence_report(plain, spec, pair.target.token_text))
+    return report
+
+
+def draftlens_rows(args: argparse.Namespace, exact: bool) -> dict[str, Any]:
+    n_code = 64 if args.quick else 128
+    n_edit = 200
+    rounds = 1
+    greedy = SamplingParams(temperature=0.0)
+    rows: dict[str, Any] = {}
+    with_draft = not args.ngram_only
+    spec = ModelSpec(target=args.target, draft=args.draft if with_draft else None,
+                     ngram=not with_draft, n_threads=args.threads, batch_invariant=exact)
+    log(f"loading {Path(args.target).name} ({'exact' if exact else 'fast'} kernels)")
+    pair = load_pair(spec)
+    pair.target = MarginTap(pair.target)
+    try:
+        code = [encode_prompt(pair.target, p, chat=False) for p in CODE_PROMPTS]
+        if args.quick:
+            code = code[:2]
+        timed_run(pair, DecodeConfig(n_predict=4, sampling=greedy), code[0], True, Tally())
+        if with_draft:
+            for name, k, adaptive in (("draft k=2", 2, False), ("draft k=4", 4, False),
+                                      ("draft adaptive", 8, True)):
+                if (args.quick or exact) and k != 4 and not (adaptive and not exact):
+                    continue
+                log(f"DraftLens {name}")
+                config = DecodeConfig(n_predict=n_code, draft_max=k, adaptive=adaptive,
+                                      sampling=greedy)
+                rows[name] = draftlens_row(pair, config, code, rounds)
+    finally:
+        pair.close()
+    spec = ModelSpec(target=args.target, ngram=True, n_threads=args.threads,
+                     batch_invariant=exact)
+    pair = load_pair(spec)
+    pair.target = MarginTap(pair.target)
+    try:
+        edit = [encode_prompt(pair.target, EDIT_PROMPT, chat=True)]
+        for name, k in (("ngram edit", 32),):
+            log(f"DraftLens {name}")
+            config = DecodeConfig(n_predict=n_edit, draft_max=k, adaptive=True, sampling=greedy)
+            rows[name] = draftlens_row(pair, config, edit, rounds)
+    finally:
+        pair.close()
+    return rows
+
+
+def exact_rows_in_child(args: argparse.Namespace) -> dict[str, Any]:
+    """The batch-invariant kernels are chosen once per process, so they run in a child."""
+    with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as f:
+        out = f.name
+    command = [sys.executable, __file__, "--draftlens-only", "--exact-kernels-only",
+               "--threads", str(args.threads), "-m", args.target, "-md", args.draft,
+               "--json", out, *(["--quick"] if args.quick else [])]
+    subprocess.run(command, check=True)
+    try:
+        return dict(json.loads(Path(out).read_text())["draftlens_exact"])
+    finally:
+        os.unlink(out)
+
+
+# --- the report -------------------------------------------------------------------------
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("-m", "--target", help="target GGUF (default: the demo pair's)")
+    parser.add_argument("-md", "--draft", help="draft GGUF (default: the demo pair's)")
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--quick", action="store_true",
+                        help="fewer prompts and tokens, k = 4 only (about half the time)")
+    parser.add_argument("--no-exact", action="store_true",
+                        help="skip the exact-kernel child run")
+    parser.add_argument("--json", help="also write every figure to this JSON file")
+    parser.add_argument("--draftlens-only", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--exact-kernels-only", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--ngram-only", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.target is None or args.draft is None:
+        from app.models.demo import demo_paths
+
+        target, draft = demo_paths()
+        args.target = args.target or str(target)
+        args.draft = args.draft or str(draft)
+    started = time.perf_counter()
+    result: dict[str, Any] = {"threads": args.threads, "quick": args.quick,
+                              "target": Path(args.target).name, "draft": Path(args.draft).name}
+    if args.exact_kernels_only:
+        result["draftlens_exact"] = draftlens_rows(args, exact=True)
+    else:
+        tools = llama_tools()
+        result["llama_tools"] = str(tools)
+        result["draftlens"] = draftlens_rows(args, exact=False)
+        result["llamacpp"] = llamacpp_rows(args, tools)
+        if not args.no_exact:
+            result["draftlens_exact"] = exact_rows_in_child(args)
+    result["seconds"] = time.perf_counter() - started
+    if args.json:
+        Path(args.json).write_text(json.dumps(result, indent=1))
+    if not args.exact_kernels_only:
+        print(markdown_table(result))
+    return 0
+
+
+def llamacpp_rows(args: argparse.Namespace, tools: Path) -> dict[str, Any]:
+    n_code = 64 if args.quick else 128
+    prompts = CODE_PROMPTS[:2] if args.quick else CODE_PROMPTS
+    rows: dict[str, Any] = {}
+    log("llama-bench tg")
+    rows["plain"] = {"tok_s": llama_bench_tg(tools, args.target, args.threads, n_code,
+                                             2 if args.quick else 3)}
+    for k in ((4,) if args.quick else (2, 4)):
+        log(f"llama-speculative-simple draft k={k}")
+        rows[f"draft k={k}"] = llama_spec_row(
+            tools, args.target, prompts, n_code, args.threads,
+            ["-md", args.draft, "-ngld", "0", "--spec-type", "draft-simple",
+             "--spec-draft-n-max", str(k)])
+    from app.models.loading import ModelSpec as _Spec
+    from app.models.loading import load_model
+
+    model = load_model(args.target, _Spec(target=args.target, ngram=True))
+    chat_text = model.chat_prompt(EDIT_PROMPT)
+    model.close()
+    for name, extra in (
+        ("ngram-map-k n-max 16", ["--spec-type", "ngram-map-k", "--spec-draft-n-max", "16"]),
+        ("ngram-map-k n-max 64", ["--spec-type", "ngram-map-k", "--spec-draft-n-max", "64"]),
+        ("ngram-simple n-max 16", ["--spec-type", "ngram-simple", "--spec-draft-n-max", "16"]),
+    ):
+        if args.quick and "64" in name:
+            continue
+        log(f"llama-speculative-simple {name}")
+        rows[name] = llama_spec_row(tools, args.target, [chat_text], 200, args.threads, extra)
+    return rows
+
+
+def markdown_table(result: dict[str, Any]) -> str:
+    dl, ll, ex = result["draftlens"], result["llamacpp"], result.get("draftlens_exact", {})
+
+    def fmt(x: float | None, pattern: str = "{:.1f}") -> str:
+        return "–" if x is None else pattern.format(x)
+
+    def ident(row: dict[str, Any]) -> str:
+        if row.get("identical"):
+            return "yes"
+        ties = row.get("divergences_near_ties")
+        return f"no ({len(row.get('divergences', []))} near-tie{'s' if ties else ' NOT explained'})"
+
+    lines = [f"{result['target']} / {result['draft']}, {result['threads']} threads, greedy"
+             f"{' (quick)' if result['quick'] else ''}", "",
+             "| run | DraftLens tok/s | llama.cpp tok/s | DraftLens / llama.cpp | DraftLens "
+             "speedup over its plain | accepted | mean k | measured / cost model | "
+             "greedy identical to plain |", "|---|---|---|---|---|---|---|---|---|"]
+    first = next(iter(dl.values()), None)
+    plain = first["plain_tok_s"] if first else None
+    lines.append(f"| plain (llama-bench tg) | {fmt(plain)} | {fmt(ll['plain']['tok_s'])} | "
+                 f"{fmt(plain / ll['plain']['tok_s'] if plain else None, '{:.2f}×')} | – | – "
+                 "| – | – | – |")
+    best_k = max((v["tok_s"] for k, v in ll.items() if k.startswith("draft")), default=None)
+    best_ngram = max((v["tok_s"] for k, v in ll.items() if k.startswith("ngram")), default=None)
+    for name, row in dl.items():
+        peer = ll.get(name)
+        ref = peer["tok_s"] if peer else (best_ngram if name.startswith("ngram") else best_k)
+        label = name if peer else f"{name} (vs llama.cpp's best)"
+        ratio = row["speedup"] / row["predicted_speedup"] if row["predicted_speedup"] else None
+        lines.append(
+            f"| {label} | {fmt(row['spec_tok_s'])} | {fmt(ref)} | "
+            f"{fmt(row['spec_tok_s'] / ref if ref else None, '{:.2f}×')} | "
+            f"{row['speedup']:.2f}× | {fmt(row['acceptance'], '{:.0%}')} | "
+            f"{row['mean_k']:.1f} | {fmt(ratio, '{:.0%}')} | {ident(row)} |")
+    for name, row in ll.items():
+        if name != "plain" and name not in dl:
+            lines.append(f"| llama.cpp {name} | – | {fmt(row['tok_s'])} | – | – | "
+                         f"{fmt(row['acceptance'], '{:.0%}')} | – | – | – |")
+    if ex:
+        lines += ["", "Exact (batch-invariant) kernels, `--exact-kernels`, same run:", "",
+                  "| run | plain tok/s | plain / llama-bench tg | spec tok/s | speedup | "
+                  "greedy identical |", "|---|---|---|---|---|---|"]
+        for name, row in ex.items():
+            lines.append(f"| {name} | {row['plain_tok_s']:.1f} | "
+                         f"{row['plain_tok_s'] / ll['plain']['tok_s']:.2f}× | "
+                         f"{row['spec_tok_s']:.1f} | {row['speedup']:.2f}× | {ident(row)} |")
+    for name, row in dl.items():
+        for d in row.get("divergences", []):
+            lines.append(f"\n{name}: first difference at generated token {d['position']} "
+                         f"({d['plain_text']!r} plain, {d['other_text']!r} speculative): "
+                         f"top-two logit gap {d['plain_logit_gap']} plain, "
+                         f"{d['other_logit_gap']} speculative — "
+                         f"{'a near-tie' if d['near_tie'] else 'NOT a near-tie'}")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
