@@ -90,7 +90,7 @@ def speculative_simple(tools: Path, target: str, prompt_text: str, n: int, threa
             [str(tools / "llama-speculative-simple"), "-m", target, "-f", f.name, "-n", str(n),
              "-t", str(threads), "-tb", str(threads), "-c", "4096", "--temp", "0", "-s", "1",
              "-ngl", "0", *extra],
-            capture_output=True, text=True)
+            capture_output=True, text=True, errors="replace")
     finally:
         os.unlink(f.name)
     both = run.stdout + run.stderr
@@ -165,6 +165,10 @@ def draftlens_rows(args: argparse.Namespace, exact: bool) -> dict[str, Any]:
     pair.target = MarginTap(pair.target)
     try:
         edit = [encode_prompt(pair.target, EDIT_PROMPT, chat=True)]
+        if len(edit[0]) + n_edit >= pair.target.n_ctx:
+            log(f"skipping the edit task: {pair.target.name} holds only {pair.target.n_ctx} "
+                "tokens")
+            return rows
         for name, k in (("ngram edit", 32),):
             log(f"DraftLens {name}")
             config = DecodeConfig(n_predict=n_edit, draft_max=k, adaptive=True, sampling=greedy)
@@ -248,7 +252,10 @@ def llamacpp_rows(args: argparse.Namespace, tools: Path) -> dict[str, Any]:
 
     model = load_model(args.target, _Spec(target=args.target, ngram=True))
     chat_text = model.chat_prompt(EDIT_PROMPT)
+    fits = len(model.tokenize(chat_text, add_special=False)) + 200 < model.n_ctx
     model.close()
+    if not fits:
+        return rows
     for name, extra in (
         ("ngram-map-k n-max 16", ["--spec-type", "ngram-map-k", "--spec-draft-n-max", "16"]),
         ("ngram-map-k n-max 64", ["--spec-type", "ngram-map-k", "--spec-draft-n-max", "64"]),
