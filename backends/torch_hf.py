@@ -78,14 +78,32 @@ def read_tokenizer_vocab(
             tokenizer.eos_token_id)
 
 
+def cpu_has_bf16() -> bool:
+    """Whether this CPU computes in bfloat16 natively (x86: AVX512-BF16 or AMX); elsewhere
+    bfloat16 would be emulated and slower than float32."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+            for line in f:
+                if line.startswith("flags"):
+                    flags = set(line.split(":", 1)[1].split())
+                    return bool(flags & {"avx512_bf16", "amx_bf16"})
+    except OSError:
+        pass
+    return False
+
+
 def _dtype_for(device: str) -> Any:  # a torch.dtype; torch is imported lazily
+    """The dtype a user would pick: bfloat16 on CUDA that has it (float16 otherwise) and on
+    CPUs with native bfloat16, float16 on MPS, float32 on other CPUs."""
     import torch
 
     if device == "cuda":
         return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
     if device == "mps":
         return torch.float16
-    return torch.float32
+    if os.environ.get("DRAFTLENS_TORCH_CPU_DTYPE"):
+        return getattr(torch, os.environ["DRAFTLENS_TORCH_CPU_DTYPE"])
+    return torch.bfloat16 if cpu_has_bf16() else torch.float32
 
 
 class TorchModel:
