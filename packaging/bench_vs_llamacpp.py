@@ -33,14 +33,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from app.cli.bench import (  # noqa: E402
-    CODE_PROMPTS,
-    EDIT_PROMPT,
-    Tally,
-    bench_report,
-    divergence_report,
-    timed_run,
-)
+from app.analysis.measure import Tally, timed_run  # noqa: E402
+from app.cli.bench import CODE_PROMPTS, EDIT_PROMPT, bench_report, divergence_report  # noqa: E402
 from app.engine.divergence import MarginTap  # noqa: E402
 from app.engine.sampling import SamplingParams  # noqa: E402
 from app.engine.session import DecodeConfig  # noqa: E402

@@ -8,6 +8,9 @@ import pytest
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+# torch on CPU: float32, where greedy identity is a bit-for-bit check; the bfloat16 default of
+# CPUs that have it is tested on its own (test_divergence_and_copy_runs)
+os.environ.setdefault("DRAFTLENS_TORCH_CPU_DTYPE", "float32")
 
 
 @pytest.fixture(autouse=True)

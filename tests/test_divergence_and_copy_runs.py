@@ -114,3 +114,32 @@ def test_compare_view_names_the_first_difference_and_the_near_tie():
     clear = explain_divergence(10, [1, 2, 3, 5], [1, 2, 3, 6], tops(2.0), tops(2.0), str)
     text = CompareResult(30.0, 25.0, False, True, 4, 4, clear).describe()
     assert "please report" in text and "NOT a near-tie" in text
+
+
+def test_torch_picks_bfloat16_on_cpus_that_have_it(monkeypatch):
+    import torch
+
+    from backends import torch_hf
+
+    monkeypatch.delenv("DRAFTLENS_TORCH_CPU_DTYPE", raising=False)
+    expected = torch.bfloat16 if torch_hf.cpu_has_bf16() else torch.float32
+    assert torch_hf._dtype_for("cpu") == expected
+    assert torch_hf._dtype_for("mps") == torch.float16
+
+
+def test_bfloat16_greedy_differences_are_near_ties(hf_dirs):
+    from app.engine.drafters import ModelDrafter
+    from backends.torch_hf import TorchModel
+
+    target, draft = (TorchModel(p, device="cpu", dtype="bfloat16") for p in hf_dirs)
+    prompt = target.tokenize("the cat sat on the mat. the cat")
+    runs = []
+    for drafter in (None, ModelDrafter(draft)):
+        tap = MarginTap(target)
+        session = Session(tap, drafter, DecodeConfig(n_predict=40, draft_max=4,
+                                                     sampling=SamplingParams()))
+        list(session.steps(prompt))
+        runs.append((session.output_ids, tap.top))
+    (plain, plain_top), (spec, spec_top) = runs
+    d = explain_divergence(len(prompt), plain, spec, plain_top, spec_top, target.token_text)
+    assert d is None or d.near_tie, d

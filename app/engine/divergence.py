@@ -61,6 +61,7 @@ class MarginTap:
         self.n_ctx = model.n_ctx
         self.eos_ids = model.eos_ids
         self.caveats = model.caveats
+        self.sampler_order = model.sampler_order
         self.top: dict[int, TopTwo] = {}
 
     @property
