@@ -4,6 +4,7 @@
 # Results go to bench-results/*.json; the README's table is copied from them.
 #   bash packaging/benchmark.sh            everything (about 15-25 minutes on 2 CPU cores)
 #   bash packaging/benchmark.sh llamacpp   only the llama.cpp rows
+#   bash packaging/benchmark.sh vs-llamacpp   DraftLens against llama.cpp's own programs
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export HF_HUB_OFFLINE=1
@@ -30,11 +31,15 @@ if [ "$WHICH" = all ] || [ "$WHICH" = llamacpp ]; then
   bench llamacpp-hybrid-adaptive -n "$N" --draft-max 8 --adaptive --ngram
   bench llamacpp-ngram-edit --ngram --suite edit --chat -n 400 --draft-max 64 --adaptive
   bench llamacpp-ngram-edit-k16 --ngram --suite edit --chat -n 400 --draft-max 16
-  # llama.cpp's repacked / tiled CPU kernels: faster, but not batch-invariant
-  bench llamacpp-fast-draft-k4 -n "$N" --draft-max 4 --fast-kernels
-  bench llamacpp-fast-draft-adaptive -n "$N" --draft-max 8 --adaptive --fast-kernels
-  bench llamacpp-fast-ngram-edit --ngram --suite edit --chat -n 400 --draft-max 64 --adaptive \
-    --fast-kernels
+  # batch-invariant CPU kernels: greedy output bit-identical to plain decoding, slower
+  bench llamacpp-exact-draft-k4 -n "$N" --draft-max 4 --exact-kernels
+  bench llamacpp-exact-draft-adaptive -n "$N" --draft-max 8 --adaptive --exact-kernels
+  bench llamacpp-exact-ngram-edit --ngram --suite edit --chat -n 400 --draft-max 64 \
+    --adaptive --exact-kernels
+fi
+if [ "$WHICH" = all ] || [ "$WHICH" = vs-llamacpp ]; then
+  # DraftLens beside llama.cpp's own llama-bench and llama-speculative-simple
+  .venv/bin/python packaging/bench_vs_llamacpp.py --json "$OUT/vs-llamacpp.json"
 fi
 if [ "$WHICH" = all ] || [ "$WHICH" = torch ]; then
   bench torch-draft-k4 --backend torch -n 48 --draft-max 4 --compare-hf
