@@ -67,7 +67,9 @@ def llama_bench_tg(tools: Path, model: str, threads: int, n: int, repeats: int) 
         [str(tools / "llama-bench"), "-m", model, "-t", str(threads), "-p", "0", "-n", str(n),
          "-r", str(repeats), "-o", "json"], capture_output=True, text=True, check=True).stdout
     rows = json.loads(out)
-    return float(next(r["avg_ts"] for r in rows if r.get("n_gen", 0) > 0))
+    rate = float(next(r["avg_ts"] for r in rows if r.get("n_gen", 0) > 0))
+    log(f"  llama-bench tg{n}: {rate:.2f} tok/s")
+    return rate
 
 
 _DECODED = re.compile(r"decoded\s+(\d+) tokens in\s+([\d.]+) seconds")
@@ -103,6 +105,7 @@ def llama_spec_row(tools: Path, target: str, prompts: list[str], n: int, threads
     for text in prompts:
         t, s, d, a, _ = speculative_simple(tools, target, text, n, threads, extra)
         tokens, seconds, drafted, accepted = tokens + t, seconds + s, drafted + d, accepted + a
+    log(f"  {tokens / seconds if seconds else 0.0:.2f} tok/s, accepted {accepted}/{drafted}")
     return {"tok_s": tokens / seconds if seconds else 0.0, "tokens": tokens,
             "acceptance": accepted / drafted if drafted else None, "args": " ".join(extra)}
 
@@ -122,6 +125,11 @@ def draftlens_row(pair: LoadedPair, config: DecodeConfig, encoded: list[list[int
                 timed_run(pair, config, prompt_ids, is_plain, tally)
     report = bench_report(plain, spec, config)
     report.update(divergence_report(plain, spec, pair.target.token_text))
+    log(f"  plain {report['plain_tok_s']:.2f} tok/s, speculative {report['spec_tok_s']:.2f} "
+        f"tok/s ({report['speedup']:.2f}x), mean k {report['mean_k']:.1f}, accepted "
+        f"{report['acceptance']:.0%}, identical {report['identical']}, step split "
+        f"{1000 * report['t_draft_per_step']:.1f} / {1000 * report['t_verify_per_step']:.1f} / "
+        f"{1000 * report['t_overhead_per_step']:.1f} ms draft / verify / engine")
     return report
 
 
