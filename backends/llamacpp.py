@@ -397,7 +397,8 @@ class LlamaCppModel:
         self._n_cached += first_path  # what keep_path can keep at most
         pointer = self._ll.llama_get_logits(self._ctx)
         rows = np.array(np.ctypeslib.as_array(pointer, shape=(n - n_skip, self.n_vocab)))
-        exact = [n_skip + r < first_path for r in range(n - n_skip)]
+        # fast kernels sum a batch in another order than one token: no row is bit-exact then
+        exact = [self.batch_invariant and n_skip + r < first_path for r in range(n - n_skip)]
         return rows, exact
 
     def keep_path(self, path: Sequence[int]) -> None:
