@@ -43,9 +43,13 @@ def describe_llamacpp() -> str:
 
 
 def gpu_offload_supported() -> bool:
+    """Whether this build can put layers on a GPU of this machine. llama.cpp also says yes
+    for a CPU build with the RPC backend, whose devices are other machines."""
     import llama_cpp
 
-    return bool(llama_cpp.llama_supports_gpu_offload())
+    from backends.llamacpp_rpc import local_gpus
+
+    return bool(llama_cpp.llama_supports_gpu_offload()) and bool(local_gpus())
 
 
 def _silence_logs() -> None:

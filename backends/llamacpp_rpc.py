@@ -176,11 +176,13 @@ def offload_devices(text: str) -> list[int]:
             raise BackendError(f"--rpc: the rpc-server at {server.endpoint} offers no device — "
                                "check its --device option")
         devices.extend(lib.ggml_backend_reg_dev_get(server_reg, i) for i in range(count))
-    devices.extend(_local_gpus(lib))
+    devices.extend(local_gpus(lib))
     return devices
 
 
-def _local_gpus(lib: Any) -> list[int]:
+def local_gpus(lib: Any | None = None) -> list[int]:
+    """This machine's GPU devices (discrete first, else integrated), RPC servers left out."""
+    lib = lib or _ggml()
     gpus: list[int] = []
     igpus: list[int] = []
     for i in range(lib.ggml_backend_dev_count()):
