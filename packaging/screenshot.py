@@ -44,7 +44,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 
 def pick_tree_step(window: MainWindow) -> int | None:
-    """A tree step whose accepted path goes through a sibling, else any tree step."""
+    """A tree step whose accepted path goes through a sibling, else the most branched one."""
     steps = [s for s in window.run.steps if s.is_tree]
     for step in steps:
         firsts: dict[int | None, int] = {}
@@ -52,7 +52,9 @@ def pick_tree_step(window: MainWindow) -> int | None:
             firsts.setdefault(t.parent, i)
             if t.accepted and firsts[t.parent] != i and len(step.tokens) >= 5:
                 return step.index
-    return steps[len(steps) // 2].index if steps else None
+    if not steps:
+        return None
+    return max(steps, key=lambda s: len(s.tokens) - s.draft_depth).index
 
 
 def pick_rejection_step(window: MainWindow) -> int:
@@ -93,6 +95,8 @@ def main(argv: list[str] | None = None) -> int:
         panel.max_new.setValue(args.tokens)
         panel.draft_max.setValue(args.draft_max)
         panel.tree_width.setValue(args.tree_width)
+        if args.tree_width > 1:
+            panel.adaptive.setChecked(False)  # a tree as deep as --draft-max
         panel.temperature.setValue(0.0)
         panel.compare.setChecked(True)
         window.resize(args.width, args.height)
