@@ -18,9 +18,21 @@ from PySide6.QtWidgets import (
 
 from app.analysis.rejections import RejectionAnalysis, analyse, shown
 from app.engine.records import StepRecord
+from app.engine.similarity import roc_auc
 from ui.theme import LIGHT, Colours
 
 EMPTY_TEXT = "Run a prompt (or open a trace) to see why draft tokens were rejected."
+HIDDEN_TITLE = "hidden_cos by decision (a diagnostic, not the acceptance rule)"
+
+
+def hidden_cos_points(steps: list[StepRecord]) -> tuple[np.ndarray, np.ndarray]:
+    """(hidden_cos, accepted) of every judged draft token that carries a hidden_cos."""
+    pairs = [(t.hidden_cos, bool(t.accepted)) for s in steps for t in s.tokens
+             if t.hidden_cos is not None and t.accepted is not None]
+    if not pairs:
+        return np.zeros(0), np.zeros(0, dtype=bool)
+    cos, accepted = zip(*pairs, strict=True)
+    return np.asarray(cos, dtype=float), np.asarray(accepted, dtype=bool)
 
 
 def make_table(headers: list[str]) -> QTableWidget:
@@ -49,7 +61,9 @@ class RejectionPanel(QWidget):
         self.summary.setWordWrap(True)
         self.entropy_view = pg.PlotWidget()
         self.scatter_view = pg.PlotWidget()
+        self.hidden_view = pg.PlotWidget()
         for view, title, left, bottom in (
+            (self.hidden_view, HIDDEN_TITLE, "decision", "hidden_cos"),
             (self.entropy_view, "acceptance by the target's entropy", "accepted", "entropy (nats)"),
             (self.scatter_view, "q(x) vs p(x) of each draft token", "p (target)", "q (draft)"),
         ):
@@ -69,6 +83,11 @@ class RejectionPanel(QWidget):
         self.rejected_dots = sp.plot([], [], pen=None, symbol="x", symbolSize=7, name="rejected")
         self.diagonal = sp.plot([0, 1], [0, 1])
         sp.setRange(xRange=(0, 1), yRange=(0, 1), padding=0.02)
+        hp = self.hidden_view.getPlotItem()
+        hp.getAxis("left").setTicks([[(0, "rejected"), (1, "accepted")]])
+        hp.setRange(xRange=(-1, 1), yRange=(-0.5, 1.5), padding=0.02)
+        self.hidden_accepted = hp.plot([], [], pen=None, symbol="o", symbolSize=5)
+        self.hidden_rejected = hp.plot([], [], pen=None, symbol="x", symbolSize=7)
         self.classes = make_table(["token class", "accepted", "judged"])
         self.confusions = make_table(["times", "draft wrote", "target wanted"])
         grid = QGridLayout()
@@ -76,6 +95,7 @@ class RejectionPanel(QWidget):
         grid.addWidget(self.scatter_view, 0, 1)
         grid.addWidget(self.classes, 0, 2)
         grid.addWidget(self.confusions, 0, 3)
+        grid.addWidget(self.hidden_view, 1, 0, 1, 2)
         for col in range(4):
             grid.setColumnStretch(col, 1)
         layout = QVBoxLayout(self)
@@ -86,8 +106,12 @@ class RejectionPanel(QWidget):
         self._set_visible(False)
 
     def set_colours(self, colours: Colours) -> None:
-        for view in (self.entropy_view, self.scatter_view):
+        for view in (self.entropy_view, self.scatter_view, self.hidden_view):
             view.setBackground(colours.background)
+        self.hidden_accepted.setSymbolBrush(colours.good)
+        self.hidden_accepted.setSymbolPen(None)
+        self.hidden_rejected.setSymbolBrush(colours.bad)
+        self.hidden_rejected.setSymbolPen(colours.bad)
         self.entropy_bars.setOpts(brush=colours.speculative, pen=pg.mkPen(None))
         self.accepted_dots.setSymbolBrush(colours.good)
         self.accepted_dots.setSymbolPen(None)
@@ -98,6 +122,7 @@ class RejectionPanel(QWidget):
     def _set_visible(self, on: bool) -> None:
         for widget in (self.entropy_view, self.scatter_view, self.classes, self.confusions):
             widget.setVisible(on)
+        self.hidden_view.setVisible(on and self.hidden_count() > 0)
 
     def show_steps(self, steps: list[StepRecord]) -> None:
         """Analyse the records (skipped when nothing new arrived since the last call)."""
@@ -125,10 +150,28 @@ class RejectionPanel(QWidget):
         ok = cal.accepted
         self.accepted_dots.setData(cal.q[ok], cal.p[ok])
         self.rejected_dots.setData(cal.q[~ok], cal.p[~ok])
+        self._show_hidden_cos(steps)
         fill(self.classes, [[name, f"{100 * r.acceptance:.0f}%", str(r.judged)]
                             for name, r in a.by_class.items()])
         fill(self.confusions, [[str(n), shown(wrote), shown(wanted)]
                                for wrote, wanted, n in a.confusions])
+
+    def _show_hidden_cos(self, steps: list[StepRecord]) -> None:
+        """Accepted tokens on one line, rejected on another, a little jitter so equal values
+        stay visible; the title carries the ROC AUC."""
+        cos, accepted = hidden_cos_points(steps)
+        jitter = np.random.default_rng(0).uniform(-0.15, 0.15, cos.size)
+        self.hidden_accepted.setData(cos[accepted], 1 + jitter[accepted])
+        self.hidden_rejected.setData(cos[~accepted], jitter[~accepted])
+        auc = roc_auc(list(cos), list(accepted)) if cos.size else None
+        title = HIDDEN_TITLE if auc is None else f"{HIDDEN_TITLE} · AUC {auc:.2f}"
+        self.hidden_view.getPlotItem().setTitle(title, size="9pt")
+        self.hidden_view.setVisible(cos.size > 0)
+
+    def hidden_count(self) -> int:
+        x, _ = self.hidden_accepted.getData()
+        y, _ = self.hidden_rejected.getData()
+        return (0 if x is None else len(x)) + (0 if y is None else len(y))
 
     def point_count(self) -> int:
         x, _ = self.accepted_dots.getData()
