@@ -107,8 +107,9 @@ class StepTableModel(QAbstractTableModel):
             (str(r.pos), r.pos),
             (fmt.token(r.text), r.token),
             (fmt.prob(r.q), r.q),
-            (fmt.prob(r.p), r.p),
-            (fmt.prob(r.acceptance_chance), r.acceptance_chance),
+            (fmt.prob(r.p), r.p) if r.accepted is not None else ("—", None),
+            ((fmt.prob(r.acceptance_chance), r.acceptance_chance) if r.accepted is not None
+             else ("—", None)),
             (fmt.prob(r.u) if r.u is not None else "—", r.u),
             (_decision(r), r.accepted),
             (replacement, r.replacement),

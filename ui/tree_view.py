@@ -25,8 +25,9 @@ from app.engine.records import ORIGIN_ACCEPTED, ORIGIN_BONUS, StepRecord, TokenR
 from ui import format as fmt
 from ui.theme import LIGHT, Colours
 
-NODE_W, NODE_H = 128, 46
-GAP_X, GAP_Y = 44, 12
+NODE_W, NODE_H = 112, 40
+GAP_X, GAP_Y = 26, 8
+MIN_SCALE = 0.55  # below this the labels are unreadable: scroll instead
 ROOT = -1
 END = -2  # the target's own token at the end of the step
 
@@ -130,6 +131,22 @@ class TreeView(QGraphicsView):
         for p in placed:
             self._node(p, step, path)
         scene.setSceneRect(scene.itemsBoundingRect().adjusted(-8, -8, 8, 8))
+        self.fit()
+
+    def fit(self) -> None:
+        """Show the whole tree when it fits at a readable size, else as much as fits."""
+        rect = self.scene().sceneRect()
+        view = self.viewport().rect()
+        if rect.isEmpty() or view.isEmpty():
+            return
+        scale = min(1.0, view.width() / rect.width(), view.height() / rect.height())
+        self.resetTransform()
+        self.scale(max(scale, MIN_SCALE), max(scale, MIN_SCALE))
+        self.ensureVisible(QRectF(rect.left(), rect.top(), 1, 1))
+
+    def resizeEvent(self, event) -> None:  # noqa: N802 - Qt API
+        super().resizeEvent(event)
+        self.fit()
 
     def _centre(self, p: Placed) -> tuple[float, float]:
         return p.column * (NODE_W + GAP_X) + NODE_W / 2, p.row * (NODE_H + GAP_Y) + NODE_H / 2
@@ -153,14 +170,14 @@ class TreeView(QGraphicsView):
             box.setFlag(QGraphicsItem.GraphicsItemFlag.ItemIsSelectable)
             box.setCursor(Qt.CursorShape.PointingHandCursor)
             self.boxes[p.node] = box
-        for text, dy, bold in ((title, 4, True), (detail, 24, False)):
+        for text, dy, bold in ((title, 3, True), (detail, 21, False)):
             item = QGraphicsSimpleTextItem(text, box)
             font = QFont()
             font.setBold(bold)
-            font.setPointSizeF(9.0)
+            font.setPointSizeF(8.5)
             item.setFont(font)
             item.setBrush(QBrush(QColor(c.foreground)))
-            item.setPos(x + 6, y + dy)
+            item.setPos(x + 5, y + dy)
 
     def _describe(self, node: int, step: StepRecord, path: set[int]) -> tuple[str, str, str]:
         c = self.colours
@@ -174,10 +191,10 @@ class TreeView(QGraphicsView):
         r: TokenRecord = step.tokens[node]
         token = _clip(fmt.token(r.text))
         if r.accepted is None:
-            return c.background, token, f"q {fmt.prob(r.q)} · untested"
+            return c.background, token, f"q {r.q:.3f} · untested"
         mark = "✓" if r.accepted else "✗"
         fill = c.accepted_bg if node in path else c.replacement_bg
-        return fill, f"{mark} {token}", f"q {fmt.prob(r.q)}  p {fmt.prob(r.p)}"
+        return fill, f"{mark} {token}", f"q {r.q:.3f}  p {r.p:.3f}"
 
 
     def mousePressEvent(self, event) -> None:  # noqa: N802 - Qt API
@@ -189,5 +206,5 @@ class TreeView(QGraphicsView):
         super().mousePressEvent(event)
 
 
-def _clip(text: str, width: int = 14) -> str:
+def _clip(text: str, width: int = 12) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
