@@ -92,6 +92,20 @@ class MarginTap:
             self.top[end - n_logits + row + 1] = top_two(logits[row])
         return logits
 
+    def extend_hidden(self, ids: Sequence[int], n_logits: int) -> tuple[np.ndarray, np.ndarray]:
+        end = self.model.n_cached + len(ids)
+        logits, hidden = self.model.extend_hidden(ids, n_logits)  # type: ignore[attr-defined]
+        for row in range(n_logits):
+            self.top[end - n_logits + row + 1] = top_two(logits[row])
+        return logits, hidden
+
+    def __getattr__(self, name: str) -> Any:
+        # the model's optional capabilities (hidden states, output rows, early exit, its own
+        # generate) pass through, so wrapping it changes nothing a run can do
+        if name == "model":
+            raise AttributeError(name)
+        return getattr(self.model, name)
+
     def extend_tree(
         self, ids: Sequence[int], parents: Sequence[int], n_skip: int
     ) -> tuple[np.ndarray, list[bool]]:
