@@ -345,8 +345,7 @@ class LlamaCppModel:
     def truncate(self, n: int) -> None:
         if self._tree is not None:  # a tree pass not followed by keep_path: drop the tree
             n_before, _first_path, n_leaves = self._tree
-            for s in range(1, n_leaves):
-                self._ll.llama_memory_seq_rm(self._memory, s, -1, -1)
+            self._drop_other_paths(n_leaves)
             self._ll.llama_memory_seq_rm(self._memory, 0, n_before, -1)
             self._n_cached = n_before
             self._tree = None
@@ -389,8 +388,7 @@ class LlamaCppModel:
         batch.n_tokens = n
         status = self._ll.llama_decode(self._ctx, batch)
         if status != 0:
-            for s in range(1, n_leaves):
-                self._ll.llama_memory_seq_rm(self._memory, s, -1, -1)
+            self._drop_other_paths(n_leaves)
             raise BackendError(
                 f"llama_decode failed on a tree (status {status}) — out of memory?"
             )
@@ -405,6 +403,12 @@ class LlamaCppModel:
         exact = [self.batch_invariant and n_skip + r < first_path for r in range(n - n_skip)]
         return rows, exact
 
+    def _drop_other_paths(self, n_leaves: int) -> None:
+        """Remove sequences 1.. of a tree pass; cells only they held are freed, and the
+        prefix they shared goes back to sequence 0 alone."""
+        for s in range(1, n_leaves):
+            self._ll.llama_memory_seq_rm(self._memory, s, -1, -1)
+
     def keep_path(self, path: Sequence[int]) -> None:
         """Keeps the leading part of the path that lies on the first path: those cells follow
         the cache without gaps, so later passes sum over the cache as plain decoding does."""
@@ -414,8 +418,7 @@ class LlamaCppModel:
         kept = 0
         while kept < len(path) and kept < first_path and path[kept] == kept:
             kept += 1
-        for s in range(1, n_leaves):
-            self._ll.llama_memory_seq_rm(self._memory, s, -1, -1)
+        self._drop_other_paths(n_leaves)
         self._ll.llama_memory_seq_rm(self._memory, 0, n_before + kept, -1)
         self._n_cached = n_before + kept
         self._tree = None

@@ -18,7 +18,7 @@ from PySide6.QtWidgets import (
 
 from app.analysis.rejections import RejectionAnalysis, analyse, shown
 from app.engine.records import StepRecord
-from app.engine.similarity import roc_auc
+from app.engine.similarity import judged_similarity, roc_auc
 from ui.theme import LIGHT, Colours
 
 EMPTY_TEXT = "Run a prompt (or open a trace) to see why draft tokens were rejected."
@@ -27,8 +27,7 @@ HIDDEN_TITLE = "hidden_cos by decision (a diagnostic, not the acceptance rule)"
 
 def hidden_cos_points(steps: list[StepRecord]) -> tuple[np.ndarray, np.ndarray]:
     """(hidden_cos, accepted) of every judged draft token that carries a hidden_cos."""
-    pairs = [(t.hidden_cos, bool(t.accepted)) for s in steps for t in s.tokens
-             if t.hidden_cos is not None and t.accepted is not None]
+    pairs = [pair for step in steps for pair in judged_similarity(step.tokens)]
     if not pairs:
         return np.zeros(0), np.zeros(0, dtype=bool)
     cos, accepted = zip(*pairs, strict=True)

@@ -87,17 +87,21 @@ class MarginTap:
     def extend(self, ids: Sequence[int], n_logits: int) -> np.ndarray:
         end = self.model.n_cached + len(ids)
         logits = self.model.extend(ids, n_logits)
-        for row in range(n_logits):
-            # row r predicts the token at cache position end - n_logits + r + 1
-            self.top[end - n_logits + row + 1] = top_two(logits[row])
+        self._note(end, logits)
         return logits
 
     def extend_hidden(self, ids: Sequence[int], n_logits: int) -> tuple[np.ndarray, np.ndarray]:
         end = self.model.n_cached + len(ids)
         logits, hidden = self.model.extend_hidden(ids, n_logits)  # type: ignore[attr-defined]
-        for row in range(n_logits):
-            self.top[end - n_logits + row + 1] = top_two(logits[row])
+        self._note(end, logits)
         return logits, hidden
+
+    def _note(self, end: int, logits: np.ndarray) -> None:
+        """The top two of each returned row; the pass ended at cache position `end`, so row
+        r of n predicts the token at position end - n + r + 1."""
+        n = logits.shape[0]
+        for row in range(n):
+            self.top[end - n + row + 1] = top_two(logits[row])
 
     def __getattr__(self, name: str) -> Any:
         # the model's optional capabilities (hidden states, output rows, early exit, its own

@@ -9,7 +9,7 @@ import numpy as np
 
 from app.engine.protocol import HiddenStateModel, LanguageModel
 from app.engine.sampling import SamplingParams, choose, draw, finite_logits, fit_width, process
-from app.engine.tree import DraftTree, TreeBuilder, without_earlier_siblings
+from app.engine.tree import DraftTree, TreeBuilder, one_hot, without_earlier_siblings
 
 
 @dataclass
@@ -26,9 +26,7 @@ class Draft:
         vocabulary padding; see fit_width)."""
         if self.q_rows is not None:
             return fit_width(np.asarray(self.q_rows[i]), vocab)
-        row = np.zeros(vocab)
-        row[self.tokens[i]] = 1.0
-        return row
+        return one_hot(self.tokens[i], vocab)
 
 
 EMPTY_DRAFT = Draft([], None)

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from app.engine.records import StepRecord
-from app.engine.similarity import roc_auc
+from app.engine.similarity import judged_similarity, roc_auc
 
 
 def expected_tokens_per_pass(alpha: float, k: float) -> float:
@@ -95,9 +95,7 @@ class RunStats:
         for i, passed in enumerate(outcomes):
             self.judged_at[i] += 1
             self.accepted_at[i] += passed
-        self.similarity.extend(
-            (t.hidden_cos, bool(t.accepted)) for t in step.tokens if t.hidden_cos is not None
-        )
+        self.similarity.extend(judged_similarity(step.tokens))
 
     @property
     def elapsed(self) -> float:

@@ -22,6 +22,12 @@ from app.engine.protocol import HiddenStateModel, LanguageModel
 from app.engine.records import TokenRecord
 
 
+def judged_similarity(tokens: Sequence[TokenRecord]) -> list[tuple[float, bool]]:
+    """(hidden_cos, accepted) of every judged draft token that carries a hidden_cos."""
+    return [(t.hidden_cos, bool(t.accepted)) for t in tokens
+            if t.hidden_cos is not None and t.accepted is not None]
+
+
 def cosine(a: np.ndarray, b: np.ndarray) -> float:
     a = np.asarray(a, dtype=np.float64)
     b = np.asarray(b, dtype=np.float64)
