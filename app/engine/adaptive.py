@@ -23,6 +23,8 @@ from app.engine.metrics import expected_tokens_by_position, expected_tokens_per_
 from app.engine.records import StepRecord
 
 _EMA = 0.15
+# the first live pass sets most of the load factor: one pass already says how busy we are
+_FIRST_LOAD_WEIGHT = 0.7
 # pooled counts decay by this per pass; a position's own counts at each of its observations
 _POOL_DECAY = 0.8
 _POSITION_DECAY = 0.8
@@ -41,25 +43,46 @@ _MAX_PROBE_GAP = 128
 
 @dataclass
 class VerifyCostCurve:
-    """Seconds for one target pass over n tokens, keyed by n; interpolated between points."""
+    """Seconds for one target pass over n tokens, keyed by n; interpolated between points.
+
+    `points` are calibrated (measured once per model and device, cached); the machine's load
+    moves the level of the whole curve but seldom its shape. So a size seen in this run uses
+    its live time, and every other size its calibrated time scaled by `load`, the ratio of live
+    to calibrated times so far: a curve measured on a busy machine is not trusted for ever.
+    """
 
     points: dict[int, float] = field(default_factory=dict)
+    live: dict[int, float] = field(default_factory=dict)
+    load: float = 1.0
+
+    def current(self) -> dict[int, float]:
+        merged = {n: t * self.load for n, t in self.points.items()}
+        merged.update(self.live)
+        return merged
 
     def cost(self, n: int) -> float:
-        if not self.points:
-            return float(n)  # unknown: assume linear, which makes no k pay less than it should
-        sizes = sorted(self.points)
-        if n in self.points:
-            return self.points[n]
-        values = [self.points[s] for s in sizes]
-        if n > sizes[-1] and len(sizes) > 1:
-            slope = (values[-1] - values[-2]) / (sizes[-1] - sizes[-2])
-            return values[-1] + slope * (n - sizes[-1])
-        return float(np.interp(n, sizes, values))
+        return _interpolate(self.current(), n)
 
     def observe(self, n: int, seconds: float) -> None:
-        old = self.points.get(n)
-        self.points[n] = seconds if old is None else (1 - _EMA) * old + _EMA * seconds
+        if self.points:
+            ratio = seconds / max(_interpolate(self.points, n), 1e-9)
+            weight = _FIRST_LOAD_WEIGHT if not self.live else _EMA
+            self.load = (1 - weight) * self.load + weight * ratio
+        old = self.live.get(n)
+        self.live[n] = seconds if old is None else (1 - _EMA) * old + _EMA * seconds
+
+
+def _interpolate(points: dict[int, float], n: int) -> float:
+    if not points:
+        return float(n)  # unknown: assume linear, which makes no k pay less than it should
+    if n in points:
+        return points[n]
+    sizes = sorted(points)
+    values = [points[s] for s in sizes]
+    if n > sizes[-1] and len(sizes) > 1:
+        slope = (values[-1] - values[-2]) / (sizes[-1] - sizes[-2])
+        return values[-1] + slope * (n - sizes[-1])
+    return float(np.interp(n, sizes, values))
 
 
 @dataclass
@@ -123,7 +146,8 @@ class DraftLengthController:
         if source not in self.sources:
             cost = 0.0 if source.startswith("ngram") else self.draft_cost_hint
             prior = _PRIOR_ACCEPT.get(source, _PRIOR_ACCEPT["model"])
-            self.sources[source] = SourceStats([prior] * self.draft_max, cost, prior)
+            self.sources[source] = SourceStats([prior] * self.draft_max, draft_cost=cost,
+                                              prior=prior)
         return self.sources[source]
 
     def expected_tokens(self, k: int, source: str = "model") -> float:

@@ -1,0 +1,86 @@
+"""The verify-cost curve the adaptive draft length prices passes with, and what the controller
+makes of it: a calibration from a busy moment must not be trusted for ever, and a fresh
+controller must price a chain pass at k + 1 tokens."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from app.engine import calibration
+from app.engine.adaptive import DraftLengthController, VerifyCostCurve
+from app.engine.speculative import top_indices
+from app.paths import cache_dir
+
+
+def test_a_live_pass_replaces_its_calibrated_size_and_rescales_the_others():
+    curve = VerifyCostCurve({1: 1.0, 9: 3.0, 17: 4.0})
+    curve.observe(1, 2.0)  # the machine is twice as busy as when it was calibrated
+    assert curve.cost(1) == 2.0
+    assert 1.5 < curve.load < 2.0
+    assert curve.cost(9) == pytest.approx(3.0 * curve.load)
+    assert curve.cost(17) == pytest.approx(4.0 * curve.load)
+    for _ in range(30):
+        curve.observe(1, 2.0)
+    assert curve.cost(17) == pytest.approx(8.0, rel=0.01)
+
+
+def test_a_cheap_batch_size_stays_cheap_after_rescaling():
+    # CPU kernels take rows in blocks: 16 tokens can cost less than 9 (measured on llama.cpp)
+    curve = VerifyCostCurve({1: 45.0, 9: 308.0, 16: 319.0, 17: 388.0})
+    curve.observe(9, 616.0)
+    assert curve.cost(16) < curve.cost(9)
+
+
+@pytest.mark.parametrize("source,prior", [("model", 0.6), ("ngram", 0.8), ("ngram-weak", 0.5)])
+def test_a_fresh_controller_prices_a_chain_pass_at_k_plus_one_tokens(source, prior):
+    ctl = DraftLengthController(16, adaptive=True, curve=VerifyCostCurve({1: 1.0, 17: 2.0}))
+    stats = ctl.stats(source)
+    assert stats.extra_per_level == 0.0
+    assert [stats.pass_size(k) for k in (1, 4, 16)] == [2, 5, 17]
+    assert stats.prior == prior and stats.accept_at == [prior] * 16
+
+
+def test_copies_on_a_cpu_curve_reach_the_cheap_long_passes():
+    # llama-bench's pp times on the demo target (ms): long passes cost least per token
+    ms = {1: 45, 2: 67, 3: 84, 4: 117, 5: 145, 8: 257, 9: 308, 16: 319, 17: 388, 32: 549,
+          33: 600}
+    ctl = DraftLengthController(32, adaptive=True, curve=VerifyCostCurve(dict(ms)))
+    ks = []
+    for _ in range(5):
+        k = ctl.next_k(1000, "ngram")
+        ks.append(k)
+        ctl.stats("ngram").observe([True] * k)
+    assert ks[0] >= 1 and max(ks) >= 31, ks
+
+
+def test_a_curve_measured_on_a_busy_machine_is_not_cached(gguf_pair, monkeypatch):
+    target, _ = gguf_pair
+    store = cache_dir() / "verify_cost.json"
+    monkeypatch.setattr(calibration, "_busy", lambda: True)
+    calls = []
+    measure = calibration.measure_verify_curve
+    monkeypatch.setattr(calibration, "measure_verify_curve",
+                        lambda *a, **k: calls.append(1) or measure(*a, **k))
+    first = calibration.cached_verify_curve(target, 4)
+    again = calibration.cached_verify_curve(target, 4)
+    assert len(calls) == 1 and first.points == again.points  # kept for this process
+    assert not store.exists() or not json.loads(store.read_text())
+    monkeypatch.setattr(calibration, "_busy", lambda: False)
+    calibration._UNCACHED.clear()
+    calibration.cached_verify_curve(target, 4)
+    assert len(calls) == 2 and len(json.loads(store.read_text())) == 1
+
+
+@pytest.mark.parametrize("peak", [0.0, 5.0, 40.0, 300.0])
+def test_top_indices_equal_a_full_sort(peak):
+    rng = np.random.default_rng(int(peak))
+    for vocab in (3, 7, 200, 151_936):
+        logits = rng.standard_normal(vocab) * 3
+        logits[rng.integers(vocab)] += peak
+        probs = np.exp(logits - logits.max())
+        probs /= probs.sum()
+        expected = np.argsort(-probs, kind="stable")[:5]
+        assert list(top_indices(probs, 5)) == list(expected)
