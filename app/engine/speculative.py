@@ -29,6 +29,7 @@ from app.engine.records import (
 from app.engine.sampling import SamplingParams, choose, draw
 
 TokenText = Callable[[int], str]
+_SAMPLE_STRIDE = 64
 
 
 class Rows(Protocol):
@@ -124,12 +125,18 @@ def make_record(
 
 
 def top_indices(probs: np.ndarray, n: int) -> np.ndarray:
-    """The n most likely tokens, best first, without partitioning the whole vocabulary:
-    when at least n tokens reach a thousandth of the maximum, the top n are among them."""
+    """The n most likely tokens, best first, without partitioning the whole vocabulary: the
+    top n are among the tokens that reach a thousandth of the maximum when at least n do,
+    and always among those that reach the n-th best of every 64th token (n of which do)."""
     n = min(n, probs.shape[0])
     candidates = np.flatnonzero(probs >= probs.max() * 1e-3)
     if candidates.size < n:
-        candidates = np.arange(probs.shape[0])
+        sample = probs[::_SAMPLE_STRIDE]
+        if sample.size >= n:
+            nth_best = np.partition(sample, sample.size - n)[sample.size - n]
+            candidates = np.flatnonzero(probs >= nth_best)
+        else:
+            candidates = np.arange(probs.shape[0])
     if candidates.size > n:
         candidates = candidates[np.argpartition(-probs[candidates], n - 1)[:n]]
     return candidates[np.argsort(-probs[candidates], kind="stable")]
@@ -137,6 +144,8 @@ def top_indices(probs: np.ndarray, n: int) -> np.ndarray:
 
 def entropy(probs: np.ndarray) -> float:
     """Shannon entropy in nats of one row (float32 is plenty for a display figure)."""
+    if probs.max() == 1.0:
+        return 0.0  # one-hot (an n-gram draft's q): no need to take the log of every zero
     p = probs.astype(np.float32)
     log_p = np.log(p, where=p > 0, out=np.zeros_like(p))
     return float(-np.dot(p, log_p))
