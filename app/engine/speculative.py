@@ -27,6 +27,7 @@ from app.engine.records import (
     TokenRecord,
 )
 from app.engine.sampling import SamplingParams, choose, draw
+from app.engine.similarity import dot
 
 TokenText = Callable[[int], str]
 _SAMPLE_STRIDE = 64
@@ -148,4 +149,4 @@ def entropy(probs: np.ndarray) -> float:
         return 0.0  # one-hot (an n-gram draft's q): no need to take the log of every zero
     p = probs.astype(np.float32)
     log_p = np.log(p, where=p > 0, out=np.zeros_like(p))
-    return float(-np.dot(p, log_p))
+    return -dot(p, log_p)
