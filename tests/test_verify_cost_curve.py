@@ -84,3 +84,33 @@ def test_top_indices_equal_a_full_sort(peak):
         probs /= probs.sum()
         expected = np.argsort(-probs, kind="stable")[:5]
         assert list(top_indices(probs, 5)) == list(expected)
+
+
+def _feed(ctl: DraftLengthController, passes: int, source: str = "model") -> list[int]:
+    ks = []
+    for _ in range(passes):
+        k = ctl.next_k(1000, source)
+        ks.append(k)
+        ctl.stats(source).observe([True] * k)
+    return ks
+
+
+def test_short_passes_that_all_pass_lead_to_longer_drafts():
+    # a draft at 0.45 of a target step, a flat verify curve (a GPU, or torch on a CPU): one
+    # token per pass must not cap what the controller can learn
+    flat = {n: 1.0 + 0.03 * (n - 1) for n in (1, 2, 3, 5, 9, 17)}
+    ctl = DraftLengthController(16, adaptive=True, curve=VerifyCostCurve(dict(flat)),
+                                draft_cost=0.45)
+    ks = _feed(ctl, 12)
+    assert ks[0] >= 1 and ks[-1] >= 12, ks
+
+
+def test_a_position_that_once_looked_bad_is_tried_again():
+    flat = {n: 1.0 + 0.03 * (n - 1) for n in (1, 2, 3, 5, 9, 17)}
+    ctl = DraftLengthController(16, adaptive=True, curve=VerifyCostCurve(dict(flat)),
+                                draft_cost=0.2)
+    for _ in range(3):
+        ctl.stats("model").observe([True, True, False])  # position 2 fails three times
+    assert ctl.next_k(1000, "model") <= 3
+    ks = _feed(ctl, 15)
+    assert ks[-1] > 3, ks

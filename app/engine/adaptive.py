@@ -4,7 +4,7 @@ Expected tokens from a pass with k drafts, E(k), comes from app.engine.metrics, 
 measured chance that draft position i is accepted once reached (this captures acceptance that
 is correlated along a draft, as in copying, which a single alpha does not).
 a_i is estimated hierarchically, so the controller learns in a few passes: a pooled rate over
-all positions (decayed counts, a few passes of memory, the source's prior worth one token)
+all positions (decayed counts, about 32 tokens of memory, the source's prior worth one token)
 serves as the prior of each position's own decayed counts, and alone for positions never
 reached. Every judged token feeds the pooled rate, so while copies keep passing it climbs
 towards 1 and the next draft is longer (4 -> ~9 -> ~16 -> ~28 on a CPU's verify curve), as
@@ -25,11 +25,12 @@ from app.engine.records import StepRecord
 _EMA = 0.15
 # the first live pass sets most of the load factor: one pass already says how busy we are
 _FIRST_LOAD_WEIGHT = 0.7
-# pooled counts decay by this per pass; a position's own counts at each of its observations
-_POOL_DECAY = 0.8
+# pooled counts fade per judged token (a memory of about 32 tokens, however they came: 32
+# one-token passes or half of one long copy); each position's own counts fade per pass
+_POOL_DECAY_PER_TOKEN = 1 - 1 / 32
 _POSITION_DECAY = 0.8
 _PRIOR_WEIGHT = 1.0  # the source's prior, in tokens, inside the pooled rate
-_POOL_WEIGHT = 2.0  # the pooled rate, in observations, inside a position's estimate
+_POOL_WEIGHT = 4.0  # the pooled rate, in observations, inside a position's estimate
 _PRIOR_ACCEPT = {"model": 0.6, "ngram": 0.8, "ngram-weak": 0.5}
 # a probe must be able to pay: with near-perfect acceptance some k beats plain by this much,
 # because a draft model that sat idle first re-reads everything emitted since
@@ -109,11 +110,15 @@ class SourceStats:
         for counts in (self.hits_at, self.seen_at):
             counts.extend([0.0] * (size - len(counts)))
         judged = accepted[:size]
-        for i, hit in enumerate(judged):
-            self.seen_at[i] = _POSITION_DECAY * self.seen_at[i] + 1.0
-            self.hits_at[i] = _POSITION_DECAY * self.hits_at[i] + (1.0 if hit else 0.0)
-        self.pool_seen = _POOL_DECAY * self.pool_seen + len(judged)
-        self.pool_hits = _POOL_DECAY * self.pool_hits + sum(judged)
+        # every position fades each pass, reached or not: an estimate that once fell low would
+        # otherwise keep k below that position and never be corrected (it returns to the pool)
+        for i in range(size):
+            hit = judged[i] if i < len(judged) else None
+            self.seen_at[i] = _POSITION_DECAY * self.seen_at[i] + (hit is not None)
+            self.hits_at[i] = _POSITION_DECAY * self.hits_at[i] + bool(hit)
+        fade = _POOL_DECAY_PER_TOKEN ** len(judged)
+        self.pool_seen = fade * self.pool_seen + len(judged)
+        self.pool_hits = fade * self.pool_hits + sum(judged)
         pooled = ((self.pool_hits + _PRIOR_WEIGHT * self.prior)
                   / (self.pool_seen + _PRIOR_WEIGHT))
         self.accept_at[:] = [
