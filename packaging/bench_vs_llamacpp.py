@@ -171,7 +171,7 @@ def draftlens_rows(args: argparse.Namespace, exact: bool) -> dict[str, Any]:
             log(f"skipping the edit task: {pair.target.name} holds only {pair.target.n_ctx} "
                 "tokens")
             return rows
-        for name, k in (("ngram edit", 32),):
+        for name, k in (("ngram edit", 64),):
             log(f"DraftLens {name}")
             config = DecodeConfig(n_predict=n_edit, draft_max=k, adaptive=True, sampling=greedy)
             rows[name] = draftlens_row(pair, config, edit, rounds)
