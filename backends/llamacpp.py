@@ -144,6 +144,7 @@ class LlamaCppModel:
         self.n_ctx = min(n_ctx, train_ctx) if train_ctx > 0 else n_ctx
         self.n_batch = min(n_batch, self.n_ctx)
         threads = n_threads or max(1, os.cpu_count() or 1)
+        self.n_threads = threads
 
         ctx_params = llama_cpp.llama_context_default_params()
         ctx_params.n_ctx = self.n_ctx

@@ -34,7 +34,13 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from app.analysis.measure import Tally, timed_run  # noqa: E402
-from app.cli.bench import CODE_PROMPTS, EDIT_PROMPT, bench_report, divergence_report  # noqa: E402
+from app.cli.bench import (  # noqa: E402
+    CODE_PROMPTS,
+    EDIT_PROMPT,
+    bench_report,
+    divergence_line,
+    divergence_report,
+)
 from app.engine.divergence import MarginTap  # noqa: E402
 from app.engine.sampling import SamplingParams  # noqa: E402
 from app.engine.session import DecodeConfig  # noqa: E402
@@ -124,7 +130,7 @@ def draftlens_row(pair: LoadedPair, config: DecodeConfig, encoded: list[list[int
             for is_plain, tally in order:
                 timed_run(pair, config, prompt_ids, is_plain, tally)
     report = bench_report(plain, spec, config)
-    report.update(divergence_report(plain, spec, pair.target.token_text))
+    report.update(divergence_report(plain, spec, pair.target))
     log(f"  plain {report['plain_tok_s']:.2f} tok/s, speculative {report['spec_tok_s']:.2f} "
         f"tok/s ({report['speedup']:.2f}x), mean k {report['mean_k']:.1f}, accepted "
         f"{report['acceptance']:.0%}, identical {report['identical']}, step split "
@@ -279,8 +285,12 @@ def markdown_table(result: dict[str, Any]) -> str:
     def ident(row: dict[str, Any]) -> str:
         if row.get("identical"):
             return "yes"
-        ties = row.get("divergences_near_ties")
-        return f"no ({len(row.get('divergences', []))} near-tie{'s' if ties else ' NOT explained'})"
+        n = len(row.get("divergences", []))
+        bound = row.get("kernel_noise_bound")
+        noise = "?" if bound is None else f"{bound:.3f}"
+        if row.get("divergences_near_ties"):
+            return f"no ({n} near-tie{'s' if n > 1 else ''} within kernel noise {noise})"
+        return f"no ({n} divergence{'s' if n > 1 else ''}, NOT explained by kernel noise {noise})"
 
     lines = [f"{result['target']} / {result['draft']}, {result['threads']} threads, greedy"
              f"{' (quick)' if result['quick'] else ''}", "",
@@ -316,13 +326,9 @@ def markdown_table(result: dict[str, Any]) -> str:
             lines.append(f"| {name} | {row['plain_tok_s']:.1f} | "
                          f"{row['plain_tok_s'] / ll['plain']['tok_s']:.2f}× | "
                          f"{row['spec_tok_s']:.1f} | {row['speedup']:.2f}× | {ident(row)} |")
-    for name, row in dl.items():
+    for name, row in {**dl, **{f"{k} (exact kernels)": v for k, v in ex.items()}}.items():
         for d in row.get("divergences", []):
-            lines.append(f"\n{name}: first difference at generated token {d['position']} "
-                         f"({d['plain_text']!r} plain, {d['other_text']!r} speculative): "
-                         f"top-two logit gap {d['plain_logit_gap']} plain, "
-                         f"{d['other_logit_gap']} speculative — "
-                         f"{'a near-tie' if d['near_tie'] else 'NOT a near-tie'}")
+            lines.append(f"\n{name}: {divergence_line(d)}")
     return "\n".join(lines)
 
 

@@ -350,3 +350,24 @@ def test_a_sampled_rejection_shows_p_q_and_the_residual_drawn_from(window, qtbot
     assert p == [a.p for a in top] and q == [a.q for a in top]
     assert residual == [max(0.0, a.p - a.q) for a in top]
     assert window.inspector.model.index(row, 5).data() == fmt.prob(record.u)
+
+
+def test_compare_view_names_the_first_difference_its_margins_and_the_bound(window, gguf_pair):
+    from app.engine.divergence import explain_divergence
+    from app.engine.kernel_noise import measure_kernel_noise
+    from tests.test_kernel_noise import SwappingVerifier, greedy_runs
+    from ui.run_data import CompareResult
+
+    target, draft = gguf_pair
+    bound = measure_kernel_noise(target, 48).bound
+    prompt, plain, plain_top, spec, spec_top = greedy_runs(target, draft, SwappingVerifier)
+    d = explain_divergence(len(prompt), plain, spec, plain_top, spec_top, target.token_text,
+                           bound)
+    assert d is not None
+    window.run_control.show_comparison(CompareResult(30.0, 25.0, False, True, len(spec),
+                                                     len(plain), d))
+    text = window.compare_label.text()
+    assert f"first difference at generated token {d.position}:" in text
+    assert repr(d.plain_text) in text and repr(d.other_text) in text
+    assert f"{d.plain_logit_gap:.4f}" in text and f"{d.other_logit_gap:.4f}" in text
+    assert f"up to {bound:.4f}" in text and "NOT a near-tie" in text and "please report" in text

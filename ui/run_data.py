@@ -67,8 +67,9 @@ class CompareResult:
             verdict = "texts identical"
         elif self.greedy and self.divergence is not None and self.divergence.near_tie:
             verdict = ("texts differ where the target's top two tokens nearly tie — the fast "
-                       "kernels round a verify pass differently from a single step ("
-                       + self.divergence.describe() + "); --exact-kernels gives identical text")
+                       "kernels sum a verify pass differently from a single step, by no more "
+                       "than measured on this model (" + self.divergence.describe()
+                       + "); --exact-kernels gives identical text")
         elif self.greedy:
             verdict = "texts DIFFER (greedy runs should match — please report this)"
             if self.divergence is not None:

@@ -21,6 +21,7 @@ from PySide6.QtCore import QObject, QSemaphore, Signal, Slot
 
 from app.analysis.cost import measure_pair_costs
 from app.engine.divergence import MarginTap, explain_divergence
+from app.engine.kernel_noise import cached_kernel_noise
 from app.engine.session import DecodeConfig, Session
 from app.engine.trace import TraceWriter
 from app.errors import DraftLensError
@@ -249,10 +250,13 @@ class RunWorker(QObject):
         if baseline is not None and not self._cancel.is_set():
             greedy = request.config.sampling.greedy
             divergence = None
-            if tap is not None:
+            if tap is not None and session.output_ids != baseline.output_ids:
+                self.progress.emit("texts differ: measuring how far verify passes stray from "
+                                   "single steps on this model (once; cached)")
+                bound = cached_kernel_noise(tap.model).bound
                 divergence = explain_divergence(len(run.prompt_ids), baseline.output_ids,
                                                 session.output_ids, tap.top, spec_top,
-                                                pair.target.token_text)
+                                                pair.target.token_text, bound)
             self.compared.emit(CompareResult(
                 session.stats.tokens_per_second, baseline.stats.tokens_per_second,
                 session.output_ids == baseline.output_ids, greedy,

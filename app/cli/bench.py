@@ -13,7 +13,8 @@ from typing import Any
 from app.analysis.measure import Tally, alternating, timed_run
 from app.cli.options import decode_config, model_spec, self_draft_layers
 from app.engine.divergence import MarginTap, explain_divergence
-from app.engine.protocol import EarlyExitModel, ReferenceGenerator
+from app.engine.kernel_noise import cached_kernel_noise
+from app.engine.protocol import EarlyExitModel, LanguageModel, ReferenceGenerator
 from app.engine.session import DecodeConfig
 from app.errors import SettingsError
 from app.models.loading import LoadedPair, load_pair
@@ -133,7 +134,7 @@ def bench_pair(pair: LoadedPair, config: DecodeConfig, encoded: list[list[int]],
     finally:
         pair.target = model
     report = bench_report(plain, spec, config)
-    report.update(divergence_report(plain, spec, model.token_text))
+    report.update(divergence_report(plain, spec, model))
     if chain:
         report.update(chain_report(plain, chain[0]))
     if args.compare_hf:
@@ -219,19 +220,30 @@ def chain_report(plain: Tally, chain: Tally) -> dict[str, Any]:
     }
 
 
-def divergence_report(plain: Tally, spec: Tally, text_of: Any) -> dict[str, Any]:
+def divergence_report(plain: Tally, spec: Tally, model: LanguageModel) -> dict[str, Any]:
     """Where greedy speculative text differs from plain decoding (fast kernels only), the
-    first differing position of each such prompt and the target's top-two margins there."""
-    found = []
+    first differing position of each such prompt, the target's top-two margins there in both
+    runs, and the kernels' disagreement measured on this model (only when a text differs)."""
+    if isinstance(model, MarginTap):
+        model = model.model  # measure the kernels, not the tap's notes
+    pairs = []
     if plain.tops and len(plain.tops) == len(spec.tops):
-        for n_prompt, a, b, top_a, top_b in zip(plain.prompt_lengths, plain.outputs,
-                                                spec.outputs, plain.tops, spec.tops,
-                                                strict=True):
-            divergence = explain_divergence(n_prompt, a, b, top_a, top_b, text_of)
+        pairs = [run for run in zip(plain.prompt_lengths, plain.outputs, spec.outputs,
+                                    plain.tops, spec.tops, strict=True) if run[1] != run[2]]
+    found = []
+    bound = None
+    if pairs:
+        print("[bench] texts differ: measuring how far verify passes stray from single steps "
+              "on this model (once; cached)", file=sys.stderr)
+        bound = cached_kernel_noise(model).bound
+        for n_prompt, a, b, top_a, top_b in pairs:
+            divergence = explain_divergence(n_prompt, a, b, top_a, top_b, model.token_text,
+                                            bound)
             if divergence is not None:
                 found.append(divergence.as_dict())
     return {"divergences": found,
-            "divergences_near_ties": all(d["near_tie"] for d in found) if found else None}
+            "divergences_near_ties": all(d["near_tie"] for d in found) if found else None,
+            "kernel_noise_bound": bound}
 
 
 def compare_hf(pair: LoadedPair, encoded: list[list[int]], config: DecodeConfig,
@@ -287,15 +299,24 @@ def print_report(report: dict[str, Any]) -> None:
                      f"tokens per pass (tree: width {report['tree_width']}, "
                      f"{report['tree_nodes']} nodes at most)")
     for d in report.get("divergences", []):
-        lines.append(f"{'':>22}  first difference at token {d['position']}: "
-                     f"{d['plain_text']!r} vs {d['other_text']!r}, top-two logit gap "
-                     f"{_gap(d['plain_logit_gap'])} plain / {_gap(d['other_logit_gap'])} "
-                     f"speculative: {'near-tie' if d['near_tie'] else 'NOT a near-tie'}")
+        lines.append(f"{'':>22}  {divergence_line(d)}")
     if "hf_assisted_speedup" in report:
         lines.append(f"{'transformers assisted':>22}  {report['hf_assisted_speedup']:8.2f}x "
                      f"({report['hf_plain_tok_s']:.2f} -> {report['hf_assisted_tok_s']:.2f} "
                      f"tok/s, identical: {report['hf_identical']})")
     print("\n".join(lines))
+
+
+def divergence_line(d: dict[str, Any]) -> str:
+    """One divergence of a bench report (a Divergence.as_dict), for tables and logs."""
+    moved = d.get("gap_moved")
+    bound = d.get("noise_bound")
+    against = (f"margins add to {moved:.4f} vs kernel noise bound {_gap(bound)}"
+               if moved is not None else d.get("reason", ""))
+    return (f"first difference at generated token {d['position']}: {d['plain_text']!r} plain "
+            f"vs {d['other_text']!r} speculative, top-two logit gap "
+            f"{_gap(d['plain_logit_gap'])} plain / {_gap(d['other_logit_gap'])} speculative; "
+            f"{against}: {'near-tie' if d['near_tie'] else 'NOT a near-tie'}")
 
 
 def _gap(value: float | None) -> str:

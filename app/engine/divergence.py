@@ -4,7 +4,8 @@ With llama.cpp's fast CPU kernels a verify pass over k+1 tokens sums in another 
 single-token step, so logits differ in the last bits and greedy output can flip where the
 target's two best tokens are nearly tied. MarginTap wraps the target and notes, for every
 position it scores, the top two tokens and their logits; explain_divergence compares two runs
-at their first differing position.
+at their first differing position, against the kernels' disagreement measured on the same
+model (app.engine.kernel_noise).
 """
 
 from __future__ import annotations
@@ -16,10 +17,6 @@ from typing import Any
 import numpy as np
 
 from app.engine.protocol import LanguageModel
-
-# a flip is explained as a near-tie when the top-two logit gap is below this in either run
-# (fp32 sums of ~1500 products in another order move logits by ~1e-3 here)
-NEAR_TIE_LOGIT_GAP = 0.05
 
 
 @dataclass
@@ -139,6 +136,13 @@ class Divergence:
     plain_prob_gap: float | None
     other_prob_gap: float | None
     near_tie: bool
+    # how far logit(plain token) - logit(other token) moved between the runs: the two
+    # margins added, known when the two tokens are the target's top two in both runs
+    gap_moved: float | None = None
+    # the most the kernels moved a top-two gap between one-token and multi-token passes on
+    # this model and machine (app.engine.kernel_noise); None where not measured
+    noise_bound: float | None = None
+    reason: str = ""
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -151,7 +155,8 @@ class Divergence:
         return (f"first difference at generated token {self.position}: plain "
                 f"{self.plain_text!r}, speculative {self.other_text!r}; top-two logit gap "
                 f"{gap(self.plain_logit_gap, self.plain_prob_gap)} plain, "
-                f"{gap(self.other_logit_gap, self.other_prob_gap)} speculative: {verdict}")
+                f"{gap(self.other_logit_gap, self.other_prob_gap)} speculative; "
+                f"{self.reason}: {verdict}")
 
 
 def first_difference(a: Sequence[int], b: Sequence[int]) -> int | None:
@@ -161,6 +166,32 @@ def first_difference(a: Sequence[int], b: Sequence[int]) -> int | None:
     return None if len(a) == len(b) else min(len(a), len(b))
 
 
+def judge_flip(plain_token: int, other_token: int, plain: TopTwo | None,
+               other: TopTwo | None, noise_bound: float,
+               text_of: Any = str) -> tuple[bool, float | None, str]:
+    """Whether the kernels alone can have flipped plain_token to other_token: (near-tie,
+    how far the gap between the two moved, why).
+
+    Each run chose its token by argmax, so logit(plain) - logit(other) was +plain gap in the
+    plain run and -other gap in the speculative one: it moved by the two margins added. The
+    kernels can move a top-two gap by at most the measured bound, so the flip is theirs only
+    if both margins together fit within it. Judging one run's margin alone would call a flip
+    a near-tie whenever either run happened to be close, however far the other was.
+    """
+    if plain is None or other is None:
+        return False, None, "the target's margins were not recorded there"
+    if other.first != other_token:
+        return False, None, (f"the target's own best token in the speculative run was "
+                             f"{text_of(other.first)!r}, not the one emitted: the verify rule "
+                             "chose it")
+    if (plain.first, plain.second, other.second) != (plain_token, other_token, plain_token):
+        return False, None, "the two tokens are not the target's two best in both runs"
+    moved = plain.logit_gap + other.logit_gap
+    near = moved <= noise_bound
+    return near, moved, (f"their gap moved {moved:.4f} between the runs; passes move a gap by "
+                         f"up to {noise_bound:.4f} on this model (measured)")
+
+
 def explain_divergence(
     prompt_len: int,
     plain: Sequence[int],
@@ -168,22 +199,21 @@ def explain_divergence(
     plain_top: dict[int, TopTwo],
     other_top: dict[int, TopTwo],
     text_of: Any,
+    noise_bound: float,
 ) -> Divergence | None:
-    """None when the texts agree; else the first differing position and the target's
-    top-two margins there in both runs (a flip between two nearly tied tokens is the
-    kernels' rounding, not a wrong verify rule)."""
+    """None when the texts agree; else the first differing position, the target's top-two
+    margins there in both runs, and whether the kernels' measured disagreement between a
+    one-token step and a verify pass (`noise_bound`, app.engine.kernel_noise) explains it."""
     i = first_difference(plain, other)
     if i is None or i >= len(plain) or i >= len(other):
         return None
     pos = prompt_len + i
     p, o = plain_top.get(pos), other_top.get(pos)
-    gaps = [t.logit_gap for t in (p, o) if t is not None]
-    near = bool(gaps) and min(gaps) < NEAR_TIE_LOGIT_GAP and (
-        {plain[i], other[i]} <= {t for x in (p, o) if x for t in (x.first, x.second)})
+    near, moved, reason = judge_flip(int(plain[i]), int(other[i]), p, o, noise_bound, text_of)
     return Divergence(
         position=i, plain_token=int(plain[i]), other_token=int(other[i]),
         plain_text=text_of(int(plain[i])), other_text=text_of(int(other[i])),
         plain_logit_gap=p.logit_gap if p else None, other_logit_gap=o.logit_gap if o else None,
         plain_prob_gap=p.prob_gap if p else None, other_prob_gap=o.prob_gap if o else None,
-        near_tie=near,
+        near_tie=near, gap_moved=moved, noise_bound=noise_bound, reason=reason,
     )

@@ -1,0 +1,148 @@
+"""The measured disagreement between one-token steps and verify passes (app.engine.kernel_noise)
+and the greedy verdict built on it: a flip is a near-tie only if both runs' margins together
+fit within what the kernels were measured to move, and a wrong verifier is not excused."""
+
+from __future__ import annotations
+
+import inspect
+import textwrap
+
+import numpy as np
+import pytest
+
+from app.engine import kernel_noise, speculative
+from app.engine.divergence import MarginTap, explain_divergence
+from app.engine.drafters import ModelDrafter
+from app.engine.kernel_noise import cached_kernel_noise, measure_kernel_noise
+from app.engine.sampling import SamplingParams
+from app.engine.session import DecodeConfig, Session
+
+POSITIONS = 48
+
+
+class NoisyPasses(MarginTap):
+    """A model whose passes over several tokens add Gaussian noise of `sigma` to every logit
+    (a stand-in for kernels that sum a batch in another order, by a known amount)."""
+
+    def __init__(self, model, sigma: float) -> None:
+        super().__init__(model)
+        self.sigma = sigma
+        self.rng = np.random.default_rng(0)
+
+    def extend(self, ids, n_logits):
+        logits = self.model.extend(ids, n_logits)
+        if len(ids) > 1 and n_logits > 1:
+            logits = logits + self.rng.normal(0.0, self.sigma, logits.shape).astype(np.float32)
+        return logits
+
+
+class SwappingVerifier(MarginTap):
+    """A wrong verify pass: in passes that return several rows, each row's two best logits
+    trade places, so greedy verification prefers the runner-up at a wide margin."""
+
+    def extend(self, ids, n_logits):
+        end = self.model.n_cached + len(ids)
+        logits = self._swapped(self.model.extend(ids, n_logits))
+        self._note(end, logits)
+        return logits
+
+    def extend_hidden(self, ids, n_logits):
+        end = self.model.n_cached + len(ids)
+        logits, hidden = self.model.extend_hidden(ids, n_logits)
+        logits = self._swapped(logits)
+        self._note(end, logits)
+        return logits, hidden
+
+    @staticmethod
+    def _swapped(logits):
+        logits = logits.copy()
+        if logits.shape[0] > 1:
+            for row in logits:
+                a, b = np.argsort(row)[-2:][::-1]
+                row[a], row[b] = row[b], row[a]
+        return logits
+
+
+def test_exact_kernels_measure_no_noise_at_all(gguf_pair):
+    target = gguf_pair[0]  # the fixture loads llama.cpp's batch-invariant kernels
+    noise = measure_kernel_noise(target, POSITIONS)
+    assert noise.bound == 0.0
+    assert sorted(noise.fresh) == sorted(noise.carried) == list(kernel_noise.PASS_SIZES)
+    for stats in (*noise.fresh.values(), *noise.carried.values()):
+        assert stats.positions == POSITIONS
+        assert stats.top_logit_max == stats.gap_max == stats.flips == 0
+    assert target.n_cached == 0
+
+
+def test_a_known_disagreement_between_the_paths_is_measured(gguf_pair):
+    sigma = 0.1
+    noise = measure_kernel_noise(NoisyPasses(gguf_pair[0], sigma), POSITIONS)
+    # |Δ (A - B)| of two independent N(0, sigma) errors has sd sigma * sqrt(2): over hundreds
+    # of positions the largest is a few sigma, never zero and never an order above
+    assert sigma < noise.bound < 10 * sigma
+    for stats in (*noise.fresh.values(), *noise.carried.values()):
+        assert 0 < stats.gap_p99 <= stats.gap_max <= noise.bound
+    assert noise.describe().endswith(f"bound {noise.bound:.4f}")
+
+
+def test_the_fast_kernels_measurement_is_cached_per_model(gguf_files, monkeypatch):
+    from backends.llamacpp import LlamaCppModel
+
+    model = LlamaCppModel(gguf_files[0], n_gpu_layers=0, n_ctx=512, batch_invariant=False)
+    try:
+        first = cached_kernel_noise(model, POSITIONS)
+        assert np.isfinite(first.bound) and first.bound >= 0.0
+        assert "batch-invariant=False" in kernel_noise._key(model)
+
+        def measured_again(*args, **kwargs):
+            raise AssertionError("measured again although cached")
+
+        monkeypatch.setattr(kernel_noise, "measure_kernel_noise", measured_again)
+        assert cached_kernel_noise(model, POSITIONS) == first
+    finally:
+        model.close()
+
+
+def greedy_runs(target, draft, tap_class, prompt_text="the cat sat on the mat. the cat"):
+    prompt = target.tokenize(prompt_text)
+    runs = []
+    for drafter in (None, ModelDrafter(draft)):
+        tap = tap_class(target)
+        session = Session(tap, drafter, DecodeConfig(n_predict=40, draft_max=4,
+                                                     sampling=SamplingParams()))
+        list(session.steps(prompt))
+        runs.append((session.output_ids, tap.top))
+    (plain, plain_top), (spec, spec_top) = runs
+    return prompt, plain, plain_top, spec, spec_top
+
+
+def test_a_wrong_verify_pass_at_a_wide_margin_is_not_a_near_tie(gguf_pair):
+    # power check: the bound is measured on the real kernels; the verifier is wrong on top
+    target, draft = gguf_pair
+    bound = measure_kernel_noise(target, POSITIONS).bound
+    prompt, plain, plain_top, spec, spec_top = greedy_runs(target, draft, SwappingVerifier)
+    d = explain_divergence(len(prompt), plain, spec, plain_top, spec_top, target.token_text,
+                           bound)
+    assert d is not None and not d.near_tie
+    # the runner-up was chosen: the two tokens are the two best in both runs, swapped
+    assert d.gap_moved == pytest.approx(d.plain_logit_gap + d.other_logit_gap)
+    assert d.gap_moved > max(0.1, 10 * bound)
+    assert "NOT a near-tie" in d.describe() and f"{bound:.4f}" in d.describe()
+
+
+def test_a_verify_rule_that_accepts_every_draft_is_not_a_near_tie(gguf_pair, monkeypatch):
+    source = inspect.getsource(speculative.verify)
+    old = "record.accepted = token == target_choice"
+    assert old in source, "the greedy acceptance rule moved: update this mutant"
+    namespace = dict(vars(speculative))
+    exec(compile(textwrap.dedent(source.replace(old, "record.accepted = True")),  # noqa: S102
+                 speculative.__file__, "exec"), namespace)
+    from app.engine import session as session_module
+
+    monkeypatch.setattr(session_module, "verify", namespace["verify"])
+    target, draft = gguf_pair
+    prompt, plain, plain_top, spec, spec_top = greedy_runs(target, draft, MarginTap)
+    d = explain_divergence(len(prompt), plain, spec, plain_top, spec_top, target.token_text,
+                           measure_kernel_noise(target, POSITIONS).bound)
+    assert d is not None and not d.near_tie
+    assert "verify rule chose it" in d.reason
