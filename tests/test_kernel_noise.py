@@ -146,3 +146,23 @@ def test_a_verify_rule_that_accepts_every_draft_is_not_a_near_tie(gguf_pair, mon
                            measure_kernel_noise(target, POSITIONS).bound)
     assert d is not None and not d.near_tie
     assert "verify rule chose it" in d.reason
+
+
+def test_bench_report_names_the_divergence_the_margins_and_the_bound(gguf_pair, monkeypatch):
+    from app.analysis.measure import Tally
+    from app.cli.bench import divergence_line, divergence_report
+
+    monkeypatch.setattr(kernel_noise, "DEFAULT_POSITIONS", POSITIONS)  # a quicker measurement
+    target, draft = gguf_pair
+    prompt, plain, plain_top, spec, spec_top = greedy_runs(target, draft, SwappingVerifier)
+    tallies = [Tally(outputs=[out], tops=[top], prompt_lengths=[len(prompt)])
+               for out, top in ((plain, plain_top), (spec, spec_top))]
+    report = divergence_report(*tallies, MarginTap(target))
+    assert report["divergences_near_ties"] is False
+    assert report["kernel_noise_bound"] == report["kernel_noise"]["bound"] == 0.0
+    (d,) = report["divergences"]
+    assert d["noise_bound"] == 0.0 and d["gap_moved"] > 0.1 and not d["near_tie"]
+    line = divergence_line(d)
+    assert f"margins add to {d['gap_moved']:.4f}" in line and line.endswith("NOT a near-tie")
+    identical = Tally(outputs=[plain], tops=[plain_top], prompt_lengths=[len(prompt)])
+    assert divergence_report(tallies[0], identical, target)["kernel_noise_bound"] is None

@@ -232,10 +232,13 @@ def divergence_report(plain: Tally, spec: Tally, model: LanguageModel) -> dict[s
                                     plain.tops, spec.tops, strict=True) if run[1] != run[2]]
     found = []
     bound = None
+    measured = None
     if pairs:
         print("[bench] texts differ: measuring how far verify passes stray from single steps "
               "on this model (once; cached)", file=sys.stderr)
-        bound = cached_kernel_noise(model).bound
+        noise = cached_kernel_noise(model)
+        bound, measured = noise.bound, noise.as_dict()
+        print(f"[bench] {noise.describe()}", file=sys.stderr)
         for n_prompt, a, b, top_a, top_b in pairs:
             divergence = explain_divergence(n_prompt, a, b, top_a, top_b, model.token_text,
                                             bound)
@@ -243,7 +246,7 @@ def divergence_report(plain: Tally, spec: Tally, model: LanguageModel) -> dict[s
                 found.append(divergence.as_dict())
     return {"divergences": found,
             "divergences_near_ties": all(d["near_tie"] for d in found) if found else None,
-            "kernel_noise_bound": bound}
+            "kernel_noise_bound": bound, "kernel_noise": measured}
 
 
 def compare_hf(pair: LoadedPair, encoded: list[list[int]], config: DecodeConfig,

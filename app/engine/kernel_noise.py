@@ -30,6 +30,7 @@ from app.engine.protocol import LanguageModel
 from app.paths import cache_dir, write_atomically
 
 PASS_SIZES = (2, 5, 9, 17, 33)
+DEFAULT_POSITIONS = 256  # a few hundred positions: the bound is the largest of ~2500 samples
 # real code the target will have seen the like of; repeated to length, never random ids
 SAMPLE_TEXT = '''import json
 from pathlib import Path
@@ -159,13 +160,14 @@ def _stats(ref: np.ndarray, other: np.ndarray) -> tuple[PathStats, np.ndarray]:
     return stats, gap
 
 
-def measure_kernel_noise(model: LanguageModel, positions: int = 256,
+def measure_kernel_noise(model: LanguageModel, positions: int = DEFAULT_POSITIONS,
                          sizes: tuple[int, ...] = PASS_SIZES) -> KernelNoise:
     """Score `positions` tokens of SAMPLE_TEXT by single steps and by passes of each size.
 
     Costs `positions` single steps plus 2 * len(sizes) * positions tokens in passes; the
     cache is left empty.
     """
+    positions = _fitting(model, positions)
     ids = sample_ids(model, _PROMPT_TOKENS + positions)
     prompt, stretch = ids[:_PROMPT_TOKENS], ids[_PROMPT_TOKENS:]
     model.truncate(0)
@@ -194,6 +196,11 @@ def measure_kernel_noise(model: LanguageModel, positions: int = 256,
     return noise
 
 
+def _fitting(model: LanguageModel, positions: int) -> int:
+    """As many positions as the model's context holds after the prompt."""
+    return max(1, min(positions, model.n_ctx - _PROMPT_TOKENS))
+
+
 def _key(model: LanguageModel) -> str:
     path = Path(model.path)
     stamp = ""
@@ -209,15 +216,16 @@ def _cache_file() -> Path:
     return cache_dir() / "kernel_noise.json"
 
 
-def cached_kernel_noise(model: LanguageModel, positions: int = 256) -> KernelNoise:
+def cached_kernel_noise(model: LanguageModel, positions: int | None = None) -> KernelNoise:
     """The measured noise for this model and machine; measured now if not cached."""
+    positions = positions or DEFAULT_POSITIONS
     store = _read_store()
     key = _key(model)
     entry = store.get(key)
     if isinstance(entry, dict):
         try:
             noise = KernelNoise.from_dict(entry)
-            if noise.positions >= positions:
+            if noise.positions >= _fitting(model, positions):
                 return noise
         except (KeyError, TypeError, ValueError):
             pass
