@@ -152,3 +152,15 @@ def test_swapped_pair_warns(gguf_files, capsys, tmp_path):
     shutil.copy(gguf_files[0], small_target)
     code, _, err = run_cli(capsys, "models", "check", str(small_target), str(big_draft))
     assert code == 0 and "swap" in err
+
+
+def test_bench_compare_hf_times_draftlens_with_prefill_as_generate_is_timed(hf_dirs, capsys):
+    target, draft = hf_dirs
+    code, out, _ = run_cli(capsys, "bench", "-m", str(target), "-md", str(draft), "-n", "12",
+                           "-p", "the cat", "--backend", "torch", "--compare-hf", "--json")
+    assert code == 0
+    report = json.loads(out)
+    for run in ("plain", "spec"):
+        # the same tokens over decoding plus prefill: a lower rate than over decoding alone
+        assert 0 < report[f"{run}_tok_s_with_prefill"] < report[f"{run}_tok_s"]
+    assert report["hf_assisted_tok_s"] > 0 and report["hf_identical"] is True

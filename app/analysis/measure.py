@@ -17,7 +17,8 @@ from app.runs import build_session
 @dataclass
 class Tally:
     tokens: int = 0
-    seconds: float = 0.0
+    seconds: float = 0.0  # decoding only
+    prefill_seconds: float = 0.0  # the prompts' prefill, kept apart (generate() times both)
     outputs: list[list[int]] = field(default_factory=list)
     stats: RunStats = field(default_factory=RunStats)
     # per run, when the target is a MarginTap: its top two tokens at each position scored
@@ -28,6 +29,11 @@ class Tally:
     def tok_s(self) -> float:
         return self.tokens / self.seconds if self.seconds else 0.0
 
+    @property
+    def tok_s_with_prefill(self) -> float:
+        total = self.seconds + self.prefill_seconds
+        return self.tokens / total if total else 0.0
+
 
 def timed_run(pair: LoadedPair, config: DecodeConfig, prompt_ids: list[int], plain: bool,
               tally: Tally) -> None:
@@ -37,6 +43,7 @@ def timed_run(pair: LoadedPair, config: DecodeConfig, prompt_ids: list[int], pla
     for step in session.steps(prompt_ids):
         tally.stats.add(step)
     tally.seconds += time.perf_counter() - start - session.prefill_seconds
+    tally.prefill_seconds += session.prefill_seconds
     tally.tokens += len(session.output_ids)
     tally.outputs.append(list(session.output_ids))
     tally.prompt_lengths.append(len(prompt_ids))

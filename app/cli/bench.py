@@ -185,6 +185,9 @@ def bench_report(plain: Tally, spec: Tally, config: DecodeConfig) -> dict[str, A
         "plain_tok_s": plain.tok_s,
         "spec_tok_s": spec.tok_s,
         "speedup": spec.tok_s / plain.tok_s if plain.tok_s else 0.0,
+        # as transformers' generate() is timed (--compare-hf): prompt prefill included
+        "plain_tok_s_with_prefill": plain.tok_s_with_prefill,
+        "spec_tok_s_with_prefill": spec.tok_s_with_prefill,
         "acceptance": stats.acceptance,
         "alpha": stats.alpha,
         "mean_k": stats.mean_k,
@@ -307,6 +310,11 @@ def print_report(report: dict[str, Any]) -> None:
         lines.append(f"{'transformers assisted':>22}  {report['hf_assisted_speedup']:8.2f}x "
                      f"({report['hf_plain_tok_s']:.2f} -> {report['hf_assisted_tok_s']:.2f} "
                      f"tok/s, identical: {report['hf_identical']})")
+        ours = report["spec_tok_s_with_prefill"]
+        lines.append(f"{'with prefill, as hf':>22}  DraftLens {ours:.2f} tok/s "
+                     f"({ours / report['plain_tok_s_with_prefill']:.2f}x its plain), "
+                     f"transformers assisted {report['hf_assisted_tok_s']:.2f} tok/s: "
+                     f"{ours / report['hf_assisted_tok_s']:.2f}x")
     print("\n".join(lines))
 
 
