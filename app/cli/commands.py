@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from app.cli import interrupt
 from app.cli.options import decode_config, model_spec, self_draft_layers
 from app.engine.metrics import RunStats
 from app.engine.text_stream import TextStream
@@ -42,6 +43,7 @@ def cmd_run(args: argparse.Namespace) -> int:
                     sys.stdout.flush()
                     if writer:
                         writer.step(step)
+                    interrupt.check()
             except (KeyboardInterrupt, DraftLensError) as exc:
                 stopped = exc  # the trace still gets its summary line, then exc is raised
             sys.stdout.write("\n")

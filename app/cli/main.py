@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import signal
 import sys
 import traceback
 from collections.abc import Sequence
@@ -31,6 +30,7 @@ from app.cli.analysis import (
 from app.cli.bench import add_bench_flags, cmd_bench
 from app.cli.commands import cmd_run, cmd_trace
 from app.cli.heads import add_heads_parser, cmd_heads
+from app.cli.interrupt import stop_between_steps
 from app.cli.models import add_models_parser, cmd_models
 from app.cli.options import add_decode_flags, add_model_flags
 from app.errors import DraftLensError
@@ -114,19 +114,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     if not _goes_to_the_hub(args):  # transformers must not reach the hub behind the user's back
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    previous = signal.signal(signal.SIGTERM, _interrupt)
     try:
-        if args.command == "run":
-            return cmd_run(args)
-        if args.command == "bench":
-            return cmd_bench(args)
-        if args.command in ANALYSES:
-            return ANALYSES[args.command](args)
-        if args.command == "models":
-            return cmd_models(args)
-        if args.command == "heads":
-            return cmd_heads(args)
-        return cmd_trace(args)
+        with stop_between_steps():
+            return _dispatch(args)
     except (DraftLensError, BackendError) as exc:
         if args.debug:
             traceback.print_exc()
@@ -135,17 +125,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("\ninterrupted", file=sys.stderr)
         return 130
-    finally:
-        signal.signal(signal.SIGTERM, previous)
+
+
+def _dispatch(args: argparse.Namespace) -> int:
+    if args.command == "run":
+        return cmd_run(args)
+    if args.command == "bench":
+        return cmd_bench(args)
+    if args.command in ANALYSES:
+        return ANALYSES[args.command](args)
+    if args.command == "models":
+        return cmd_models(args)
+    if args.command == "heads":
+        return cmd_heads(args)
+    return cmd_trace(args)
 
 
 def _goes_to_the_hub(args: argparse.Namespace) -> bool:
     return args.command == "models" and args.models_command in ("fetch", "fetch-demo")
-
-
-def _interrupt(signum: int, frame: object) -> None:
-    """SIGTERM stops a run as Ctrl+C does: between steps, with the trace finalised."""
-    raise KeyboardInterrupt
 
 
 if __name__ == "__main__":

@@ -1,0 +1,36 @@
+"""A stop asked for while Python runs inside a callback from native code (llama.cpp's log
+callback runs during a decode) is swallowed there by ctypes; the command must still stop at
+the next step boundary. Real signals, a real ctypes callback."""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import signal
+import time
+
+import pytest
+
+from app.cli import interrupt
+
+
+@ctypes.CFUNCTYPE(None)
+def _native_callback() -> None:
+    os.kill(os.getpid(), signal.SIGINT)
+    time.sleep(0.2)  # the handler runs here, inside the callback
+
+
+def test_a_stop_swallowed_inside_a_native_callback_is_still_seen():
+    with interrupt.stop_between_steps():
+        _native_callback()  # ctypes prints "Exception ignored" and returns normally
+        assert interrupt.requested()
+        with pytest.raises(KeyboardInterrupt):
+            interrupt.check()
+
+
+def test_outside_a_command_the_old_handlers_come_back_and_nothing_is_pending():
+    before = signal.getsignal(signal.SIGINT)
+    with interrupt.stop_between_steps():
+        assert signal.getsignal(signal.SIGINT) is not before
+        interrupt.check()  # nothing asked for yet
+    assert signal.getsignal(signal.SIGINT) is before
