@@ -33,6 +33,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--out", default=str(ROOT / "assets" / "screenshot.png"))
     parser.add_argument("--tokens", type=int, default=160)
     parser.add_argument("--draft-max", type=int, default=6)
+    parser.add_argument("--prompt", default=PROMPT, help="the code prompt to continue")
+    parser.add_argument("--fixed-k", action="store_true",
+                        help="draft exactly --draft-max tokens per pass (adaptive off)")
     parser.add_argument("--tree-width", type=int, default=1,
                         help="draft a tree; the shot shows a step whose path left the first "
                              "path, in the inspector's tree tab")
@@ -90,13 +93,13 @@ def main(argv: list[str] | None = None) -> int:
         window.show_workspace()
         window.picker.set_pair(demo_pair())
         panel = window.decode
-        panel.prompt.setPlainText(PROMPT)
+        panel.prompt.setPlainText(args.prompt)
         panel.chat.setChecked(False)
         panel.max_new.setValue(args.tokens)
         panel.draft_max.setValue(args.draft_max)
         panel.tree_width.setValue(args.tree_width)
-        if args.tree_width > 1:
-            panel.adaptive.setChecked(False)  # a tree as deep as --draft-max
+        if args.tree_width > 1 or args.fixed_k:
+            panel.adaptive.setChecked(False)  # a chain or tree as deep as --draft-max
         panel.temperature.setValue(0.0)
         panel.compare.setChecked(True)
         window.resize(args.width, args.height)
