@@ -7,16 +7,15 @@ cached; during a run the controller keeps refining it from live steps.
 
 from __future__ import annotations
 
-import json
 import os
 import time
-from pathlib import Path
 
 from app.engine.adaptive import VerifyCostCurve
+from app.engine.measurement_store import model_key, read_store, write_store
 from app.engine.protocol import LanguageModel
-from app.paths import cache_dir, write_atomically
 
 _CONTEXT_TOKENS = 48
+_STORE = "verify_cost.json"
 # curves measured on a busy machine: kept for this process, never written to the cache
 _UNCACHED: dict[str, dict[str, float]] = {}
 
@@ -65,23 +64,13 @@ def _busy() -> bool:
 
 
 def _key(model: LanguageModel) -> str:
-    path = Path(model.path)
-    stamp = ""
-    if path.exists():
-        stat = path.stat()
-        stamp = f"{stat.st_size}:{int(stat.st_mtime)}"
-    return (f"v2|{model.backend}|{path.resolve()}|{stamp}|{model.device}|{model.speed_key}|"
-            f"{os.cpu_count()}")
-
-
-def _cache_file() -> Path:
-    return cache_dir() / "verify_cost.json"
+    return f"v2|{model_key(model)}|{os.cpu_count()}"
 
 
 def cached_verify_curve(model: LanguageModel, draft_max: int) -> VerifyCostCurve:
     """The curve for this model and device, measured now if not cached for these sizes."""
     sizes = calibration_sizes(draft_max)
-    store = _read_store()
+    store = read_store(_STORE)
     key = _key(model)
     entry = _UNCACHED.get(key) or store.get(key, {})
     if all(str(n) in entry for n in sizes):
@@ -93,22 +82,10 @@ def cached_verify_curve(model: LanguageModel, draft_max: int) -> VerifyCostCurve
     else:
         _UNCACHED.pop(key, None)
         store[key] = entry
-        _write_store(store)
+        write_store(_STORE, store)
     return VerifyCostCurve({int(n): float(t) for n, t in entry.items()})
 
 
 def measure_token_cost(model: LanguageModel, repeats: int = 3) -> float:
     """Seconds for one single-token step of a (draft) model."""
     return measure_verify_curve(model, [1], repeats).cost(1)
-
-
-def _read_store() -> dict[str, dict[str, float]]:
-    try:
-        store = json.loads(_cache_file().read_text())
-    except (OSError, ValueError):
-        return {}
-    return store if isinstance(store, dict) else {}
-
-
-def _write_store(store: dict[str, dict[str, float]]) -> None:
-    write_atomically(_cache_file(), json.dumps(store, indent=1))

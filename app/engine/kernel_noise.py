@@ -18,16 +18,14 @@ It is measured once per model file, device, kernels and thread count, and cached
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from app.engine.measurement_store import model_key, read_store, write_store
 from app.engine.protocol import LanguageModel
-from app.paths import cache_dir, write_atomically
 
 PASS_SIZES = (2, 5, 9, 17, 33)
 DEFAULT_POSITIONS = 256  # a few hundred positions: the bound is the largest of ~2500 samples
@@ -80,6 +78,7 @@ def merge_sorted(a, b):
             j += 1
     return out + a[i:] + b[j:]
 '''
+_STORE = "kernel_noise.json"
 _PROMPT_TOKENS = 16  # context written by single steps before the measured stretch
 
 
@@ -202,24 +201,14 @@ def _fitting(model: LanguageModel, positions: int) -> int:
 
 
 def _key(model: LanguageModel) -> str:
-    path = Path(model.path)
-    stamp = ""
-    if path.exists():
-        stat = path.stat()
-        stamp = f"{stat.st_size}:{int(stat.st_mtime)}"
     threads = getattr(model, "n_threads", None) or os.cpu_count()
-    return (f"{model.backend}|{path.resolve()}|{stamp}|{model.device}|{model.speed_key}|"
-            f"threads={threads}")
-
-
-def _cache_file() -> Path:
-    return cache_dir() / "kernel_noise.json"
+    return f"{model_key(model)}|threads={threads}"
 
 
 def cached_kernel_noise(model: LanguageModel, positions: int | None = None) -> KernelNoise:
     """The measured noise for this model and machine; measured now if not cached."""
     positions = positions or DEFAULT_POSITIONS
-    store = _read_store()
+    store = read_store(_STORE)
     key = _key(model)
     entry = store.get(key)
     if isinstance(entry, dict):
@@ -231,13 +220,5 @@ def cached_kernel_noise(model: LanguageModel, positions: int | None = None) -> K
             pass
     noise = measure_kernel_noise(model, positions)
     store[key] = noise.as_dict()
-    write_atomically(_cache_file(), json.dumps(store, indent=1))
+    write_store(_STORE, store)
     return noise
-
-
-def _read_store() -> dict[str, Any]:
-    try:
-        store = json.loads(_cache_file().read_text())
-    except (OSError, ValueError):
-        return {}
-    return store if isinstance(store, dict) else {}
