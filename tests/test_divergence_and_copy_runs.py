@@ -147,19 +147,11 @@ def test_torch_picks_bfloat16_on_cpus_that_have_it(monkeypatch):
 
 
 def test_bfloat16_greedy_differences_are_near_ties(hf_dirs):
-    from app.engine.drafters import ModelDrafter
     from backends.torch_hf import TorchModel
+    from tests.test_kernel_noise import greedy_runs
 
     target, draft = (TorchModel(p, device="cpu", dtype="bfloat16") for p in hf_dirs)
-    prompt = target.tokenize("the cat sat on the mat. the cat")
-    runs = []
-    for drafter in (None, ModelDrafter(draft)):
-        tap = MarginTap(target)
-        session = Session(tap, drafter, DecodeConfig(n_predict=40, draft_max=4,
-                                                     sampling=SamplingParams()))
-        list(session.steps(prompt))
-        runs.append((session.output_ids, tap.top))
-    (plain, plain_top), (spec, spec_top) = runs
+    prompt, plain, plain_top, spec, spec_top = greedy_runs(target, draft, MarginTap)
     # bfloat16 passes of several tokens round differently from one-token steps: by how much
     # is measured on this very model, and any difference must fit within it
     bound = measure_kernel_noise(target, 64).bound
