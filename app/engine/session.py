@@ -112,7 +112,7 @@ class Session:
     def plain_step_time(self) -> float | None:
         """Seconds of one target step: measured in this run, else from the calibrated curve."""
         curve = self.controller.curve
-        return self.stats.plain_step_time or (curve.cost(1) if curve.current() else None)
+        return self.stats.plain_step_time or (curve.cost(1) if curve.points or curve.live else None)
 
     def summary(
         self, baseline: Session | None = None, interrupted: bool = False, error: str = ""
