@@ -33,6 +33,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from app.allocator import keep_large_blocks  # noqa: E402
 from app.analysis.measure import Tally, timed_run  # noqa: E402
 from app.cli.bench import (  # noqa: E402
     CODE_PROMPTS,
@@ -216,6 +217,7 @@ def main() -> int:
     parser.add_argument("--exact-kernels-only", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--ngram-only", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    keep_large_blocks()  # as the draftlens command does
     if args.target is None or args.draft is None:
         from app.models.demo import demo_paths
 

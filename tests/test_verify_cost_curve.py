@@ -34,7 +34,7 @@ def test_a_cheap_batch_size_stays_cheap_after_rescaling():
     assert curve.cost(16) < curve.cost(9)
 
 
-@pytest.mark.parametrize("source,prior", [("model", 0.6), ("ngram", 0.8), ("ngram-weak", 0.5)])
+@pytest.mark.parametrize("source,prior", [("model", 0.6), ("ngram", 0.9), ("ngram-weak", 0.5)])
 def test_a_fresh_controller_prices_a_chain_pass_at_k_plus_one_tokens(source, prior):
     ctl = DraftLengthController(16, adaptive=True, curve=VerifyCostCurve({1: 1.0, 17: 2.0}))
     stats = ctl.stats(source)
@@ -54,6 +54,29 @@ def test_copies_on_a_cpu_curve_reach_the_cheap_long_passes():
         ks.append(k)
         ctl.stats("ngram").observe([True] * k)
     assert ks[0] >= 1 and max(ks) >= 31, ks
+
+
+# the demo target's calibrated curve in ms (Q4_K_M, 2 threads): a size one past a multiple
+# of 16 pays for its odd row
+DEMO_CURVE = {1: 41, 2: 81, 3: 106, 4: 143, 5: 139, 8: 337, 9: 352, 16: 393, 17: 399, 32: 570,
+              33: 692, 64: 1116, 65: 1205}
+
+
+def test_a_copy_is_drafted_from_its_first_strong_match():
+    ctl = DraftLengthController(64, adaptive=True, curve=VerifyCostCurve(dict(DEMO_CURVE)))
+    assert ctl.next_k(1000, "ngram") >= 1
+    assert ctl.next_k(1000, "ngram-weak") == 0
+
+
+def test_near_the_end_the_best_k_is_chosen_within_what_is_left():
+    # k = 63 is best with tokens to spare; with 50 left, k = 49 would read 50 tokens, which
+    # cost more per token here than the 32 of k = 31
+    curve = VerifyCostCurve({1: 40, 16: 390, 17: 400, 32: 550, 33: 800, 64: 1000, 65: 1200})
+    ctl = DraftLengthController(64, adaptive=True, curve=curve)
+    for _ in range(4):
+        ctl.stats("ngram").observe([True] * 64)
+    assert ctl.next_k(1000, "ngram") == 63
+    assert ctl.next_k(50, "ngram") == 31
 
 
 def test_a_curve_measured_on_a_busy_machine_is_not_cached(gguf_pair, monkeypatch):

@@ -8,12 +8,14 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 
+from app.allocator import keep_large_blocks
 from app.cli.main import main as cli_main
 from app.cli.main import wants_window
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    keep_large_blocks()
     if wants_window(argv):
         from ui.app import main as gui_main
 

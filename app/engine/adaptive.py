@@ -31,7 +31,10 @@ _POOL_DECAY_PER_TOKEN = 1 - 1 / 32
 _POSITION_DECAY = 0.8
 _PRIOR_WEIGHT = 1.0  # the source's prior, in tokens, inside the pooled rate
 _POOL_WEIGHT = 4.0  # the pooled rate, in observations, inside a position's estimate
-_PRIOR_ACCEPT = {"model": 0.6, "ngram": 0.8, "ngram-weak": 0.5}
+# a copy ("ngram": the last 8 or more tokens agree with the source) continues with Laplace's
+# rule-of-succession chance (8 + 1) / (8 + 2); at 0.8 a CPU's 5-token pass (3.4 plain steps)
+# did not pay, and the first 7 tokens of a copy were decoded plainly
+_PRIOR_ACCEPT = {"model": 0.6, "ngram": 0.9, "ngram-weak": 0.5}
 # a probe must be able to pay: with near-perfect acceptance some k beats plain by this much,
 # because a draft model that sat idle first re-reads everything emitted since
 _OPTIMISTIC_ACCEPT = 0.95
@@ -163,8 +166,11 @@ class DraftLengthController:
         cost = k * stats.draft_cost + self.curve.cost(stats.pass_size(k))
         return self.expected_tokens(k, source) / cost
 
-    def best_k(self, source: str = "model") -> int:
-        rates = [self.throughput(k, source) for k in range(self.draft_max + 1)]
+    def best_k(self, source: str = "model", limit: int | None = None) -> int:
+        """The k with the best expected rate, among k <= limit: near the end of the output
+        a shorter draft may fit a cheaper pass size than the unlimited best cut short."""
+        top = self.draft_max if limit is None else min(limit, self.draft_max)
+        rates = [self.throughput(k, source) for k in range(top + 1)]
         return int(np.argmax(rates))
 
     def next_k(self, remaining: int, source: str = "model") -> int:
@@ -172,7 +178,7 @@ class DraftLengthController:
         limit = max(0, min(self.draft_max, remaining - 1))
         if not self.adaptive:
             return limit
-        k = self.best_k(source)
+        k = self.best_k(source, limit)
         self._probing = False
         if k == 0:
             k = self._maybe_probe(source)
