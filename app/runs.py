@@ -8,7 +8,13 @@ from pathlib import Path
 from typing import Any
 
 from app.engine.calibration import cached_verify_curve, measure_token_cost
-from app.engine.drafters import Drafter, HybridDrafter, ModelDrafter, NgramDrafter
+from app.engine.drafters import (
+    Drafter,
+    HybridDrafter,
+    ModelDrafter,
+    NgramDrafter,
+    block_limit,
+)
 from app.engine.heads import HeadsDrafter
 from app.engine.protocol import LanguageModel
 from app.engine.session import DecodeConfig, Session
@@ -59,11 +65,14 @@ def build_drafter(pair: LoadedPair, config: DecodeConfig) -> Drafter | None:
                                with_hidden=bool(pair.spec.self_draft_layers))
         if pair.spec.self_draft_layers:
             drafter.name = self_draft_label(pair.spec.self_draft_layers)
-        return HybridDrafter(drafter) if pair.spec.ngram else drafter
+        if pair.spec.ngram:
+            lookup = NgramDrafter(n_min=2, limit=block_limit(pair.target))
+            return HybridDrafter(drafter, lookup)
+        return drafter
     if pair.spec.draft_heads:
         return heads_drafter(pair)
     if pair.spec.ngram:
-        return NgramDrafter()
+        return NgramDrafter(limit=block_limit(pair.target))
     return None
 
 

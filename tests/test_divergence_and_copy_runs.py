@@ -7,7 +7,7 @@ import pytest
 
 from app.engine.adaptive import DraftLengthController, VerifyCostCurve
 from app.engine.divergence import MarginTap, TopTwo, explain_divergence, top_two
-from app.engine.drafters import NgramDrafter
+from app.engine.drafters import NgramDrafter, block_limit
 from app.engine.kernel_noise import measure_kernel_noise
 from app.engine.records import ORIGIN_ACCEPTED, ORIGIN_BONUS, ORIGIN_REPLACEMENT, StepRecord
 from app.engine.sampling import SamplingParams
@@ -83,6 +83,56 @@ def test_ngram_lookup_calls_a_long_anchored_match_a_copy():
         line[12:17]
     short = [1, 2, 3, 9, 8, 7, 3]  # only one token anchors the match
     assert NgramDrafter().source_for(short) == "ngram-weak"
+
+
+def test_a_copy_stops_at_the_fence_that_closes_its_block(gguf_pair):
+    target = gguf_pair[0]  # the tiny vocabulary spells a backtick with a byte token
+    block = target.tokenize("def add x y\n```\nthe sum of x and y", add_special=False)
+    fence_end = next(i for i in range(len(block))
+                     if "```" in target.detokenize(block[: i + 1]))
+    drafter = NgramDrafter(limit=block_limit(target))
+    context = [*block, 7, 7, *block[:3]]
+    tokens = drafter.propose(context, 30, SamplingParams(), np.random.default_rng()).tokens
+    assert tokens == block[3 : fence_end + 1]
+    # without the cut the draft runs on into the words after the fence
+    assert NgramDrafter().propose(context, 30, SamplingParams(),
+                                  np.random.default_rng()).tokens[: fence_end + 2 - 3] == \
+        block[3 : fence_end + 2]
+
+
+def test_a_copy_stops_at_an_end_of_generation(gguf_pair):
+    target = gguf_pair[0]
+    eos = min(target.eos_ids)
+    words = target.tokenize("hello world the code", add_special=False)
+    context = [*words, eos, 9, *words[:2]]
+    drafter = NgramDrafter(limit=block_limit(target))
+    tokens = drafter.propose(context, 10, SamplingParams(), np.random.default_rng()).tokens
+    assert tokens == [*words[2:], eos]
+
+
+def test_a_copy_starts_from_the_guesses_that_opened_it():
+    ctl = DraftLengthController(64, adaptive=True,
+                                curve=VerifyCostCurve({1: 41, 5: 139, 16: 393, 32: 570,
+                                                       64: 1116}))
+    for _ in range(2):
+        ctl.stats("ngram-weak").observe([True] * 4)
+    assert ctl.stats("ngram").pooled() > 0.98
+    assert ctl.next_k(1000, "ngram") >= 15
+    # and never the other way: a copy's evidence does not lift the guesses
+    ctl.stats("ngram").observe([True] * 64)
+    assert ctl.stats("ngram-weak").pooled() < ctl.stats("ngram").pooled()
+
+
+def test_what_a_source_learnt_fades_while_others_decode():
+    ctl = DraftLengthController(8, adaptive=True, curve=VerifyCostCurve({1: 1.0, 9: 2.0}))
+    ctl.next_k(1000, "ngram-weak")
+    ctl.observe(full_pass(0, 4))
+    learnt = ctl.stats("ngram-weak").pooled()
+    for i in range(150):  # a long copy, and plain steps
+        ctl.next_k(1000, "ngram")
+        ctl.observe(full_pass(i + 1, 8 if i % 2 else 0))
+    faded = ctl.stats("ngram-weak").pooled()
+    assert learnt > 0.85 and faded == pytest.approx(0.5, abs=0.01)
 
 
 CURVE = {n: 1.0 + 0.2 * (n - 1) for n in (1, 2, 3, 5, 9, 17, 33)}

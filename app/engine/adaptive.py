@@ -26,7 +26,8 @@ _EMA = 0.15
 # the first live pass sets most of the load factor: one pass already says how busy we are
 _FIRST_LOAD_WEIGHT = 0.7
 # pooled counts fade per judged token (a memory of about 32 tokens, however they came: 32
-# one-token passes or half of one long copy); each position's own counts fade per pass
+# one-token passes or half of one long copy), and per emitted token while the source is not
+# drafting; each position's own counts fade per pass
 _POOL_DECAY_PER_TOKEN = 1 - 1 / 32
 _POSITION_DECAY = 0.8
 _PRIOR_WEIGHT = 1.0  # the source's prior, in tokens, inside the pooled rate
@@ -35,6 +36,10 @@ _POOL_WEIGHT = 4.0  # the pooled rate, in observations, inside a position's esti
 # rule-of-succession chance (8 + 1) / (8 + 2); at 0.8 a CPU's 5-token pass (3.4 plain steps)
 # did not pay, and the first 7 tokens of a copy were decoded plainly
 _PRIOR_ACCEPT = {"model": 0.6, "ngram": 0.9, "ngram-weak": 0.5}
+# a copy is a guess that kept agreeing, so it is accepted at least as often: its pooled rate
+# starts from the guesses' when theirs is higher (an edit's first copied tokens are found by
+# short matches, and at the guesses' 8 of 8 the copy drafts 31 at once instead of 4)
+_AT_LEAST_AS_GOOD_AS = {"ngram": "ngram-weak"}
 # a probe must be able to pay: with near-perfect acceptance some k beats plain by this much,
 # because a draft model that sat idle first re-reads everything emitted since
 _OPTIMISTIC_ACCEPT = 0.95
@@ -122,8 +127,29 @@ class SourceStats:
         fade = _POOL_DECAY_PER_TOKEN ** len(judged)
         self.pool_seen = fade * self.pool_seen + len(judged)
         self.pool_hits = fade * self.pool_hits + sum(judged)
-        pooled = ((self.pool_hits + _PRIOR_WEIGHT * self.prior)
-                  / (self.pool_seen + _PRIOR_WEIGHT))
+        self._estimate()
+
+    def fade(self, n_tokens: int) -> None:
+        factor = _POOL_DECAY_PER_TOKEN ** n_tokens
+        self.pool_hits *= factor
+        self.pool_seen *= factor
+        self._estimate()
+
+    def pooled(self) -> float:
+        return ((self.pool_hits + _PRIOR_WEIGHT * self.prior)
+                / (self.pool_seen + _PRIOR_WEIGHT))
+
+    def raise_pool_to(self, other: SourceStats) -> None:
+        """Take the other source's pooled evidence where it says more is accepted."""
+        if other.pooled() > self.pooled():
+            self.pool_hits, self.pool_seen = other.pool_hits, other.pool_seen
+            self._estimate()
+
+    def _estimate(self) -> None:
+        pooled = self.pooled()
+        size = len(self.accept_at)
+        for counts in (self.hits_at, self.seen_at):
+            counts.extend([0.0] * (size - len(counts)))
         self.accept_at[:] = [
             (hits + _POOL_WEIGHT * pooled) / (seen + _POOL_WEIGHT)
             for hits, seen in zip(self.hits_at, self.seen_at, strict=True)
@@ -156,7 +182,11 @@ class DraftLengthController:
             prior = _PRIOR_ACCEPT.get(source, _PRIOR_ACCEPT["model"])
             self.sources[source] = SourceStats([prior] * self.draft_max, draft_cost=cost,
                                               prior=prior)
-        return self.sources[source]
+        stats = self.sources[source]
+        weaker = self.sources.get(_AT_LEAST_AS_GOOD_AS.get(source, ""))
+        if weaker is not None:
+            stats.raise_pool_to(weaker)
+        return stats
 
     def expected_tokens(self, k: int, source: str = "model") -> float:
         return expected_tokens_by_position(self.stats(source).accept_at[:k])
@@ -212,6 +242,12 @@ class DraftLengthController:
 
     def observe(self, step: StepRecord) -> None:
         self.curve.observe(1 if step.k == 0 else step.n_pass, step.t_verify)
+        # what was learnt is about the recent text: a source that did not draft this step
+        # fades with the tokens the step emitted (after a copy, the guesses that opened it
+        # 150 tokens earlier no longer say that a guess would pass)
+        for name, other in self.sources.items():
+            if step.k == 0 or name != self._source:
+                other.fade(len(step.emitted))
         if step.k == 0:
             return
         stats = self.stats(self._source)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
@@ -238,19 +239,44 @@ class Match:
     anchor: int  # how many context tokens before it agree with the context's last ones
 
 
+_FENCE = "```"
+
+
+def block_limit(model: LanguageModel) -> Callable[[list[int]], int]:
+    """How many of a copy's tokens to keep: up to an end of generation or the end of a
+    markdown code fence (whose three backticks may span tokens), whichever comes first.
+    Code asked back is quoted in a fenced block; the answer's block ends at its fence while
+    the quoted one goes on into the asker's own words, and a draft run past it costs a long
+    pass for the few tokens before the fence."""
+
+    def keep(tokens: list[int]) -> int:
+        text = ""
+        for i, token in enumerate(tokens):
+            text += model.token_text(token)
+            if token in model.eos_ids or _FENCE in text:
+                return i + 1
+            text = text[-(len(_FENCE) - 1):]
+        return len(tokens)
+
+    return keep
+
+
 class NgramDrafter:
     """Prompt lookup: find an earlier occurrence of the context's last n tokens and propose
     what followed it. q is one-hot, so no second model is needed.
 
     The source it reports is "ngram" for a copy (a long anchored match) and "ngram-weak" for
-    a short one, so the controller drafts long while copying and little on a guess."""
+    a short one, so the controller drafts long while copying and little on a guess.
+    `limit` says how many of a continuation's tokens a draft may take (see block_limit)."""
 
     cost_hint = 0.0
 
-    def __init__(self, n_max: int = 6, n_min: int = 1) -> None:
+    def __init__(self, n_max: int = 6, n_min: int = 1,
+                 limit: Callable[[list[int]], int] | None = None) -> None:
         self.name = "n-gram lookup"
         self.n_max = n_max
         self.n_min = n_min
+        self.limit = limit
         self.reset()
 
     def reset(self) -> None:
@@ -310,7 +336,7 @@ class NgramDrafter:
         builder = TreeBuilder(shape.width, shape.max_nodes)
         for start in self.ranked_matches(context):
             parent = -1
-            for token in context[start : start + depth]:
+            for token in self._continuation(context, start, depth):
                 node = builder.child(parent, token)
                 if node is None:
                     node = builder.add(parent, token, None)
@@ -341,7 +367,11 @@ class NgramDrafter:
         start = self.match(context)
         if start is None:
             return EMPTY_DRAFT
-        return Draft(list(context[start : start + k]), None)
+        return Draft(self._continuation(context, start, k), None)
+
+    def _continuation(self, context: list[int], start: int, k: int) -> list[int]:
+        tokens = context[start : start + k]
+        return tokens if self.limit is None else tokens[: self.limit(tokens)]
 
 
 class HybridDrafter:
