@@ -11,8 +11,10 @@ prompts, same threads, greedy:
   n-gram on an edit     DraftLens --ngram adaptive  vs --spec-type ngram-map-k / ngram-simple
 
 Every DraftLens row alternates plain and speculative runs in one process (the ratio and the
-greedy identity come from the same run); with --exact-kernels too, a child process repeats the
-plain and n-gram rows with the batch-invariant kernels (a process can hold only one kind).
+greedy identity come from the same run); the edit task interleaves DraftLens and llama.cpp's
+n-gram modes for 5 rounds (3 with --quick), since this kind of machine drifts by 10-20% within
+minutes. A child process repeats the plain and n-gram rows with the batch-invariant kernels
+(a process can hold only one kind); --no-exact skips it.
 
   .venv/bin/python packaging/bench_vs_llamacpp.py [--quick] [--threads 2] [--json FILE]
 """
@@ -49,6 +51,13 @@ from app.models.loading import LoadedPair, ModelSpec, load_pair  # noqa: E402
 from app.runs import build_session, encode_prompt  # noqa: E402
 
 TOOLS = ("llama-bench", "llama-speculative-simple")
+EDIT_TOKENS = 200
+EDIT_DRAFT_MAX = 64
+LLAMA_NGRAM_MODES = [
+    ("ngram-map-k n-max 64", ["--spec-type", "ngram-map-k", "--spec-draft-n-max", "64"]),
+    ("ngram-map-k n-max 16", ["--spec-type", "ngram-map-k", "--spec-draft-n-max", "16"]),
+    ("ngram-simple n-max 16", ["--spec-type", "ngram-simple", "--spec-draft-n-max", "16"]),
+]
 
 
 def log(message: str) -> None:
@@ -130,6 +139,11 @@ def draftlens_row(pair: LoadedPair, config: DecodeConfig, encoded: list[list[int
                 order.reverse()
             for is_plain, tally in order:
                 timed_run(pair, config, prompt_ids, is_plain, tally)
+    return draftlens_report(pair, config, plain, spec)
+
+
+def draftlens_report(pair: LoadedPair, config: DecodeConfig, plain: Tally,
+                     spec: Tally) -> dict[str, Any]:
     report = bench_report(plain, spec, config)
     report.update(divergence_report(plain, spec, pair.target))
     log(f"  plain {report['plain_tok_s']:.2f} tok/s, speculative {report['spec_tok_s']:.2f} "
@@ -142,7 +156,6 @@ def draftlens_row(pair: LoadedPair, config: DecodeConfig, encoded: list[list[int
 
 def draftlens_rows(args: argparse.Namespace, exact: bool) -> dict[str, Any]:
     n_code = 64 if args.quick else 128
-    n_edit = 200
     rounds = 1
     greedy = SamplingParams(temperature=0.0)
     rows: dict[str, Any] = {}
@@ -168,23 +181,83 @@ def draftlens_rows(args: argparse.Namespace, exact: bool) -> dict[str, Any]:
                 rows[name] = draftlens_row(pair, config, code, rounds)
     finally:
         pair.close()
+    if not exact:
+        return rows  # the fast kernels' edit task runs beside llama.cpp's: edit_rows
     spec = ModelSpec(target=args.target, ngram=True, n_threads=args.threads,
                      batch_invariant=exact)
     pair = load_pair(spec)
     pair.target = MarginTap(pair.target)
     try:
         edit = [encode_prompt(pair.target, EDIT_PROMPT, chat=True)]
-        if len(edit[0]) + n_edit >= pair.target.n_ctx:
+        if len(edit[0]) + EDIT_TOKENS >= pair.target.n_ctx:
             log(f"skipping the edit task: {pair.target.name} holds only {pair.target.n_ctx} "
                 "tokens")
             return rows
-        for name, k in (("ngram edit", 64),):
-            log(f"DraftLens {name}")
-            config = DecodeConfig(n_predict=n_edit, draft_max=k, adaptive=True, sampling=greedy)
-            rows[name] = draftlens_row(pair, config, edit, rounds)
+        log("DraftLens ngram edit")
+        rows["ngram edit"] = draftlens_row(pair, edit_config(), edit, rounds)
     finally:
         pair.close()
     return rows
+
+
+def edit_config() -> DecodeConfig:
+    return DecodeConfig(n_predict=EDIT_TOKENS, draft_max=EDIT_DRAFT_MAX, adaptive=True,
+                        sampling=SamplingParams(temperature=0.0))
+
+
+def edit_rows(args: argparse.Namespace, tools: Path) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The n-gram edit task, DraftLens and llama.cpp's n-gram modes interleaved round by
+    round: this machine's speed drifts by 10-20% within minutes, and one run per side would
+    compare two different machines. Each side's rate is its tokens over its seconds across
+    the rounds; the per-round ratios are logged and kept."""
+    rounds = 3 if args.quick else 5
+    pair = load_pair(ModelSpec(target=args.target, ngram=True, n_threads=args.threads,
+                               batch_invariant=False))
+    pair.target = MarginTap(pair.target)
+    llama: dict[str, dict[str, Any]] = {}
+    try:
+        edit = encode_prompt(pair.target, EDIT_PROMPT, chat=True)
+        if len(edit) + EDIT_TOKENS >= pair.target.n_ctx:
+            log(f"skipping the edit task: {pair.target.name} holds only {pair.target.n_ctx} "
+                "tokens")
+            return {}, {}
+        chat_text = pair.target.chat_prompt(EDIT_PROMPT)
+        config = edit_config()
+        build_session(pair, config)  # calibrates the verify curve once, outside the timing
+        timed_run(pair, DecodeConfig(n_predict=4, sampling=config.sampling), edit, True,
+                  Tally())
+        plain, spec = Tally(), Tally()
+        per_round: list[dict[str, float]] = []
+        for round_index in range(rounds):
+            log(f"edit round {round_index + 1} of {rounds}")
+            order = [(True, plain), (False, spec)]
+            if round_index % 2:
+                order.reverse()
+            before = (spec.tokens, spec.seconds)
+            for is_plain, tally in order:
+                timed_run(pair, config, edit, is_plain, tally)
+            this_round = {"DraftLens": (spec.tokens - before[0]) / (spec.seconds - before[1])}
+            modes = LLAMA_NGRAM_MODES if not args.quick else LLAMA_NGRAM_MODES[:1]
+            for name, extra in modes[round_index % len(modes):] + modes[:round_index % len(modes)]:
+                tokens, seconds, drafted, accepted, _ = speculative_simple(
+                    tools, args.target, chat_text, EDIT_TOKENS, args.threads, extra)
+                row = llama.setdefault(name, {"tokens": 0, "seconds": 0.0, "drafted": 0,
+                                              "accepted": 0, "args": " ".join(extra)})
+                row["tokens"] += tokens
+                row["seconds"] += seconds
+                row["drafted"] += drafted
+                row["accepted"] += accepted
+                this_round[name] = tokens / seconds
+            log("  " + ", ".join(f"{k} {v:.1f}" for k, v in this_round.items()) + " tok/s")
+            per_round.append(this_round)
+        report = draftlens_report(pair, config, plain, spec)
+    finally:
+        pair.close()
+    for row in llama.values():
+        row["tok_s"] = row["tokens"] / row["seconds"]
+        row["acceptance"] = row["accepted"] / row["drafted"] if row["drafted"] else None
+    report["rounds"] = per_round
+    return report, llama
 
 
 def exact_rows_in_child(args: argparse.Namespace) -> dict[str, Any]:
@@ -234,6 +307,11 @@ def main() -> int:
         result["llama_tools"] = str(tools)
         result["draftlens"] = draftlens_rows(args, exact=False)
         result["llamacpp"] = llamacpp_rows(args, tools)
+        log("the edit task: DraftLens --ngram and llama.cpp's n-gram modes, interleaved")
+        dl_edit, ll_edit = edit_rows(args, tools)
+        if dl_edit:
+            result["draftlens"]["ngram edit"] = dl_edit
+        result["llamacpp"].update(ll_edit)
         if not args.no_exact:
             result["draftlens_exact"] = exact_rows_in_child(args)
     result["seconds"] = time.perf_counter() - started
@@ -251,30 +329,12 @@ def llamacpp_rows(args: argparse.Namespace, tools: Path) -> dict[str, Any]:
     log("llama-bench tg")
     rows["plain"] = {"tok_s": llama_bench_tg(tools, args.target, args.threads, n_code,
                                              2 if args.quick else 3)}
-    for k in ((4,) if args.quick else (2, 4)):
+    for k in () if args.ngram_only else (4,) if args.quick else (2, 4):
         log(f"llama-speculative-simple draft k={k}")
         rows[f"draft k={k}"] = llama_spec_row(
             tools, args.target, prompts, n_code, args.threads,
             ["-md", args.draft, "-ngld", "0", "--spec-type", "draft-simple",
              "--spec-draft-n-max", str(k)])
-    from app.models.loading import ModelSpec as _Spec
-    from app.models.loading import load_model
-
-    model = load_model(args.target, _Spec(target=args.target, ngram=True))
-    chat_text = model.chat_prompt(EDIT_PROMPT)
-    fits = len(model.tokenize(chat_text, add_special=False)) + 200 < model.n_ctx
-    model.close()
-    if not fits:
-        return rows
-    for name, extra in (
-        ("ngram-map-k n-max 16", ["--spec-type", "ngram-map-k", "--spec-draft-n-max", "16"]),
-        ("ngram-map-k n-max 64", ["--spec-type", "ngram-map-k", "--spec-draft-n-max", "64"]),
-        ("ngram-simple n-max 16", ["--spec-type", "ngram-simple", "--spec-draft-n-max", "16"]),
-    ):
-        if args.quick and "64" in name:
-            continue
-        log(f"llama-speculative-simple {name}")
-        rows[name] = llama_spec_row(tools, args.target, [chat_text], 200, args.threads, extra)
     return rows
 
 
@@ -328,6 +388,15 @@ def markdown_table(result: dict[str, Any]) -> str:
             lines.append(f"| {name} | {row['plain_tok_s']:.1f} | "
                          f"{row['plain_tok_s'] / ll['plain']['tok_s']:.2f}× | "
                          f"{row['spec_tok_s']:.1f} | {row['speedup']:.2f}× | {ident(row)} |")
+    rounds = dl.get("ngram edit", {}).get("rounds", [])
+    if rounds:
+        lines += ["", "Edit task round by round (tok/s; DraftLens / llama.cpp's best mode in "
+                  "that round):", ""]
+        for i, row in enumerate(rounds, start=1):
+            mine = row["DraftLens"]
+            best = max(v for k, v in row.items() if k != "DraftLens")
+            lines.append(f"- round {i}: " + ", ".join(f"{k} {v:.1f}" for k, v in row.items())
+                         + f" — {mine / best:.2f}×")
     for name, row in {**dl, **{f"{k} (exact kernels)": v for k, v in ex.items()}}.items():
         for d in row.get("divergences", []):
             lines.append(f"\n{name}: {divergence_line(d)}")
