@@ -48,7 +48,7 @@ def test_lower_temperature_is_sharper():
 def test_greedy_reports_plain_softmax_and_chooses_argmax():
     logits = np.array([0.5, 3.0, 1.0, 2.9])
     probs = process(logits, SamplingParams(temperature=0.0, top_k=1, top_p=0.1))
-    np.testing.assert_allclose(probs, softmax(logits))
+    np.testing.assert_allclose(probs, softmax(logits), rtol=1e-6)  # float32: only shown
     rng = np.random.default_rng(0)
     assert all(choose(probs, SamplingParams(), rng) == 1 for _ in range(20))
 

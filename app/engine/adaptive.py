@@ -198,10 +198,15 @@ class DraftLengthController:
 
     def best_k(self, source: str = "model", limit: int | None = None) -> int:
         """The k with the best expected rate, among k <= limit: near the end of the output
-        a shorter draft may fit a cheaper pass size than the unlimited best cut short."""
+        a shorter draft may fit a cheaper pass size than the unlimited best cut short.
+        (throughput() for every k at once: this runs before every step.)"""
         top = self.draft_max if limit is None else min(limit, self.draft_max)
-        rates = [self.throughput(k, source) for k in range(top + 1)]
-        return int(np.argmax(rates))
+        stats = self.stats(source)
+        expected = np.concatenate(([1.0], 1.0 + np.cumsum(np.cumprod(stats.accept_at[:top]))))
+        merged = self.curve.current()
+        costs = [k * stats.draft_cost + _interpolate(merged, stats.pass_size(k))
+                 for k in range(top + 1)]
+        return int(np.argmax(expected / np.asarray(costs)))
 
     def next_k(self, remaining: int, source: str = "model") -> int:
         self._source = source

@@ -147,6 +147,6 @@ def entropy(probs: np.ndarray) -> float:
     """Shannon entropy in nats of one row (float32 is plenty for a display figure)."""
     if probs.max() == 1.0:
         return 0.0  # one-hot (an n-gram draft's q): no need to take the log of every zero
-    p = probs.astype(np.float32)
+    p = probs.astype(np.float32, copy=False)
     log_p = np.log(p, where=p > 0, out=np.zeros_like(p))
     return -dot(p, log_p)
