@@ -26,8 +26,8 @@ _EMA = 0.15
 # the first live pass sets most of the load factor: one pass already says how busy we are
 _FIRST_LOAD_WEIGHT = 0.7
 # pooled counts fade per judged token (a memory of about 32 tokens, however they came: 32
-# one-token passes or half of one long copy), and per emitted token while the source is not
-# drafting; each position's own counts fade per pass
+# one-token passes or half of one long copy), and per emitted token while another source is
+# consulted; each position's own counts fade per pass
 _POOL_DECAY_PER_TOKEN = 1 - 1 / 32
 _POSITION_DECAY = 0.8
 _PRIOR_WEIGHT = 1.0  # the source's prior, in tokens, inside the pooled rate
@@ -247,11 +247,12 @@ class DraftLengthController:
 
     def observe(self, step: StepRecord) -> None:
         self.curve.observe(1 if step.k == 0 else step.n_pass, step.t_verify)
-        # what was learnt is about the recent text: a source that did not draft this step
-        # fades with the tokens the step emitted (after a copy, the guesses that opened it
-        # 150 tokens earlier no longer say that a guess would pass)
+        # what was learnt is about the recent text: a source this step did not consult fades
+        # with the tokens the step emitted (after a copy, the guesses that opened it 150
+        # tokens earlier no longer say that a guess would pass); the consulted one keeps its
+        # estimate while it decodes plainly, and its probes decide when to try again
         for name, other in self.sources.items():
-            if step.k == 0 or name != self._source:
+            if name != self._source:
                 other.fade(len(step.emitted))
         if step.k == 0:
             return
