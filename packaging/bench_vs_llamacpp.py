@@ -25,6 +25,7 @@ import argparse
 import json
 import os
 import re
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -200,6 +201,35 @@ def draftlens_rows(args: argparse.Namespace, exact: bool) -> dict[str, Any]:
     return rows
 
 
+def plain_rows(args: argparse.Namespace, tools: Path) -> tuple[dict[str, Any], dict[str, Any]]:
+    """DraftLens plain decoding on the code prompts and llama-bench tg, interleaved round by
+    round (as the edit task: the machine drifts); each side's rate over all rounds."""
+    rounds = 2 if args.quick else 3
+    n_code = 64 if args.quick else 128
+    pair = load_pair(ModelSpec(target=args.target, n_threads=args.threads,
+                               batch_invariant=False))
+    greedy = SamplingParams(temperature=0.0)
+    try:
+        code = [encode_prompt(pair.target, p, chat=False) for p in CODE_PROMPTS]
+        timed_run(pair, DecodeConfig(n_predict=4, sampling=greedy), code[0], True, Tally())
+        mine, theirs = Tally(), []
+        per_round = []
+        for round_index in range(rounds):
+            before = (mine.tokens, mine.seconds)
+            for prompt_ids in code:
+                timed_run(pair, DecodeConfig(n_predict=n_code, sampling=greedy), prompt_ids,
+                          True, mine)
+            theirs.append(llama_bench_tg(tools, args.target, args.threads, n_code, 1))
+            per_round.append({"DraftLens": (mine.tokens - before[0]) / (mine.seconds - before[1]),
+                              "llama-bench": theirs[-1]})
+            log(f"  plain round {round_index + 1}: DraftLens {per_round[-1]['DraftLens']:.1f}, "
+                f"llama-bench tg{n_code} {theirs[-1]:.1f} tok/s")
+    finally:
+        pair.close()
+    return ({"plain_tok_s": mine.tok_s, "rounds": per_round},
+            {"tok_s": statistics.mean(theirs), "rounds": theirs})
+
+
 def edit_config() -> DecodeConfig:
     return DecodeConfig(n_predict=EDIT_TOKENS, draft_max=EDIT_DRAFT_MAX, adaptive=True,
                         sampling=SamplingParams(temperature=0.0))
@@ -307,6 +337,8 @@ def main() -> int:
         result["llama_tools"] = str(tools)
         result["draftlens"] = draftlens_rows(args, exact=False)
         result["llamacpp"] = llamacpp_rows(args, tools)
+        log("plain decoding: DraftLens and llama-bench tg, interleaved")
+        result["plain"], result["llamacpp"]["plain"] = plain_rows(args, tools)
         log("the edit task: DraftLens --ngram and llama.cpp's n-gram modes, interleaved")
         dl_edit, ll_edit = edit_rows(args, tools)
         if dl_edit:
@@ -326,9 +358,6 @@ def llamacpp_rows(args: argparse.Namespace, tools: Path) -> dict[str, Any]:
     n_code = 64 if args.quick else 128
     prompts = CODE_PROMPTS[:2] if args.quick else CODE_PROMPTS
     rows: dict[str, Any] = {}
-    log("llama-bench tg")
-    rows["plain"] = {"tok_s": llama_bench_tg(tools, args.target, args.threads, n_code,
-                                             2 if args.quick else 3)}
     for k in () if args.ngram_only else (4,) if args.quick else (2, 4):
         log(f"llama-speculative-simple draft k={k}")
         rows[f"draft k={k}"] = llama_spec_row(
@@ -359,8 +388,7 @@ def markdown_table(result: dict[str, Any]) -> str:
              "| run | DraftLens tok/s | llama.cpp tok/s | DraftLens / llama.cpp | DraftLens "
              "speedup over its plain | accepted | mean k | measured / cost model | "
              "greedy identical to plain |", "|---|---|---|---|---|---|---|---|---|"]
-    first = next(iter(dl.values()), None)
-    plain = first["plain_tok_s"] if first else None
+    plain = result["plain"]["plain_tok_s"]
     lines.append(f"| plain (llama-bench tg) | {fmt(plain)} | {fmt(ll['plain']['tok_s'])} | "
                  f"{fmt(plain / ll['plain']['tok_s'] if plain else None, '{:.2f}×')} | – | – "
                  "| – | – | – |")
@@ -388,6 +416,12 @@ def markdown_table(result: dict[str, Any]) -> str:
             lines.append(f"| {name} | {row['plain_tok_s']:.1f} | "
                          f"{row['plain_tok_s'] / ll['plain']['tok_s']:.2f}× | "
                          f"{row['spec_tok_s']:.1f} | {row['speedup']:.2f}× | {ident(row)} |")
+    plain_rounds = result["plain"].get("rounds", [])
+    if plain_rounds:
+        lines += ["", "Plain decoding round by round (tok/s):", ""]
+        lines += [f"- round {i}: DraftLens {r['DraftLens']:.1f}, llama-bench {r['llama-bench']:.1f}"
+                  f" — {r['DraftLens'] / r['llama-bench']:.2f}×"
+                  for i, r in enumerate(plain_rounds, start=1)]
     rounds = dl.get("ngram edit", {}).get("rounds", [])
     if rounds:
         lines += ["", "Edit task round by round (tok/s; DraftLens / llama.cpp's best mode in "
