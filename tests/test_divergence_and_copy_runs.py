@@ -83,6 +83,9 @@ def test_ngram_lookup_calls_a_long_anchored_match_a_copy():
         line[12:17]
     short = [1, 2, 3, 9, 8, 7, 3]  # only one token anchors the match
     assert NgramDrafter().source_for(short) == "ngram-weak"
+    # six agreeing tokens make a copy (one passed 4-token guess after a 2-token match)
+    assert NgramDrafter().source_for([1, 2, 3, *line, 4, 5, *line[:6]]) == "ngram"
+    assert NgramDrafter().source_for([1, 2, 3, *line, 4, 5, *line[:5]]) == "ngram-weak"
 
 
 def test_a_copy_stops_at_the_fence_that_closes_its_block(gguf_pair):

@@ -34,7 +34,7 @@ def test_a_cheap_batch_size_stays_cheap_after_rescaling():
     assert curve.cost(16) < curve.cost(9)
 
 
-@pytest.mark.parametrize("source,prior", [("model", 0.6), ("ngram", 0.9), ("ngram-weak", 0.5)])
+@pytest.mark.parametrize("source,prior", [("model", 0.6), ("ngram", 0.875), ("ngram-weak", 0.5)])
 def test_a_fresh_controller_prices_a_chain_pass_at_k_plus_one_tokens(source, prior):
     ctl = DraftLengthController(16, adaptive=True, curve=VerifyCostCurve({1: 1.0, 17: 2.0}))
     stats = ctl.stats(source)

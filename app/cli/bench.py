@@ -201,7 +201,8 @@ def bench_report(plain: Tally, spec: Tally, config: DecodeConfig) -> dict[str, A
         "identical": identical,
         "tokens": spec.tokens,
         "t_target_step": plain.stats.plain_step_time or 0.0,
-        "t_draft_per_step": stats.t_draft / spec_steps,
+        # no speculative step, no drafting: the small total is the controller's decisions
+        "t_draft_per_step": stats.t_draft / spec_steps if stats.spec_steps else 0.0,
         "t_verify_per_step": stats.spec_verify_time,
         "t_overhead_per_step": stats.t_overhead / max(stats.steps, 1),
         "adaptive": config.adaptive,

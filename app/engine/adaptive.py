@@ -32,10 +32,10 @@ _POOL_DECAY_PER_TOKEN = 1 - 1 / 32
 _POSITION_DECAY = 0.8
 _PRIOR_WEIGHT = 1.0  # the source's prior, in tokens, inside the pooled rate
 _POOL_WEIGHT = 4.0  # the pooled rate, in observations, inside a position's estimate
-# a copy ("ngram": the last 8 or more tokens agree with the source) continues with Laplace's
-# rule-of-succession chance (8 + 1) / (8 + 2); at 0.8 a CPU's 5-token pass (3.4 plain steps)
-# did not pay, and the first 7 tokens of a copy were decoded plainly
-_PRIOR_ACCEPT = {"model": 0.6, "ngram": 0.9, "ngram-weak": 0.5}
+# a copy ("ngram": at least the last 6 tokens agree with the source, drafters._STRONG_ANCHOR)
+# continues with Laplace's rule-of-succession chance (6 + 1) / (6 + 2); at 0.8 a CPU's
+# 5-token pass (3.4 plain steps) did not pay, and a copy's first tokens were decoded plainly
+_PRIOR_ACCEPT = {"model": 0.6, "ngram": 0.875, "ngram-weak": 0.5}
 # a copy is a guess that kept agreeing, so it is accepted at least as often: its pooled rate
 # starts from the guesses' when theirs is higher (an edit's first copied tokens are found by
 # short matches, and at the guesses' 8 of 8 the copy drafts 31 at once instead of 4)
@@ -140,8 +140,11 @@ class SourceStats:
                 / (self.pool_seen + _PRIOR_WEIGHT))
 
     def raise_pool_to(self, other: SourceStats) -> None:
-        """Take the other source's pooled evidence where it says more is accepted."""
-        if other.pooled() > self.pooled():
+        """Take the other source's pooled counts where, with this source's prior, they say
+        more is accepted than this source's own."""
+        theirs = ((other.pool_hits + _PRIOR_WEIGHT * self.prior)
+                  / (other.pool_seen + _PRIOR_WEIGHT))
+        if theirs > self.pooled():
             self.pool_hits, self.pool_seen = other.pool_hits, other.pool_seen
             self._estimate()
 

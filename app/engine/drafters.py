@@ -220,8 +220,9 @@ def _another_candidate(
 _KEEP_OCCURRENCES = 8
 _AGREEMENT_WINDOW = 64
 # a match anchored on at least this many tokens (the n-gram plus the agreeing tokens before
-# it) is a copy; a shorter one a guess, whose acceptance the controller learns separately
-_STRONG_ANCHOR = 8
+# it) is a copy; a shorter one a guess, whose acceptance the controller learns separately.
+# One passed 4-token guess makes an edit's copy strong (at 8 it took two, each a pass of 5)
+_STRONG_ANCHOR = 6
 
 
 def _agreement(context: list[int], start: int, n: int) -> int:
