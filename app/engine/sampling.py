@@ -67,7 +67,8 @@ def finite_logits(logits: np.ndarray, model_name: str) -> np.ndarray:
     """The logits, checked: NaN or +inf anywhere means the model's numbers are garbage, and
     sampling from them would be silent garbage too. (-inf alone is a masked token.)"""
     with np.errstate(invalid="ignore", over="ignore"):
-        total = float(logits.sum(dtype=np.float64))  # NaN or +inf anywhere reaches the sum
+        # NaN or +inf anywhere reaches the sum; float32 holds any sum of real logits
+        total = float(logits.sum(dtype=np.float32))
     if np.isnan(total) or total == np.inf:
         raise ModelOutputError(
             f"{model_name} returned NaN or infinite logits — the file may be damaged, or the "

@@ -21,7 +21,7 @@ from app.engine.drafters import (
 )
 from app.engine.metrics import RunStats
 from app.engine.protocol import HiddenStateModel, LanguageModel
-from app.engine.records import StepRecord
+from app.engine.records import ORIGIN_PLAIN, StepRecord
 from app.engine.sampling import SamplingParams, finite_logits, process
 from app.engine.similarity import annotate, verify_pass
 from app.engine.speculative import Verdict, verify
@@ -177,20 +177,22 @@ class Session:
         draft_tokens = draft.tokens[: max(0, remaining - 1)]
         pending = context[self.target.n_cached :]
         t1 = time.perf_counter()
-        feeds_hidden = isinstance(self.drafter, TargetHiddenDrafter)
+        feeds_hidden = self.drafter is not None and isinstance(self.drafter, TargetHiddenDrafter)
         raw, target_hidden = verify_pass(self.target, [*pending, *draft_tokens],
                                          len(draft_tokens) + 1,
                                          draft.hidden is not None or feeds_hidden)
         logits = finite_logits(raw, self.target.name)
         t2 = time.perf_counter()
-        vocab = logits.shape[-1]
-        p_rows = _LazyRows(logits, params)
-        q_rows = _LazyDraftRows(draft, vocab)
-        verdict = verify(
-            draft_tokens, q_rows, p_rows, params, self.rng, self.target.token_text,
-            start_pos=len(self.output_ids),
-        )
-        annotate(verdict.records, draft.logits, draft.hidden, logits, target_hidden)
+        if not draft_tokens and params.greedy:
+            # a plain greedy step is the argmax of the logits (the softmax is monotone and
+            # keeps ties in order): no distribution to build when there is no row to record
+            verdict = Verdict([], [int(np.argmax(logits[0]))], [ORIGIN_PLAIN])
+        else:
+            verdict = verify(
+                draft_tokens, _LazyDraftRows(draft, logits.shape[-1]), _LazyRows(logits, params),
+                params, self.rng, self.target.token_text, start_pos=len(self.output_ids),
+            )
+            annotate(verdict.records, draft.logits, draft.hidden, logits, target_hidden)
         n_accepted = len(verdict.emitted) - 1
         self.target.truncate(len(context) + n_accepted)
         record = self._finish_step(context, verdict, index, len(draft_tokens),
