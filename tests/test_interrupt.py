@@ -36,3 +36,25 @@ def test_outside_a_command_the_old_handlers_come_back_and_nothing_is_pending():
         assert signal.getsignal(signal.SIGINT) is not before
         interrupt.check()  # nothing asked for yet
     assert signal.getsignal(signal.SIGINT) is before
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+def test_bench_stops_at_the_next_run_after_a_swallowed_stop(gguf_files, capsys, monkeypatch):
+    import app.analysis.measure as measure
+    from tests.test_cli import run_cli
+
+    runs = []
+    real_timed_run = measure.timed_run
+
+    def run_then_stop(*args, **kwargs):
+        real_timed_run(*args, **kwargs)
+        runs.append(1)
+        if len(runs) == 1:
+            _native_callback()  # Ctrl+C lands inside llama.cpp's log callback: swallowed
+
+    monkeypatch.setattr(measure, "timed_run", run_then_stop)
+    target, draft = gguf_files
+    code, _, err = run_cli(capsys, "bench", "-m", str(target), "-md", str(draft), "-n", "8",
+                           "-p", "the cat", "--rounds", "3", "--json")
+    assert code == 130 and "interrupted" in err
+    assert len(runs) == 1  # not the 6 runs asked for, and no report of a partial bench

@@ -20,6 +20,7 @@ from app.analysis.rank import (
     rank_candidates,
 )
 from app.analysis.sweep import parse_ks, run_sweep
+from app.cli import interrupt
 from app.cli.bench import SUITES, read_prompts
 from app.cli.options import decode_config, model_spec, self_draft_layers
 from app.errors import SettingsError
@@ -73,7 +74,9 @@ def cmd_sweep(args: Namespace) -> int:
     pair = load_pair(model_spec(args), progress=_say("sweep"))
     try:
         encoded = [encode_prompt(pair.target, p, args.chat) for p in prompts]
-        rows = run_sweep(pair, config, encoded, ks, args.rounds, progress=_say("sweep"))
+        rows = run_sweep(pair, config, encoded, ks, args.rounds, progress=_say("sweep"),
+                         cancelled=interrupt.requested)
+        interrupt.check()  # a Ctrl+C that native code swallowed stops here, not in a report
         report: dict[str, Any] = {
             "rows": [row.to_dict() for row in rows], "backend": pair.target.backend,
             "device": pair.target.device, "prompts": len(prompts),
@@ -122,7 +125,8 @@ def cmd_rank(args: Namespace) -> int:
     try:
         encoded = [encode_prompt(base.target, p, args.chat) for p in prompts]
         rows = rank_candidates(base, candidates, config, encoded, args.rounds,
-                               progress=_say("rank"))
+                               progress=_say("rank"), cancelled=interrupt.requested)
+        interrupt.check()
     finally:
         base.close()
     report: dict[str, Any] = {

@@ -11,6 +11,7 @@ from dataclasses import replace
 from typing import Any
 
 from app.analysis.measure import Tally, alternating, timed_run
+from app.cli import interrupt
 from app.cli.options import decode_config, model_spec, self_draft_layers
 from app.engine.divergence import MarginTap, explain_divergence
 from app.engine.kernel_noise import cached_kernel_noise
@@ -130,7 +131,9 @@ def bench_pair(pair: LoadedPair, config: DecodeConfig, encoded: list[list[int]],
     if config.sampling.greedy:
         pair.target = MarginTap(model)  # explains a greedy difference, if any
     try:
-        plain, spec, *chain = alternating(pair, runs, encoded, args.rounds)
+        plain, spec, *chain = alternating(pair, runs, encoded, args.rounds,
+                                          cancelled=interrupt.requested)
+        interrupt.check()  # a Ctrl+C that native code swallowed stops here, not in a report
     finally:
         pair.target = model
     report = bench_report(plain, spec, config)
