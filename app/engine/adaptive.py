@@ -19,7 +19,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from app.engine.metrics import expected_tokens_by_position, expected_tokens_per_pass
+from app.engine.metrics import (
+    expected_tokens_by_position,
+    expected_tokens_for_each_k,
+    expected_tokens_per_pass,
+)
 from app.engine.records import StepRecord
 
 _EMA = 0.15
@@ -92,6 +96,11 @@ def _interpolate(points: dict[int, float], n: int) -> float:
         slope = (values[-1] - values[-2]) / (sizes[-1] - sizes[-2])
         return values[-1] + slope * (n - sizes[-1])
     return float(np.interp(n, sizes, values))
+
+
+def _pass_cost(stats: SourceStats, k: int, curve_points: dict[int, float]) -> float:
+    """Seconds of a pass that drafts k tokens of this source: drafting, then verifying."""
+    return k * stats.draft_cost + _interpolate(curve_points, stats.pass_size(k))
 
 
 @dataclass
@@ -196,8 +205,7 @@ class DraftLengthController:
 
     def throughput(self, k: int, source: str = "model") -> float:
         stats = self.stats(source)
-        cost = k * stats.draft_cost + self.curve.cost(stats.pass_size(k))
-        return self.expected_tokens(k, source) / cost
+        return self.expected_tokens(k, source) / _pass_cost(stats, k, self.curve.current())
 
     def best_k(self, source: str = "model", limit: int | None = None) -> int:
         """The k with the best expected rate, among k <= limit: near the end of the output
@@ -205,11 +213,10 @@ class DraftLengthController:
         (throughput() for every k at once: this runs before every step.)"""
         top = self.draft_max if limit is None else min(limit, self.draft_max)
         stats = self.stats(source)
-        expected = np.concatenate(([1.0], 1.0 + np.cumsum(np.cumprod(stats.accept_at[:top]))))
         merged = self.curve.current()
-        costs = [k * stats.draft_cost + _interpolate(merged, stats.pass_size(k))
-                 for k in range(top + 1)]
-        return int(np.argmax(expected / np.asarray(costs)))
+        costs = [_pass_cost(stats, k, merged) for k in range(top + 1)]
+        return int(np.argmax(expected_tokens_for_each_k(stats.accept_at[:top])
+                             / np.asarray(costs)))
 
     def next_k(self, remaining: int, source: str = "model") -> int:
         self._source = source
@@ -227,11 +234,11 @@ class DraftLengthController:
     def could_pay(self, source: str) -> int:
         """The best k if acceptance were near perfect, or 0 if even then drafting loses."""
         stats = self.stats(source)
-        plain = 1.0 / self.curve.cost(1)
+        merged = self.curve.current()
+        plain = 1.0 / _pass_cost(stats, 0, merged)
         best_k, best_rate = 0, plain * _PROBE_MARGIN
         for k in range(1, self.draft_max + 1):
-            cost = k * stats.draft_cost + self.curve.cost(stats.pass_size(k))
-            rate = expected_tokens_per_pass(_OPTIMISTIC_ACCEPT, k) / cost
+            rate = expected_tokens_per_pass(_OPTIMISTIC_ACCEPT, k) / _pass_cost(stats, k, merged)
             if rate > best_rate:
                 best_k, best_rate = k, rate
         return best_k

@@ -34,6 +34,11 @@ def expected_tokens_by_position(accept_at: Sequence[float]) -> float:
     return 1.0 + float(np.cumprod(accept_at).sum()) if len(accept_at) else 1.0
 
 
+def expected_tokens_for_each_k(accept_at: Sequence[float]) -> np.ndarray:
+    """expected_tokens_by_position(accept_at[:k]) for every k from 0 to len(accept_at)."""
+    return np.concatenate(([1.0], 1.0 + np.cumsum(np.cumprod(accept_at))))
+
+
 def theory_speedup(alpha: float, k: float, c: float) -> float:
     return expected_tokens_per_pass(alpha, k) / (1.0 + k * c)
 
