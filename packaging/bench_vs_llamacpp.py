@@ -37,7 +37,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from app.allocator import keep_large_blocks  # noqa: E402
-from app.analysis.measure import Tally, timed_run  # noqa: E402
+from app.analysis.measure import Tally, side_by_side, timed_run, warm_up  # noqa: E402
 from app.cli.bench import (  # noqa: E402
     CODE_PROMPTS,
     EDIT_PROMPT,
@@ -132,14 +132,7 @@ def draftlens_row(pair: LoadedPair, config: DecodeConfig, encoded: list[list[int
                   rounds: int) -> dict[str, Any]:
     """Plain and speculative alternating on the same prompts, as `draftlens bench` does."""
     build_session(pair, config)  # calibrates the verify curve once, outside the timing
-    plain, spec = Tally(), Tally()
-    for round_index in range(rounds):
-        for prompt_ids in encoded:
-            order = [(True, plain), (False, spec)]
-            if round_index % 2:
-                order.reverse()
-            for is_plain, tally in order:
-                timed_run(pair, config, prompt_ids, is_plain, tally)
+    plain, spec = side_by_side(pair, config, encoded, rounds)
     return draftlens_report(pair, config, plain, spec)
 
 
@@ -156,46 +149,54 @@ def draftlens_report(pair: LoadedPair, config: DecodeConfig, plain: Tally,
 
 
 def draftlens_rows(args: argparse.Namespace, exact: bool) -> dict[str, Any]:
+    rows: dict[str, Any] = {}
+    if not args.ngram_only:
+        rows.update(draft_model_rows(args, exact))
+    if not exact:
+        return rows  # the fast kernels' edit task runs beside llama.cpp's: edit_rows
+    pair = load_pair(ModelSpec(target=args.target, ngram=True, n_threads=args.threads,
+                               batch_invariant=exact))
+    pair.target = MarginTap(pair.target)
+    try:
+        edit = edit_prompt_ids(pair)
+        if edit is not None:
+            log("DraftLens ngram edit")
+            rows["ngram edit"] = draftlens_row(pair, edit_config(), [edit], 1)
+    finally:
+        pair.close()
+    return rows
+
+
+def edit_prompt_ids(pair: LoadedPair) -> list[int] | None:
+    """The edit task's chat prompt, or None (said why) where the target's context is short."""
+    edit = encode_prompt(pair.target, EDIT_PROMPT, chat=True)
+    if len(edit) + EDIT_TOKENS >= pair.target.n_ctx:
+        log(f"skipping the edit task: {pair.target.name} holds only {pair.target.n_ctx} tokens")
+        return None
+    return edit
+
+
+def draft_model_rows(args: argparse.Namespace, exact: bool) -> dict[str, Any]:
     n_code = 64 if args.quick else 128
-    rounds = 1
     greedy = SamplingParams(temperature=0.0)
     rows: dict[str, Any] = {}
-    with_draft = not args.ngram_only
-    spec = ModelSpec(target=args.target, draft=args.draft if with_draft else None,
-                     ngram=not with_draft, n_threads=args.threads, batch_invariant=exact)
     log(f"loading {Path(args.target).name} ({'exact' if exact else 'fast'} kernels)")
-    pair = load_pair(spec)
+    pair = load_pair(ModelSpec(target=args.target, draft=args.draft, n_threads=args.threads,
+                               batch_invariant=exact))
     pair.target = MarginTap(pair.target)
     try:
         code = [encode_prompt(pair.target, p, chat=False) for p in CODE_PROMPTS]
         if args.quick:
             code = code[:2]
         timed_run(pair, DecodeConfig(n_predict=4, sampling=greedy), code[0], True, Tally())
-        if with_draft:
-            for name, k, adaptive in (("draft k=2", 2, False), ("draft k=4", 4, False),
-                                      ("draft adaptive", 8, True)):
-                if (args.quick or exact) and k != 4 and not (adaptive and not exact):
-                    continue
-                log(f"DraftLens {name}")
-                config = DecodeConfig(n_predict=n_code, draft_max=k, adaptive=adaptive,
-                                      sampling=greedy)
-                rows[name] = draftlens_row(pair, config, code, rounds)
-    finally:
-        pair.close()
-    if not exact:
-        return rows  # the fast kernels' edit task runs beside llama.cpp's: edit_rows
-    spec = ModelSpec(target=args.target, ngram=True, n_threads=args.threads,
-                     batch_invariant=exact)
-    pair = load_pair(spec)
-    pair.target = MarginTap(pair.target)
-    try:
-        edit = [encode_prompt(pair.target, EDIT_PROMPT, chat=True)]
-        if len(edit[0]) + EDIT_TOKENS >= pair.target.n_ctx:
-            log(f"skipping the edit task: {pair.target.name} holds only {pair.target.n_ctx} "
-                "tokens")
-            return rows
-        log("DraftLens ngram edit")
-        rows["ngram edit"] = draftlens_row(pair, edit_config(), edit, rounds)
+        for name, k, adaptive in (("draft k=2", 2, False), ("draft k=4", 4, False),
+                                  ("draft adaptive", 8, True)):
+            if (args.quick or exact) and k != 4 and not (adaptive and not exact):
+                continue
+            log(f"DraftLens {name}")
+            config = DecodeConfig(n_predict=n_code, draft_max=k, adaptive=adaptive,
+                                  sampling=greedy)
+            rows[name] = draftlens_row(pair, config, code, 1)
     finally:
         pair.close()
     return rows
@@ -246,16 +247,12 @@ def edit_rows(args: argparse.Namespace, tools: Path) -> tuple[dict[str, Any], di
     pair.target = MarginTap(pair.target)
     llama: dict[str, dict[str, Any]] = {}
     try:
-        edit = encode_prompt(pair.target, EDIT_PROMPT, chat=True)
-        if len(edit) + EDIT_TOKENS >= pair.target.n_ctx:
-            log(f"skipping the edit task: {pair.target.name} holds only {pair.target.n_ctx} "
-                "tokens")
+        edit = edit_prompt_ids(pair)
+        if edit is None:
             return {}, {}
         chat_text = pair.target.chat_prompt(EDIT_PROMPT)
         config = edit_config()
-        build_session(pair, config)  # calibrates the verify curve once, outside the timing
-        timed_run(pair, DecodeConfig(n_predict=4, sampling=config.sampling), edit, True,
-                  Tally())
+        warm_up(pair, config, edit)
         plain, spec = Tally(), Tally()
         per_round: list[dict[str, float]] = []
         for round_index in range(rounds):
