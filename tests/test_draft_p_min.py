@@ -26,7 +26,7 @@ N_RUNS = 1500
 class StopsOnTheDrawnToken(ModelDrafter):
     """The broken rule: draw, then stop if the drawn token's q is below p-min."""
 
-    def propose(self, context, k, params, rng):
+    def propose(self, context, k, params, rng, stop=None):
         logits = self._sync(context)
         tokens, rows = [], []
         while True:

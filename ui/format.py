@@ -41,6 +41,9 @@ def step_summary(step: StepRecord, total: int | None = None) -> str:
                 f"{step.draft_depth} · path of {step.n_accepted}")
     else:
         head = f"Step {step.index + 1}{of} · k = {step.k} · accepted {step.n_accepted}"
+        if step.stop_chance is not None:
+            head += (f" · draft ended on its confidence ({prob(step.stop_chance)} that all "
+                     "pass: one more token would not have paid)")
     return (
         f"{head} · +{len(step.emitted)} token{'s' if len(step.emitted) != 1 else ''} · "
         f"draft {seconds_ms(step.t_draft)} · verify {seconds_ms(step.t_verify)} · "

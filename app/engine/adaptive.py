@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from app.engine.draft_stop import ConfidenceCalibration, ConfidenceStop
 from app.engine.metrics import (
     expected_tokens_by_position,
     expected_tokens_for_each_k,
@@ -52,6 +53,9 @@ _PROBE_MARGIN = 1.15
 # the probe does not pay (bounded), so a wrong guess costs little
 _FIRST_PROBE_GAP = 8
 _MAX_PROBE_GAP = 128
+# sources whose drafts end on the draft's own confidence (app.engine.draft_stop): a draft
+# model pays a step per token and says how sure it is; a lookup is free and always sure
+_CONFIDENCE_SOURCES = frozenset({"model"})
 
 
 @dataclass
@@ -96,6 +100,17 @@ def _interpolate(points: dict[int, float], n: int) -> float:
         slope = (values[-1] - values[-2]) / (sizes[-1] - sizes[-2])
         return values[-1] + slope * (n - sizes[-1])
     return float(np.interp(n, sizes, values))
+
+
+def _verify_slope(points: dict[int, float], up_to: int) -> float:
+    """Seconds one more token adds to a verify pass, fitted over the pass sizes up to
+    `up_to`: neighbouring sizes, some live and some calibrated, differ by noise larger than
+    the step between them (a bfloat16 CPU adds ~9 ms per token to a ~230 ms pass)."""
+    sizes = sorted(n for n in points if n <= max(up_to, 2))
+    if len(sizes) < 2:
+        return 0.0
+    slope = np.polyfit(sizes, [points[n] for n in sizes], 1)[0]
+    return max(0.0, float(slope))
 
 
 def _pass_cost(stats: SourceStats, k: int, curve_points: dict[int, float]) -> float:
@@ -183,6 +198,7 @@ class DraftLengthController:
         self.curve = curve or VerifyCostCurve()
         self.draft_cost_hint = draft_cost
         self.sources: dict[str, SourceStats] = {}
+        self.calibrations: dict[str, ConfidenceCalibration] = {}
         self._source = "model"
         self._plain_streak = 0
         self._probe_gap = _FIRST_PROBE_GAP
@@ -231,6 +247,21 @@ class DraftLengthController:
             self._probe_gap = _FIRST_PROBE_GAP
         return min(k, limit)
 
+    def confidence_stop(self, source: str, remaining: int) -> ConfidenceStop | None:
+        """In adaptive mode, for a draft model: the rule that ends this pass's draft where
+        one more token would earn less than its time does at the expected rate; the pass may
+        then draft up to draft_max (within what is left). None: draft the k chosen."""
+        if not self.adaptive or source not in _CONFIDENCE_SOURCES:
+            return None
+        limit = max(0, min(self.draft_max, remaining - 1))
+        stats = self.stats(source)
+        merged = self.curve.current()
+        best = self.best_k(source, limit)
+        rate = self.expected_tokens(best, source) / _pass_cost(stats, best, merged)
+        token_seconds = stats.draft_cost + _verify_slope(merged, stats.pass_size(limit))
+        calibration = self.calibrations.setdefault(source, ConfidenceCalibration())
+        return ConfidenceStop(calibration, limit, stats.pooled(), rate, token_seconds)
+
     def could_pay(self, source: str) -> int:
         """The best k if acceptance were near perfect, or 0 if even then drafting loses."""
         stats = self.stats(source)
@@ -277,3 +308,9 @@ class DraftLengthController:
         extra = (step.n_pass - depth - 1) / depth
         stats.extra_per_level = (1 - _EMA) * stats.extra_per_level + _EMA * extra
         stats.observe(list(step.depth_outcomes()))
+        calibration = self.calibrations.get(self._source)
+        if calibration is not None and not step.is_tree:
+            for token in step.tokens:
+                if token.accepted is None:
+                    break
+                calibration.observe(token.q, token.accepted)

@@ -54,10 +54,24 @@ class Drafter(Protocol):
         ...
 
     def propose(
-        self, context: list[int], k: int, params: SamplingParams, rng: np.random.Generator
-    ) -> Draft: ...
+        self, context: list[int], k: int, params: SamplingParams, rng: np.random.Generator,
+        stop: DraftStop | None = None,
+    ) -> Draft:
+        """Up to k tokens. A drafter that draws from a model may take `stop` instead: then it
+        drafts up to stop.limit tokens and ends where stop says; the others ignore it."""
+        ...
 
     def reset(self) -> None: ...
+
+
+class DraftStop(Protocol):
+    """Ends a draft model's draft on its own confidence (app.engine.draft_stop)."""
+
+    limit: int
+
+    def keep_drafting(self, drafted: int, q: float) -> bool:
+        """Asked after each drafted token, drawn with probability q: draft another?"""
+        ...
 
 
 @runtime_checkable
@@ -145,8 +159,11 @@ class ModelDrafter:
         return logits
 
     def propose(
-        self, context: list[int], k: int, params: SamplingParams, rng: np.random.Generator
+        self, context: list[int], k: int, params: SamplingParams, rng: np.random.Generator,
+        stop: DraftStop | None = None,
     ) -> Draft:
+        if stop is not None:
+            k = stop.limit
         k = min(k, self.model.n_ctx - len(context) - 1)
         if k <= 0:
             return EMPTY_DRAFT
@@ -171,6 +188,9 @@ class ModelDrafter:
             if self.with_hidden and self._last_hidden is not None:
                 states.append(self._last_hidden)
             if len(tokens) == k or token in self.model.eos_ids:
+                break
+            if (stop is not None and not stop.keep_drafting(len(tokens), float(q[token]))
+                    and len(tokens) >= self.draft_min):
                 break
             logits = self._extend_one([token])
             self._cached.append(token)
@@ -361,7 +381,8 @@ class NgramDrafter:
         self._seen = list(context)
 
     def propose(
-        self, context: list[int], k: int, params: SamplingParams, rng: np.random.Generator
+        self, context: list[int], k: int, params: SamplingParams, rng: np.random.Generator,
+        stop: DraftStop | None = None,
     ) -> Draft:
         if k <= 0:
             return EMPTY_DRAFT
@@ -392,12 +413,13 @@ class HybridDrafter:
         return self.ngram.source_for(context) if self.ngram.find(context) else "model"
 
     def propose(
-        self, context: list[int], k: int, params: SamplingParams, rng: np.random.Generator
+        self, context: list[int], k: int, params: SamplingParams, rng: np.random.Generator,
+        stop: DraftStop | None = None,
     ) -> Draft:
         draft = self.ngram.propose(context, k, params, rng)
         if draft.tokens:
             return draft
-        return self.model_drafter.propose(context, k, params, rng)
+        return self.model_drafter.propose(context, k, params, rng, stop)
 
     def propose_tree(
         self, context: list[int], depth: int, shape: TreeShape, params: SamplingParams,

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from app.engine.drafters import EMPTY_DRAFT, Draft
+from app.engine.drafters import EMPTY_DRAFT, Draft, DraftStop
 from app.engine.sampling import SamplingParams, choose, process
 
 
@@ -76,7 +76,8 @@ class HeadsDrafter:
         return "heads"
 
     def propose(
-        self, context: list[int], k: int, params: SamplingParams, rng: np.random.Generator
+        self, context: list[int], k: int, params: SamplingParams, rng: np.random.Generator,
+        stop: DraftStop | None = None,
     ) -> Draft:
         if self._hidden is None or self._n_context != len(context) or k <= 0:
             return EMPTY_DRAFT  # no hidden state for this context yet: the target decodes

@@ -73,6 +73,9 @@ class StepRecord:
     # tokens the target read in this pass (0: k + 1, as in a chain step); a tree pass reads
     # every node, and may re-read committed tokens the previous tree step left uncached
     pass_tokens: int = 0
+    # the draft model's confidence ended this draft (app.engine.draft_stop): the estimated
+    # chance, then, that every drafted token passes; None: it ran to its length or to an EOS
+    stop_chance: float | None = None
 
     @property
     def n_accepted(self) -> int:

@@ -172,8 +172,10 @@ class Session:
             tree = tree_drafter.propose_tree(context, k, self.config.tree_shape, params, self.rng)
             return self._tree_step(context, tree.limited_to_depth(remaining - 1), index, t0)
         draft = EMPTY_DRAFT
+        stop = None
         if self.drafter is not None and k > 0:
-            draft = self.drafter.propose(context, k, params, self.rng)
+            stop = self.controller.confidence_stop(self.drafter.source_for(context), remaining)
+            draft = self.drafter.propose(context, k, params, self.rng, stop)
         draft_tokens = draft.tokens[: max(0, remaining - 1)]
         pending = context[self.target.n_cached :]
         t1 = time.perf_counter()
@@ -197,6 +199,8 @@ class Session:
         self.target.truncate(len(context) + n_accepted)
         record = self._finish_step(context, verdict, index, len(draft_tokens),
                                    len(pending) + len(draft_tokens), (t0, t1, t2))
+        if stop is not None and stop.stopped:
+            record.stop_chance = stop.chance
         if feeds_hidden and target_hidden is not None:
             assert isinstance(self.drafter, TargetHiddenDrafter)
             # row n_accepted produced the last emitted token

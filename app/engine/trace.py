@@ -56,6 +56,8 @@ def step_to_dict(step: StepRecord) -> dict[str, Any]:
         "t_draft": step.t_draft,
         "t_verify": step.t_verify,
         "t_overhead": step.t_overhead,
+        "pass_tokens": step.pass_tokens,
+        "stop_chance": step.stop_chance,
     }
 
 
@@ -76,6 +78,8 @@ def step_from_dict(data: dict[str, Any]) -> StepRecord:
         t_verify=data["t_verify"],
         t_overhead=data["t_overhead"],
         drafter=data.get("drafter", ""),
+        pass_tokens=data.get("pass_tokens", 0),
+        stop_chance=data.get("stop_chance"),
     )
 
 
