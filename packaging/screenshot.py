@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import sys
 import tempfile
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -39,6 +40,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--tree-width", type=int, default=1,
                         help="draft a tree; the shot shows a step whose path left the first "
                              "path, in the inspector's tree tab")
+    parser.add_argument("--backend", default="llamacpp", choices=("llamacpp", "torch"),
+                        help="backend for the demo pair (torch: dequantised, bfloat16 on CPUs "
+                             "that have it, where a 0.5B draft pays)")
+    parser.add_argument("--ended-on-confidence", action="store_true",
+                        help="show a step whose draft the draft's confidence ended (adaptive)")
     parser.add_argument("--theme", default="light", choices=("light", "dark", "system"))
     parser.add_argument("--dark", action="store_true", help="also write <out>-dark.png")
     parser.add_argument("--width", type=int, default=1600)
@@ -71,6 +77,12 @@ def pick_rejection_step(window: MainWindow) -> int:
     return pool[len(pool) // 2]
 
 
+def pick_confidence_step(window: MainWindow) -> int | None:
+    """A step whose draft ended on its confidence, preferring a longer draft."""
+    steps = [s for s in window.run.steps if s.stop_chance is not None]
+    return max(steps, key=lambda s: (s.k, -s.index)).index if steps else None
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     from app.models.demo import demo_installed
@@ -91,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
         window.error_shown.connect(errors.append)
         window.set_theme(args.theme)
         window.show_workspace()
-        window.picker.set_pair(demo_pair())
+        window.picker.set_pair(replace(demo_pair(), backend=args.backend))
         panel = window.decode
         panel.prompt.setPlainText(args.prompt)
         panel.chat.setChecked(False)
@@ -115,6 +127,11 @@ def main(argv: list[str] | None = None) -> int:
                 raise RuntimeError(errors[0])
             tree_step = pick_tree_step(window) if args.tree_width > 1 else None
             step = tree_step if tree_step is not None else pick_rejection_step(window)
+            if args.ended_on_confidence:
+                ended = pick_confidence_step(window)
+                if ended is None:
+                    raise RuntimeError("no draft ended on its confidence in this run")
+                step = ended
             window.select_step(step)
             if tree_step is not None:
                 window.inspector.views.setCurrentWidget(window.inspector.tree)

@@ -108,19 +108,24 @@ def test_one_more_token_must_earn_what_its_time_earns_at_the_expected_rate():
     assert not busy.keep_drafting(1, 0.999)  # a token costing a whole expected token: no
 
 
+def adaptive_session(target, draft, n_predict: int = 40) -> Session:
+    """Adaptive greedy decoding where drafting pays (a nearly free draft, a flat verify
+    curve), so only the confidence of this random-weight draft ends drafts short of 8."""
+    curve = VerifyCostCurve(points={1: 0.01, 9: 0.01})
+    config = DecodeConfig(n_predict=n_predict, draft_max=8, adaptive=True,
+                          sampling=SamplingParams(temperature=0.0))
+    session = Session(target, ModelDrafter(draft), config, cost_curve=curve)
+    session.controller.draft_cost_hint = 1e-4
+    return session
+
+
 def test_adaptive_session_ends_drafts_on_confidence_and_stays_greedy_exact(hf_pair):
     target, draft = hf_pair
-    greedy = SamplingParams(temperature=0.0)
     prompt_ids = target.tokenize(PROMPT)
-    plain = Session(target, None, DecodeConfig(n_predict=40, sampling=greedy))
+    plain = Session(target, None,
+                    DecodeConfig(n_predict=40, sampling=SamplingParams(temperature=0.0)))
     list(plain.steps(prompt_ids))
-    # a draft that is free and a flat verify curve: drafting pays, so only the confidence
-    # of this random-weight draft can end its drafts short of draft_max
-    curve = VerifyCostCurve(points={1: 0.01, 9: 0.01})
-    session = Session(target, ModelDrafter(draft),
-                      DecodeConfig(n_predict=40, draft_max=8, adaptive=True, sampling=greedy),
-                      cost_curve=curve)
-    session.controller.draft_cost_hint = 1e-4
+    session = adaptive_session(target, draft)
     steps = list(session.steps(prompt_ids))
     assert session.output_ids == plain.output_ids
     ended = [s for s in steps if s.stop_chance is not None]

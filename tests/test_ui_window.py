@@ -371,3 +371,24 @@ def test_compare_view_names_the_first_difference_its_margins_and_the_bound(windo
     assert repr(d.plain_text) in text and repr(d.other_text) in text
     assert f"{d.plain_logit_gap:.4f}" in text and f"{d.other_logit_gap:.4f}" in text
     assert f"up to {bound:.4f}" in text and "NOT a near-tie" in text and "please report" in text
+
+
+def test_the_inspector_says_when_a_draft_ended_on_its_confidence(window, hf_pair, tmp_path):
+    from app.engine.trace import TraceHeader, TraceWriter
+    from tests.test_draft_stop import adaptive_session
+
+    target, draft = hf_pair
+    session = adaptive_session(target, draft, n_predict=16)
+    path = tmp_path / "adaptive.jsonl"
+    writer = TraceWriter(path)
+    writer.header(TraceHeader(target.path, draft.path, "torch", "cpu", {}, {}, PROMPT))
+    steps = []
+    for step in session.steps(target.tokenize(PROMPT)):
+        writer.step(step)
+        steps.append(step)
+    writer.close()
+    ended = next(s for s in steps if s.stop_chance is not None)
+    window.open_trace(path)
+    window.select_step(ended.index)
+    header = window.inspector.header.text()
+    assert f"ended on the draft's confidence (all pass: {fmt.prob(ended.stop_chance)}" in header

@@ -61,7 +61,9 @@ class DecodePanel(QGroupBox):
         self.draft_min = _spin(0, MAX_DRAFT, 0, "fewest draft tokens worth a verify pass")
         self.adaptive = QCheckBox("adaptive k")
         self.adaptive.setToolTip("choose k per step from measured acceptance and costs; "
-                                 "falls back to plain decoding when drafting does not pay")
+                                 "falls back to plain decoding when drafting does not pay. "
+                                 "A draft model's draft (up to k) ends where its own "
+                                 "confidence says one more token would not pay")
         self.p_min = _dspin(0.0, 0.99, 0.0, 0.05, 2,
                             "stop drafting when the draft's own probability drops below this",
                             special="off")
