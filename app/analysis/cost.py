@@ -87,8 +87,9 @@ class CostView:
             return (f"On this device this pair can reach at most {best.predicted_speedup:.2f}× "
                     f"(k = {best.k}) at acceptance {self.alpha:.2f} ({source}): {why} — "
                     "plain decoding is faster; adaptive k falls back to it")
-        return (f"On this device this pair can reach {best.predicted_speedup:.2f}× (k = {best.k}) "
-                f"at acceptance {self.alpha:.2f} ({source}): {why}")
+        return (f"On this device this pair can reach {best.predicted_speedup:.2f}× at a fixed "
+                f"k = {best.k}, at acceptance {self.alpha:.2f} ({source}): {why}; adaptive k "
+                "can go further, ending each draft where the draft's confidence drops")
 
 
 def cost_view(curve: VerifyCostCurve, t_draft: float, alpha: float | None,
