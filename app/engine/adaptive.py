@@ -11,6 +11,8 @@ towards 1 and the next draft is longer (4 -> ~9 -> ~16 -> ~28 on a CPU's verify 
 llama.cpp's ngram-map-k drafts on while a copy holds; a rejection shortens it again.
 Time of that pass: k * t_draft + t_verify(k+1), with t_verify measured per pass size.
 k = argmax E(k) / time(k); k = 0 (plain decoding) when no k beats one plain step.
+A draft model's pass, once k > 0, may draft up to draft_max: its draft then ends on the
+draft's own confidence (app.engine.draft_stop), priced with the same costs and this rate.
 """
 
 from __future__ import annotations

@@ -67,12 +67,11 @@ class ConfidenceStop:
     rate: float  # tokens per second the controller expects from a pass
     token_seconds: float  # what one more drafted token costs: its draft step, its verifying
     chance: float = 1.0  # that every token drafted so far passes
-    stopped: bool = False  # the confidence ended the draft before the limit
+    stopped: bool = False  # the last answer was to stop: the confidence ended the draft
 
     def keep_drafting(self, drafted: int, q: float) -> bool:
         """`drafted` tokens so far, the last of them drawn with probability q."""
         self.chance *= self.calibration.accept(q)
-        if self.chance * self.next_accept < self.rate * self.token_seconds:
-            self.stopped = True
-            return False
-        return True
+        # the last answer counts: a drafter held to a minimum length may draft on after a no
+        self.stopped = self.chance * self.next_accept < self.rate * self.token_seconds
+        return not self.stopped

@@ -165,8 +165,10 @@ class Session:
         t0 = time.perf_counter()
         params = self.config.sampling
         k = 0
+        source = ""
         if self.drafter is not None:
-            k = self.controller.next_k(remaining, self.drafter.source_for(context))
+            source = self.drafter.source_for(context)
+            k = self.controller.next_k(remaining, source)
         tree_drafter = self._tree_drafter()
         if tree_drafter is not None and k > 0:
             tree = tree_drafter.propose_tree(context, k, self.config.tree_shape, params, self.rng)
@@ -174,7 +176,7 @@ class Session:
         draft = EMPTY_DRAFT
         stop = None
         if self.drafter is not None and k > 0:
-            stop = self.controller.confidence_stop(self.drafter.source_for(context), remaining)
+            stop = self.controller.confidence_stop(source, remaining)
             draft = self.drafter.propose(context, k, params, self.rng, stop)
         draft_tokens = draft.tokens[: max(0, remaining - 1)]
         pending = context[self.target.n_cached :]
