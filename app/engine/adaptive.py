@@ -162,15 +162,16 @@ class SourceStats:
         self._estimate()
 
     def pooled(self) -> float:
-        return ((self.pool_hits + _PRIOR_WEIGHT * self.prior)
-                / (self.pool_seen + _PRIOR_WEIGHT))
+        return self._pooled_from(self.pool_hits, self.pool_seen)
+
+    def _pooled_from(self, hits: float, seen: float) -> float:
+        """The pooled rate of these counts with this source's prior."""
+        return (hits + _PRIOR_WEIGHT * self.prior) / (seen + _PRIOR_WEIGHT)
 
     def raise_pool_to(self, other: SourceStats) -> None:
         """Take the other source's pooled counts where, with this source's prior, they say
         more is accepted than this source's own."""
-        theirs = ((other.pool_hits + _PRIOR_WEIGHT * self.prior)
-                  / (other.pool_seen + _PRIOR_WEIGHT))
-        if theirs > self.pooled():
+        if self._pooled_from(other.pool_hits, other.pool_seen) > self.pooled():
             self.pool_hits, self.pool_seen = other.pool_hits, other.pool_seen
             self._estimate()
 
@@ -227,14 +228,19 @@ class DraftLengthController:
 
     def best_k(self, source: str = "model", limit: int | None = None) -> int:
         """The k with the best expected rate, among k <= limit: near the end of the output
-        a shorter draft may fit a cheaper pass size than the unlimited best cut short.
-        (throughput() for every k at once: this runs before every step.)"""
+        a shorter draft may fit a cheaper pass size than the unlimited best cut short."""
+        return self._best(source, limit)[0]
+
+    def _best(self, source: str, limit: int | None) -> tuple[int, float]:
+        """best_k and its expected tokens per second (throughput() for every k at once:
+        this runs before every step)."""
         top = self.draft_max if limit is None else min(limit, self.draft_max)
         stats = self.stats(source)
         merged = self.curve.current()
         costs = [_pass_cost(stats, k, merged) for k in range(top + 1)]
-        return int(np.argmax(expected_tokens_for_each_k(stats.accept_at[:top])
-                             / np.asarray(costs)))
+        rates = expected_tokens_for_each_k(stats.accept_at[:top]) / np.asarray(costs)
+        k = int(np.argmax(rates))
+        return k, float(rates[k])
 
     def next_k(self, remaining: int, source: str = "model") -> int:
         self._source = source
@@ -256,11 +262,10 @@ class DraftLengthController:
         if not self.adaptive or source not in _CONFIDENCE_SOURCES:
             return None
         limit = max(0, min(self.draft_max, remaining - 1))
+        _, rate = self._best(source, limit)
         stats = self.stats(source)
-        merged = self.curve.current()
-        best = self.best_k(source, limit)
-        rate = self.expected_tokens(best, source) / _pass_cost(stats, best, merged)
-        token_seconds = stats.draft_cost + _verify_slope(merged, stats.pass_size(limit))
+        token_seconds = (stats.draft_cost
+                         + _verify_slope(self.curve.current(), stats.pass_size(limit)))
         calibration = self.calibrations.setdefault(source, ConfidenceCalibration())
         return ConfidenceStop(calibration, limit, stats.pooled(), rate, token_seconds)
 
