@@ -9,14 +9,7 @@ import numpy as np
 
 from app.engine.drafters import EMPTY_DRAFT, Draft, ModelDrafter
 from app.engine.sampling import SamplingParams, choose, finite_logits, process
-from tests.test_sampling_distribution import (
-    BROKEN_P,
-    EXACT_P,
-    PROMPT,
-    exact_distributions,
-    first_two_tokens,
-    gof_pvalue,
-)
+from tests.test_sampling_distribution import BROKEN_P, EXACT_P, PROMPT, first_two_pvalues
 
 P_MIN = 0.1
 TEMPERATURE = 0.3  # the tiny draft then gives about half its mass to tokens above P_MIN
@@ -45,23 +38,17 @@ class StopsOnTheDrawnToken(ModelDrafter):
 
 def test_p_min_keeps_the_target_distribution(hf_pair):
     target, draft = hf_pair
-    params = SamplingParams(temperature=TEMPERATURE)
-    prompt_ids = target.tokenize(PROMPT)
-    exact = exact_distributions(target, prompt_ids, params)
-    drafter = ModelDrafter(draft, p_min=P_MIN)
-    tokens = first_two_tokens(target, drafter, prompt_ids, params, N_RUNS, 30_000)
-    assert gof_pvalue(tokens[:, 0], exact.first) > EXACT_P
-    assert gof_pvalue(tokens[:, 1], exact.second) > EXACT_P
+    first, second = first_two_pvalues(target, ModelDrafter(draft, p_min=P_MIN),
+                                      SamplingParams(temperature=TEMPERATURE), N_RUNS, 30_000)
+    assert first > EXACT_P
+    assert second > EXACT_P
 
 
 def test_power_stopping_on_the_drawn_token_is_caught(hf_pair):
     target, draft = hf_pair
-    params = SamplingParams(temperature=TEMPERATURE)
-    prompt_ids = target.tokenize(PROMPT)
-    exact = exact_distributions(target, prompt_ids, params)
-    drafter = StopsOnTheDrawnToken(draft, p_min=P_MIN)
-    tokens = first_two_tokens(target, drafter, prompt_ids, params, N_RUNS, 30_000)
-    assert gof_pvalue(tokens[:, 0], exact.first) < BROKEN_P
+    first, _ = first_two_pvalues(target, StopsOnTheDrawnToken(draft, p_min=P_MIN),
+                                 SamplingParams(temperature=TEMPERATURE), N_RUNS, 30_000)
+    assert first < BROKEN_P
 
 
 def test_p_min_that_stops_at_once_drafts_nothing(hf_pair):

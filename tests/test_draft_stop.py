@@ -16,14 +16,7 @@ from app.engine.drafters import EMPTY_DRAFT, Draft, ModelDrafter
 from app.engine.sampling import SamplingParams, choose, finite_logits, process
 from app.engine.session import DecodeConfig, Session
 from app.engine.trace import step_from_dict, step_to_dict
-from tests.test_sampling_distribution import (
-    BROKEN_P,
-    EXACT_P,
-    PROMPT,
-    exact_distributions,
-    first_two_tokens,
-    gof_pvalue,
-)
+from tests.test_sampling_distribution import BROKEN_P, EXACT_P, PROMPT, first_two_pvalues
 
 TEMPERATURE = 0.3  # the tiny draft is then sure of some tokens and unsure of others
 N_RUNS = 1500
@@ -71,23 +64,17 @@ def test_the_rule_ends_some_drafts_and_not_others(hf_pair):
 
 def test_a_confidence_stop_keeps_the_target_distribution(hf_pair):
     target, draft = hf_pair
-    params = SamplingParams(temperature=TEMPERATURE)
-    prompt_ids = target.tokenize(PROMPT)
-    exact = exact_distributions(target, prompt_ids, params)
-    tokens = first_two_tokens(target, StopsOnConfidence(draft), prompt_ids, params, N_RUNS,
-                              40_000)
-    assert gof_pvalue(tokens[:, 0], exact.first) > EXACT_P
-    assert gof_pvalue(tokens[:, 1], exact.second) > EXACT_P
+    first, second = first_two_pvalues(target, StopsOnConfidence(draft),
+                                      SamplingParams(temperature=TEMPERATURE), N_RUNS, 40_000)
+    assert first > EXACT_P
+    assert second > EXACT_P
 
 
 def test_power_leaving_out_the_unsure_token_is_caught(hf_pair):
     target, draft = hf_pair
-    params = SamplingParams(temperature=TEMPERATURE)
-    prompt_ids = target.tokenize(PROMPT)
-    exact = exact_distributions(target, prompt_ids, params)
-    tokens = first_two_tokens(target, LeavesOutTheUnsureToken(draft), prompt_ids, params,
-                              N_RUNS, 40_000)
-    assert gof_pvalue(tokens[:, 0], exact.first) < BROKEN_P
+    first, _ = first_two_pvalues(target, LeavesOutTheUnsureToken(draft),
+                                 SamplingParams(temperature=TEMPERATURE), N_RUNS, 40_000)
+    assert first < BROKEN_P
 
 
 def test_calibration_learns_how_often_sure_tokens_pass():

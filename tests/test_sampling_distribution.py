@@ -303,6 +303,15 @@ def exact_distributions(target, prompt_ids: list[int], params: SamplingParams) -
     return Exact(first, second)
 
 
+def first_two_pvalues(target, drafter, params, n, seed0) -> tuple[float, float]:
+    """G-test p-values of the first and the second token of n sessions on PROMPT against
+    the target's exact distributions."""
+    prompt_ids = target.tokenize(PROMPT)
+    exact = exact_distributions(target, prompt_ids, params)
+    tokens = first_two_tokens(target, drafter, prompt_ids, params, n, seed0)
+    return gof_pvalue(tokens[:, 0], exact.first), gof_pvalue(tokens[:, 1], exact.second)
+
+
 def first_two_tokens(target, drafter, prompt_ids, params, n, seed0):
     """The first two generated tokens of n independent sessions (seeds seed0, seed0+1, ...)."""
     out = np.empty((n, 2), dtype=np.int64)
