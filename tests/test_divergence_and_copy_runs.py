@@ -88,6 +88,50 @@ def test_ngram_lookup_calls_a_long_anchored_match_a_copy():
     assert NgramDrafter().source_for([1, 2, 3, *line, 4, 5, *line[:5]]) == "ngram-weak"
 
 
+def test_a_copy_goes_on_past_a_rename_and_makes_it_again():
+    """Code asked back with `old` renamed: once the target has written `new` where the copy
+    had `old`, the copy resumes after it, and drafts `new` at the next `old` itself."""
+    old, new = 50, 60
+    head, middle, tail = list(range(100, 110)), list(range(200, 210)), list(range(300, 310))
+    source = [*head, old, *middle, old, *tail]
+    context = [1, 2, 3, *source, 4, 5, *head, new]
+    drafter = NgramDrafter()
+    assert drafter.source_for(context) == "ngram-edit"
+    draft = drafter.propose(context, 14, SamplingParams(), np.random.default_rng()).tokens
+    assert draft == [*middle, new, *tail[:3]]
+    # further on, the copy's anchor reaches back past the edit: a copy again, renamed too
+    further = [*context, *middle[:3]]
+    assert drafter.source_for(further) == "ngram"
+    assert drafter.propose(further, 9, SamplingParams(), np.random.default_rng()).tokens == \
+        [*middle[3:], new, *tail[:1]]
+    # a two-token name for a one-token one
+    two = [1, 2, 3, *source, 4, 5, *head, 61, 62]
+    assert NgramDrafter().propose(two, 12, SamplingParams(), np.random.default_rng()).tokens \
+        == [*middle, 61, 62]
+    # no edit after a short anchor: that is a guess, not a copy
+    assert NgramDrafter().source_for([1, 2, 3, *source, 4, 5, *head[-3:], new]) != "ngram-edit"
+
+
+def test_a_source_that_finds_nothing_does_not_reset_anothers_probes():
+    """Free text: the lookup often finds nothing (a plain step) and now and then a short
+    guess that never pays; the guesses' probes must still space out."""
+    costs = {n: 1.0 + 0.6 * (n - 1) for n in (1, 2, 3, 5, 9)}  # a guess at 0.5 never pays
+    ctl = DraftLengthController(8, adaptive=True, curve=VerifyCostCurve(dict(costs)))
+    probes = 0
+    for i in range(256):
+        if i % 2:
+            assert ctl.next_k(1000, "ngram") > 0  # no match: nothing drafted after all
+            ctl.observe(full_pass(i, 0))
+            continue
+        k = ctl.next_k(1000, "ngram-weak")
+        if k:
+            probes += 1
+            ctl.observe(step(i, k, [False], t_verify=costs[k + 1]))
+        else:
+            ctl.observe(full_pass(i, 0))
+    assert 3 <= probes <= 4  # gaps of 8, 16, 32, 64 of the guesses' own steps
+
+
 def test_a_copy_stops_at_the_fence_that_closes_its_block(gguf_pair):
     target = gguf_pair[0]  # the tiny vocabulary spells a backtick with a byte token
     block = target.tokenize("def add x y\n```\nthe sum of x and y", add_special=False)

@@ -42,7 +42,9 @@ _POOL_WEIGHT = 4.0  # the pooled rate, in observations, inside a position's esti
 # a copy ("ngram": at least the last 6 tokens agree with the source, drafters._STRONG_ANCHOR)
 # continues with Laplace's rule-of-succession chance (6 + 1) / (6 + 2); at 0.8 a CPU's
 # 5-token pass (3.4 plain steps) did not pay, and a copy's first tokens were decoded plainly
-_PRIOR_ACCEPT = {"model": 0.6, "ngram": 0.875, "ngram-weak": 0.5}
+# a copy resumed past the target's edit ("ngram-edit") guesses where the edit ends, so it is
+# trusted less than a copy and more than a guess, until its own passes say
+_PRIOR_ACCEPT = {"model": 0.6, "ngram": 0.875, "ngram-weak": 0.5, "ngram-edit": 0.75}
 # a copy is a guess that kept agreeing, so it is accepted at least as often: its pooled rate
 # starts from the guesses' when theirs is higher (an edit's first copied tokens are found by
 # short matches, and at the guesses' 8 of 8 the copy drafts 31 at once instead of 4)
@@ -203,8 +205,10 @@ class DraftLengthController:
         self.sources: dict[str, SourceStats] = {}
         self.calibrations: dict[str, ConfidenceCalibration] = {}
         self._source = "model"
-        self._plain_streak = 0
-        self._probe_gap = _FIRST_PROBE_GAP
+        # per source: plain steps since its last draft, and the gap before its next probe
+        # (a lookup that found nothing this step must not reset the probes of one that did)
+        self._plain_streak: dict[str, int] = {}
+        self._probe_gap: dict[str, int] = {}
         self._probing = False
 
     def stats(self, source: str) -> SourceStats:
@@ -252,7 +256,8 @@ class DraftLengthController:
         if k == 0:
             k = self._maybe_probe(source)
         else:
-            self._probe_gap = _FIRST_PROBE_GAP
+            self._plain_streak[source] = 0
+            self._probe_gap[source] = _FIRST_PROBE_GAP
         return min(k, limit)
 
     def confidence_stop(self, source: str, remaining: int) -> ConfidenceStop | None:
@@ -284,11 +289,13 @@ class DraftLengthController:
     def _maybe_probe(self, source: str) -> int:
         """Now and then draft anyway, so a wrong acceptance estimate can recover; never
         when the measured costs say no acceptance rate could make drafting pay."""
-        self._plain_streak += 1
-        if self._plain_streak < self._probe_gap:
+        streak = self._plain_streak.get(source, 0) + 1
+        gap = self._probe_gap.get(source, _FIRST_PROBE_GAP)
+        if streak < gap:
+            self._plain_streak[source] = streak
             return 0
-        self._plain_streak = 0
-        self._probe_gap = min(2 * self._probe_gap, _MAX_PROBE_GAP)
+        self._plain_streak[source] = 0
+        self._probe_gap[source] = min(2 * gap, _MAX_PROBE_GAP)
         k = self.could_pay(source)
         self._probing = k > 0
         return k

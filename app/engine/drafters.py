@@ -245,19 +245,47 @@ _AGREEMENT_WINDOW = 64
 _STRONG_ANCHOR = 6
 
 
-def _agreement(context: list[int], start: int, n: int) -> int:
-    """How many tokens before an occurrence at `start` equal those before the context's own
-    last n tokens."""
-    a, b, count = start - 1, len(context) - n - 1, 0
-    while count < _AGREEMENT_WINDOW and a >= 0 and context[a] == context[b]:
+# Past the first disagreement, an edit may be skipped once: up to two tokens on either side
+# (context, source), since a renamed identifier is often another number of tokens, if at
+# least _AGREE_PAST_EDIT tokens agree beyond it. So a copy keeps its anchor, and its place
+# in the source, across a rename.
+_EDIT_SKIPS = ((1, 1), (2, 1), (1, 2), (2, 2), (1, 0), (0, 1), (2, 0), (0, 2))
+_AGREE_PAST_EDIT = 4
+# source tokens read beyond k, so a copy with renames applied still has k tokens
+_RENAME_SLACK = 8
+
+
+def _run_back(context: list[int], a: int, b: int, limit: int) -> int:
+    """How many tokens agree going back from context[a] and context[b] (at most limit)."""
+    count = 0
+    while count < limit and a >= 0 and context[a] == context[b]:
         a, b, count = a - 1, b - 1, count + 1
     return count
+
+
+def _agreement(context: list[int], start: int, n: int) -> int:
+    """How many tokens before an occurrence at `start` equal those before the context's own
+    last n tokens, allowing one edit (_EDIT_SKIPS)."""
+    a, b = start - 1, len(context) - n - 1
+    before = _run_back(context, a, b, _AGREEMENT_WINDOW)
+    a, b = a - before, b - before  # the first disagreement
+    beyond = 0
+    for skip_context, skip_source in _EDIT_SKIPS:
+        if a - skip_source < 0:
+            continue
+        run = _run_back(context, a - skip_source, b - skip_context,
+                        _AGREEMENT_WINDOW - before)
+        if run >= _AGREE_PAST_EDIT:
+            beyond = max(beyond, run)
+    return before + beyond
 
 
 @dataclass
 class Match:
     start: int  # where the proposed continuation starts in the context
     anchor: int  # how many context tokens before it agree with the context's last ones
+    # found past an edit the target just made (NgramDrafter._past_edit), not by an n-gram
+    past_edit: bool = False
 
 
 _FENCE = "```"
@@ -286,8 +314,10 @@ class NgramDrafter:
     """Prompt lookup: find an earlier occurrence of the context's last n tokens and propose
     what followed it. q is one-hot, so no second model is needed.
 
-    The source it reports is "ngram" for a copy (a long anchored match) and "ngram-weak" for
-    a short one, so the controller drafts long while copying and little on a guess.
+    The source it reports is "ngram" for a copy (a long anchored match), "ngram-weak" for a
+    short one, and "ngram-edit" for a copy resumed past an edit the target just made, so the
+    controller learns each apart: long drafts while copying, little on a guess. An edit it
+    resumed past (a rename) is applied again wherever the copy meets the old tokens.
     `limit` says how many of a continuation's tokens a draft may take (see block_limit)."""
 
     cost_hint = 0.0
@@ -307,10 +337,17 @@ class NgramDrafter:
             n: {} for n in range(self.n_min, self.n_max + 1)
         }
         self._last: tuple[int, Match | None] = (-1, None)
+        # edits the target made to a copy (source tokens -> its tokens), the latest per source
+        # tokens: a copy applies them further on, so a renamed identifier passes every time
+        self._renames: dict[tuple[int, ...], tuple[int, ...]] = {}
 
     def source_for(self, context: list[int]) -> str:
         found = self.find(context)
-        return "ngram" if found is None or found.anchor >= _STRONG_ANCHOR else "ngram-weak"
+        if found is not None and found.past_edit:
+            return "ngram-edit"
+        if found is None or found.anchor >= _STRONG_ANCHOR:
+            return "ngram"
+        return "ngram-weak"
 
     def match(self, context: list[int]) -> int | None:
         """Start of the continuation of the best n-gram match, if any."""
@@ -335,7 +372,37 @@ class NgramDrafter:
                         best, agree = s, a
                 found = Match(best + n, n + agree)
                 break
+        if found is None or found.anchor < _STRONG_ANCHOR:
+            resumed = self._past_edit(context)
+            if resumed is not None:
+                found = resumed
         self._last = (len(context), found)
+        return found
+
+    def _past_edit(self, context: list[int]) -> Match | None:
+        """Where a copy goes on after the target replaced its last one or two tokens (a
+        rename): the occurrence of the tokens before them that agrees longest, resumed past
+        one to two source tokens or none (_EDIT_SKIPS). None unless it is a long copy."""
+        span = _AGREE_PAST_EDIT
+        if span not in self._index:
+            return None
+        found = None
+        edit: tuple[tuple[int, ...], tuple[int, ...]] = ((), ())
+        for skip_context, skip_source in _EDIT_SKIPS:
+            if skip_context == 0 or len(context) < skip_context + span + 1:
+                continue
+            end = len(context) - skip_context
+            for s in self._index[span].get(tuple(context[end - span : end]), []):
+                resume = s + span + skip_source
+                replaced = context[s + span : resume]
+                if resume >= end or replaced == context[end:]:
+                    continue
+                anchor = span + _run_back(context, s - 1, end - span - 1, _AGREEMENT_WINDOW)
+                if anchor >= _STRONG_ANCHOR and (found is None or anchor > found.anchor):
+                    found = Match(resume, anchor, past_edit=True)
+                    edit = (tuple(replaced), tuple(context[end:]))
+        if edit[0]:
+            self._renames[edit[0]] = edit[1]
         return found
 
     def ranked_matches(self, context: list[int]) -> list[int]:
@@ -392,8 +459,25 @@ class NgramDrafter:
         return Draft(self._continuation(context, start, k), None)
 
     def _continuation(self, context: list[int], start: int, k: int) -> list[int]:
-        tokens = context[start : start + k]
+        tokens = self._renamed(context[start : start + k + _RENAME_SLACK])[:k]
         return tokens if self.limit is None else tokens[: self.limit(tokens)]
+
+    def _renamed(self, tokens: list[int]) -> list[int]:
+        """The tokens with every edit the target made to a copy applied again."""
+        if not self._renames:
+            return tokens
+        out: list[int] = []
+        i = 0
+        while i < len(tokens):
+            for old, new in self._renames.items():
+                if tuple(tokens[i : i + len(old)]) == old:
+                    out.extend(new)
+                    i += len(old)
+                    break
+            else:
+                out.append(tokens[i])
+                i += 1
+        return out
 
 
 class HybridDrafter:
