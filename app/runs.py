@@ -8,14 +8,9 @@ from pathlib import Path
 from typing import Any
 
 from app.engine.calibration import cached_verify_curve, measure_token_cost
-from app.engine.drafters import (
-    Drafter,
-    HybridDrafter,
-    ModelDrafter,
-    NgramDrafter,
-    block_limit,
-)
+from app.engine.drafters import Drafter, ModelDrafter
 from app.engine.heads import HeadsDrafter
+from app.engine.lookup import HybridDrafter, NgramDrafter, block_limit
 from app.engine.protocol import LanguageModel
 from app.engine.session import DecodeConfig, Session
 from app.engine.trace import MODE_PLAIN, MODE_SPECULATIVE, TraceHeader, TraceWriter

@@ -7,8 +7,8 @@ import pytest
 
 from app.engine.adaptive import DraftLengthController, VerifyCostCurve
 from app.engine.divergence import MarginTap, TopTwo, explain_divergence, top_two
-from app.engine.drafters import NgramDrafter, block_limit
 from app.engine.kernel_noise import measure_kernel_noise
+from app.engine.lookup import NgramDrafter, block_limit
 from app.engine.records import ORIGIN_ACCEPTED, ORIGIN_BONUS, ORIGIN_REPLACEMENT, StepRecord
 from app.engine.sampling import SamplingParams
 from app.engine.session import DecodeConfig, Session

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from app.engine.drafters import ModelDrafter, NgramDrafter
+from app.engine.drafters import ModelDrafter
+from app.engine.lookup import NgramDrafter
 from app.engine.sampling import SamplingParams
 from app.engine.session import DecodeConfig, Session
 
@@ -102,7 +103,7 @@ def _clone_with_eos(model, stop_token):
 
 @pytest.mark.parametrize("adaptive", [False, True])
 def test_hybrid_lookup_and_draft_model_greedy_equals_plain(pair, adaptive):
-    from app.engine.drafters import HybridDrafter
+    from app.engine.lookup import HybridDrafter
 
     target, draft = pair
     prompt = PROMPTS[1]

@@ -8,7 +8,8 @@ import json
 import numpy as np
 import pytest
 
-from app.engine.drafters import ModelDrafter, NgramDrafter
+from app.engine.drafters import ModelDrafter
+from app.engine.lookup import NgramDrafter
 from app.engine.protocol import HiddenStateModel
 from app.engine.records import StepRecord
 from app.engine.sampling import SamplingParams

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from app.engine.drafters import HybridDrafter, ModelDrafter, NgramDrafter
+from app.engine.drafters import ModelDrafter
+from app.engine.lookup import HybridDrafter, NgramDrafter
 from app.engine.sampling import SamplingParams
 from app.engine.session import DecodeConfig, Session
 from app.models.demo import demo_installed, demo_paths

@@ -7,7 +7,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from app.engine.drafters import HybridDrafter, ModelDrafter, NgramDrafter
+from app.engine.drafters import ModelDrafter
+from app.engine.lookup import HybridDrafter, NgramDrafter
 from app.engine.sampling import SamplingParams
 from app.engine.session import DecodeConfig, Session
 from tests.test_sampling_distribution import EXACT_P, exact_distributions, gof_pvalue

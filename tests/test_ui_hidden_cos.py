@@ -36,7 +36,7 @@ def test_hidden_cos_is_plotted_by_decision_with_its_auc(qtbot, gguf_pair):
 
 def test_runs_without_hidden_cos_hide_the_plot(qtbot, gguf_pair):
     target, _ = gguf_pair
-    from app.engine.drafters import NgramDrafter
+    from app.engine.lookup import NgramDrafter
 
     session = Session(target, NgramDrafter(), DecodeConfig(n_predict=30, draft_max=4))
     steps = list(session.steps(target.tokenize("a b c a b c a b c a b")))

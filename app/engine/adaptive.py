@@ -39,7 +39,7 @@ _POOL_DECAY_PER_TOKEN = 1 - 1 / 32
 _POSITION_DECAY = 0.8
 _PRIOR_WEIGHT = 1.0  # the source's prior, in tokens, inside the pooled rate
 _POOL_WEIGHT = 4.0  # the pooled rate, in observations, inside a position's estimate
-# a copy ("ngram": at least the last 6 tokens agree with the source, drafters._STRONG_ANCHOR)
+# a copy ("ngram": at least the last 6 tokens agree with the source, lookup._STRONG_ANCHOR)
 # continues with Laplace's rule-of-succession chance (6 + 1) / (6 + 2); at 0.8 a CPU's
 # 5-token pass (3.4 plain steps) did not pay, and a copy's first tokens were decoded plainly
 # a copy resumed past the target's edit ("ngram-edit") guesses where the edit ends, so it is

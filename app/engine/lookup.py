@@ -1,0 +1,297 @@
+"""Drafting by lookup: prompt lookup (n-gram) and lookup with a draft model behind it."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from app.engine.drafters import (
+    EMPTY_DRAFT,
+    Draft,
+    DraftStop,
+    ModelDrafter,
+    TreeShape,
+    common_prefix,
+)
+from app.engine.protocol import LanguageModel
+from app.engine.sampling import SamplingParams
+from app.engine.tree import DraftTree, TreeBuilder
+
+_KEEP_OCCURRENCES = 8
+_AGREEMENT_WINDOW = 64
+# a match anchored on at least this many tokens (the n-gram plus the agreeing tokens before
+# it) is a copy; a shorter one a guess, whose acceptance the controller learns separately.
+# One passed 4-token guess makes an edit's copy strong (at 8 it took two, each a pass of 5)
+_STRONG_ANCHOR = 6
+
+
+# Past the first disagreement, an edit may be skipped once: up to two tokens on either side
+# (context, source), since a renamed identifier is often another number of tokens, if at
+# least _AGREE_PAST_EDIT tokens agree beyond it. So a copy keeps its anchor, and its place
+# in the source, across a rename.
+_EDIT_SKIPS = ((1, 1), (2, 1), (1, 2), (2, 2), (1, 0), (0, 1), (2, 0), (0, 2))
+_AGREE_PAST_EDIT = 4
+# source tokens read beyond k, so a copy with renames applied still has k tokens
+_RENAME_SLACK = 8
+
+
+def _run_back(context: list[int], a: int, b: int, limit: int) -> int:
+    """How many tokens agree going back from context[a] and context[b] (at most limit)."""
+    count = 0
+    while count < limit and a >= 0 and context[a] == context[b]:
+        a, b, count = a - 1, b - 1, count + 1
+    return count
+
+
+def _agreement(context: list[int], start: int, n: int) -> int:
+    """How many tokens before an occurrence at `start` equal those before the context's own
+    last n tokens, allowing one edit (_EDIT_SKIPS)."""
+    a, b = start - 1, len(context) - n - 1
+    before = _run_back(context, a, b, _AGREEMENT_WINDOW)
+    a, b = a - before, b - before  # the first disagreement
+    beyond = 0
+    for skip_context, skip_source in _EDIT_SKIPS:
+        if a - skip_source < 0:
+            continue
+        run = _run_back(context, a - skip_source, b - skip_context,
+                        _AGREEMENT_WINDOW - before)
+        if run >= _AGREE_PAST_EDIT:
+            beyond = max(beyond, run)
+    return before + beyond
+
+
+@dataclass
+class Match:
+    start: int  # where the proposed continuation starts in the context
+    anchor: int  # how many context tokens before it agree with the context's last ones
+    # found past an edit the target just made (NgramDrafter._past_edit), not by an n-gram
+    past_edit: bool = False
+
+
+_FENCE = "```"
+
+
+def block_limit(model: LanguageModel) -> Callable[[list[int]], int]:
+    """How many of a copy's tokens to keep: up to an end of generation or the end of a
+    markdown code fence (whose three backticks may span tokens), whichever comes first.
+    Code asked back is quoted in a fenced block; the answer's block ends at its fence while
+    the quoted one goes on into the asker's own words, and a draft run past it costs a long
+    pass for the few tokens before the fence."""
+
+    def keep(tokens: list[int]) -> int:
+        text = ""
+        for i, token in enumerate(tokens):
+            text += model.token_text(token)
+            if token in model.eos_ids or _FENCE in text:
+                return i + 1
+            text = text[-(len(_FENCE) - 1):]
+        return len(tokens)
+
+    return keep
+
+
+class NgramDrafter:
+    """Prompt lookup: find an earlier occurrence of the context's last n tokens and propose
+    what followed it. q is one-hot, so no second model is needed.
+
+    The source it reports is "ngram" for a copy (a long anchored match), "ngram-weak" for a
+    short one, and "ngram-edit" for a copy resumed past an edit the target just made, so the
+    controller learns each apart: long drafts while copying, little on a guess. An edit it
+    resumed past (a rename) is applied again wherever the copy meets the old tokens.
+    `limit` says how many of a continuation's tokens a draft may take (see block_limit)."""
+
+    cost_hint = 0.0
+
+    def __init__(self, n_max: int = 6, n_min: int = 1,
+                 limit: Callable[[list[int]], int] | None = None) -> None:
+        self.name = "n-gram lookup"
+        self.n_max = n_max
+        self.n_min = n_min
+        self.limit = limit
+        self.reset()
+
+    def reset(self) -> None:
+        self._seen: list[int] = []
+        # n -> {ngram: start indexes of its last few occurrences}
+        self._index: dict[int, dict[tuple[int, ...], list[int]]] = {
+            n: {} for n in range(self.n_min, self.n_max + 1)
+        }
+        self._last: tuple[int, Match | None] = (-1, None)
+        # edits the target made to a copy (source tokens -> its tokens), the latest per source
+        # tokens: a copy applies them further on, so a renamed identifier passes every time
+        self._renames: dict[tuple[int, ...], tuple[int, ...]] = {}
+
+    def source_for(self, context: list[int]) -> str:
+        found = self.find(context)
+        if found is not None and found.past_edit:
+            return "ngram-edit"
+        if found is None or found.anchor >= _STRONG_ANCHOR:
+            return "ngram"
+        return "ngram-weak"
+
+    def match(self, context: list[int]) -> int | None:
+        """Start of the continuation of the best n-gram match, if any."""
+        found = self.find(context)
+        return None if found is None else found.start
+
+    def find(self, context: list[int]) -> Match | None:
+        """The best match: the longest n that matches, and among its occurrences the one
+        whose earlier tokens agree longest with the context's (so copying a repeated line
+        follows the right copy; on a tie, the latest)."""
+        if self._last[0] == len(context) and self._seen == context:
+            return self._last[1]
+        self._update(context)
+        found = None
+        for n in range(min(self.n_max, len(context) - 1), self.n_min - 1, -1):
+            starts = self._index[n].get(tuple(context[-n:]))
+            if starts:
+                best, agree = starts[-1], -1
+                for s in reversed(starts):
+                    a = _agreement(context, s, n)
+                    if a > agree:
+                        best, agree = s, a
+                found = Match(best + n, n + agree)
+                break
+        if found is None or found.anchor < _STRONG_ANCHOR:
+            resumed = self._past_edit(context)
+            if resumed is not None:
+                found = resumed
+        self._last = (len(context), found)
+        return found
+
+    def _past_edit(self, context: list[int]) -> Match | None:
+        """Where a copy goes on after the target replaced its last one or two tokens (a
+        rename): the occurrence of the tokens before them that agrees longest, resumed past
+        one to two source tokens or none (_EDIT_SKIPS). None unless it is a long copy."""
+        span = _AGREE_PAST_EDIT
+        if span not in self._index:
+            return None
+        found = None
+        edit: tuple[tuple[int, ...], tuple[int, ...]] = ((), ())
+        for skip_context, skip_source in _EDIT_SKIPS:
+            if skip_context == 0 or len(context) < skip_context + span + 1:
+                continue
+            end = len(context) - skip_context
+            for s in self._index[span].get(tuple(context[end - span : end]), []):
+                resume = s + span + skip_source
+                replaced = context[s + span : resume]
+                if resume >= end or replaced == context[end:]:
+                    continue
+                anchor = span + _run_back(context, s - 1, end - span - 1, _AGREEMENT_WINDOW)
+                if anchor >= _STRONG_ANCHOR and (found is None or anchor > found.anchor):
+                    found = Match(resume, anchor, past_edit=True)
+                    edit = (tuple(replaced), tuple(context[end:]))
+        if edit[0]:
+            self._renames[edit[0]] = edit[1]
+        return found
+
+    def ranked_matches(self, context: list[int]) -> list[int]:
+        """Starts of every remembered continuation, best first: longer n-grams first, then
+        by agreement before the occurrence, the latest first among equals."""
+        self._update(context)
+        ranked: list[int] = []
+        for n in range(min(self.n_max, len(context) - 1), self.n_min - 1, -1):
+            starts = self._index[n].get(tuple(context[-n:]), [])
+            by_agreement = sorted(reversed(starts), key=lambda s: -_agreement(context, s, n))
+            ranked.extend(s + n for s in by_agreement if s + n not in ranked)
+        return ranked
+
+    def propose_tree(
+        self, context: list[int], depth: int, shape: TreeShape, params: SamplingParams,
+        rng: np.random.Generator,
+    ) -> DraftTree:
+        """The continuations of several matches merged into a trie, best match first."""
+        builder = TreeBuilder(shape.width, shape.max_nodes)
+        for start in self.ranked_matches(context):
+            parent = -1
+            for token in self._continuation(context, start, depth):
+                node = builder.child(parent, token)
+                if node is None:
+                    node = builder.add(parent, token, None)
+                if node is None:
+                    break
+                parent = node
+            if builder.full:
+                break
+        return builder.tree()
+
+    def _update(self, context: list[int]) -> None:
+        if common_prefix(self._seen, context) < len(self._seen):
+            self.reset()
+        # index every n-gram that ends before the last token, so a match has a continuation
+        for end in range(max(1, len(self._seen)), len(context)):
+            for n, table in self._index.items():
+                if end - n >= 0:
+                    starts = table.setdefault(tuple(context[end - n : end]), [])
+                    starts.append(end - n)
+                    del starts[:-_KEEP_OCCURRENCES]
+        self._seen = list(context)
+
+    def propose(
+        self, context: list[int], k: int, params: SamplingParams, rng: np.random.Generator,
+        stop: DraftStop | None = None,
+    ) -> Draft:
+        if k <= 0:
+            return EMPTY_DRAFT
+        start = self.match(context)
+        if start is None:
+            return EMPTY_DRAFT
+        return Draft(self._continuation(context, start, k), None)
+
+    def _continuation(self, context: list[int], start: int, k: int) -> list[int]:
+        tokens = self._renamed(context[start : start + k + _RENAME_SLACK])[:k]
+        return tokens if self.limit is None else tokens[: self.limit(tokens)]
+
+    def _renamed(self, tokens: list[int]) -> list[int]:
+        """The tokens with every edit the target made to a copy applied again."""
+        if not self._renames:
+            return tokens
+        out: list[int] = []
+        i = 0
+        while i < len(tokens):
+            for old, new in self._renames.items():
+                if tuple(tokens[i : i + len(old)]) == old:
+                    out.extend(new)
+                    i += len(old)
+                    break
+            else:
+                out.append(tokens[i])
+                i += 1
+        return out
+
+
+class HybridDrafter:
+    """Prompt lookup when the context repeats itself (free), the draft model otherwise."""
+
+    def __init__(self, model_drafter: ModelDrafter, ngram: NgramDrafter | None = None) -> None:
+        self.model_drafter = model_drafter
+        self.ngram = ngram or NgramDrafter(n_min=2)
+        self.name = f"lookup + {model_drafter.name}"
+        self.cost_hint = model_drafter.cost_hint
+
+    def reset(self) -> None:
+        self.model_drafter.reset()
+        self.ngram.reset()
+
+    def source_for(self, context: list[int]) -> str:
+        return self.ngram.source_for(context) if self.ngram.find(context) else "model"
+
+    def propose(
+        self, context: list[int], k: int, params: SamplingParams, rng: np.random.Generator,
+        stop: DraftStop | None = None,
+    ) -> Draft:
+        draft = self.ngram.propose(context, k, params, rng)
+        if draft.tokens:
+            return draft
+        return self.model_drafter.propose(context, k, params, rng, stop)
+
+    def propose_tree(
+        self, context: list[int], depth: int, shape: TreeShape, params: SamplingParams,
+        rng: np.random.Generator,
+    ) -> DraftTree:
+        tree = self.ngram.propose_tree(context, depth, shape, params, rng)
+        if len(tree):
+            return tree
+        return self.model_drafter.propose_tree(context, depth, shape, params, rng)
