@@ -8,13 +8,14 @@ prompts, same threads, greedy:
   plain                 DraftLens plain decoding    vs llama-bench tg
   draft model k = 2, 4  DraftLens speculative       vs llama-speculative-simple -md, same k
   draft model adaptive  DraftLens --adaptive        vs llama.cpp's best fixed k above
-  n-gram on an edit     DraftLens --ngram adaptive  vs --spec-type ngram-map-k / ngram-simple
+  n-gram on edits       DraftLens --ngram adaptive  vs --spec-type ngram-map-k / ngram-simple
 
 Every DraftLens row alternates plain and speculative runs in one process (the ratio and the
-greedy identity come from the same run); the edit task interleaves DraftLens and llama.cpp's
-n-gram modes for 5 rounds (3 with --quick), since this kind of machine drifts by 10-20% within
-minutes. A child process repeats the plain and n-gram rows with the batch-invariant kernels
-(a process can hold only one kind); --no-exact skips it.
+greedy identity come from the same run); the edit tasks (app.cli.bench.EDIT_PROMPTS)
+interleave DraftLens and llama.cpp's n-gram modes task by task for 3 rounds (2 with --quick),
+since this kind of machine drifts by 10-20% within minutes. A child process repeats the plain
+and n-gram rows with the batch-invariant kernels (a process can hold only one kind);
+--no-exact skips it.
 
   .venv/bin/python packaging/bench_vs_llamacpp.py [--quick] [--threads 2] [--json FILE]
 """
@@ -40,7 +41,7 @@ from app.allocator import keep_large_blocks  # noqa: E402
 from app.analysis.measure import Tally, side_by_side, timed_run, warm_up  # noqa: E402
 from app.cli.bench import (  # noqa: E402
     CODE_PROMPTS,
-    EDIT_PROMPT,
+    EDIT_PROMPTS,
     bench_report,
     divergence_line,
     divergence_report,
@@ -153,27 +154,32 @@ def draftlens_rows(args: argparse.Namespace, exact: bool) -> dict[str, Any]:
     if not args.ngram_only:
         rows.update(draft_model_rows(args, exact))
     if not exact:
-        return rows  # the fast kernels' edit task runs beside llama.cpp's: edit_rows
+        return rows  # the fast kernels' edit tasks run beside llama.cpp's: edit_rows
     pair = load_pair(ModelSpec(target=args.target, ngram=True, n_threads=args.threads,
                                batch_invariant=exact))
     pair.target = MarginTap(pair.target)
     try:
-        edit = edit_prompt_ids(pair)
-        if edit is not None:
+        edits = edit_prompt_ids(pair)
+        if edits:
             log("DraftLens ngram edit")
-            rows["ngram edit"] = draftlens_row(pair, edit_config(), [edit], 1)
+            rows["ngram edit"] = draftlens_row(pair, edit_config(), list(edits.values()), 1)
     finally:
         pair.close()
     return rows
 
 
-def edit_prompt_ids(pair: LoadedPair) -> list[int] | None:
-    """The edit task's chat prompt, or None (said why) where the target's context is short."""
-    edit = encode_prompt(pair.target, EDIT_PROMPT, chat=True)
-    if len(edit) + EDIT_TOKENS >= pair.target.n_ctx:
-        log(f"skipping the edit task: {pair.target.name} holds only {pair.target.n_ctx} tokens")
-        return None
-    return edit
+def edit_prompt_ids(pair: LoadedPair) -> dict[str, list[int]]:
+    """The edit tasks' chat prompts by name, without those (said why) the target's context
+    cannot hold with their output."""
+    edits = {}
+    for name, text in EDIT_PROMPTS.items():
+        ids = encode_prompt(pair.target, text, chat=True)
+        if len(ids) + EDIT_TOKENS >= pair.target.n_ctx:
+            log(f"skipping the edit task '{name}': {pair.target.name} holds only "
+                f"{pair.target.n_ctx} tokens")
+            continue
+        edits[name] = ids
+    return edits
 
 
 def draft_model_rows(args: argparse.Namespace, exact: bool) -> dict[str, Any]:
@@ -237,46 +243,55 @@ def edit_config() -> DecodeConfig:
 
 
 def edit_rows(args: argparse.Namespace, tools: Path) -> tuple[dict[str, Any], dict[str, Any]]:
-    """The n-gram edit task, DraftLens and llama.cpp's n-gram modes interleaved round by
-    round: this machine's speed drifts by 10-20% within minutes, and one run per side would
-    compare two different machines. Each side's rate is its tokens over its seconds across
-    the rounds; the per-round ratios are logged and kept."""
-    rounds = 3 if args.quick else 5
+    """The edit tasks, DraftLens and llama.cpp's n-gram modes interleaved task by task and
+    round by round: this machine's speed drifts by 10-20% within minutes, and one run per
+    side would compare two different machines. Each rate is tokens over seconds across the
+    rounds (per task, and over all tasks); every task's rounds are kept."""
+    rounds = 2 if args.quick else 3
+    modes = LLAMA_NGRAM_MODES if not args.quick else LLAMA_NGRAM_MODES[:1]
     pair = load_pair(ModelSpec(target=args.target, ngram=True, n_threads=args.threads,
                                batch_invariant=False))
     pair.target = MarginTap(pair.target)
     llama: dict[str, dict[str, Any]] = {}
+    # per task: tokens and seconds of DraftLens plain, DraftLens n-gram and each llama.cpp mode
+    tasks: dict[str, dict[str, list[float]]] = {}
     try:
-        edit = edit_prompt_ids(pair)
-        if edit is None:
+        edits = edit_prompt_ids(pair)
+        if not edits:
             return {}, {}
-        chat_text = pair.target.chat_prompt(EDIT_PROMPT)
         config = edit_config()
-        warm_up(pair, config, edit)
+        warm_up(pair, config, next(iter(edits.values())))
         plain, spec = Tally(), Tally()
-        per_round: list[dict[str, float]] = []
+        per_round: list[dict[str, Any]] = []
         for round_index in range(rounds):
             log(f"edit round {round_index + 1} of {rounds}")
-            order = [(True, plain), (False, spec)]
-            if round_index % 2:
-                order.reverse()
-            before = (spec.tokens, spec.seconds)
-            for is_plain, tally in order:
-                timed_run(pair, config, edit, is_plain, tally)
-            this_round = {"DraftLens": (spec.tokens - before[0]) / (spec.seconds - before[1])}
-            modes = LLAMA_NGRAM_MODES if not args.quick else LLAMA_NGRAM_MODES[:1]
-            for name, extra in modes[round_index % len(modes):] + modes[:round_index % len(modes)]:
-                tokens, seconds, drafted, accepted, _ = speculative_simple(
-                    tools, args.target, chat_text, EDIT_TOKENS, args.threads, extra)
-                row = llama.setdefault(name, {"tokens": 0, "seconds": 0.0, "drafted": 0,
-                                              "accepted": 0, "args": " ".join(extra)})
-                row["tokens"] += tokens
-                row["seconds"] += seconds
-                row["drafted"] += drafted
-                row["accepted"] += accepted
-                this_round[name] = tokens / seconds
-            log("  " + ", ".join(f"{k} {v:.1f}" for k, v in this_round.items()) + " tok/s")
-            per_round.append(this_round)
+            for name, ids in edits.items():
+                totals = tasks.setdefault(name, {})
+                this_round: dict[str, Any] = {"task": name}
+                order = [("DraftLens plain", plain), ("DraftLens", spec)]
+                if round_index % 2:
+                    order.reverse()
+                for label, tally in order:
+                    before = (tally.tokens, tally.seconds)
+                    timed_run(pair, config, ids, label == "DraftLens plain", tally)
+                    _add(totals, label, tally.tokens - before[0], tally.seconds - before[1])
+                    this_round[label] = (tally.tokens - before[0]) / (tally.seconds - before[1])
+                shift = round_index % len(modes)
+                for mode, extra in modes[shift:] + modes[:shift]:
+                    tokens, seconds, drafted, accepted, _ = speculative_simple(
+                        tools, args.target, pair.target.chat_prompt(EDIT_PROMPTS[name]),
+                        EDIT_TOKENS, args.threads, extra)
+                    row = llama.setdefault(mode, {"tokens": 0, "seconds": 0.0, "drafted": 0,
+                                                  "accepted": 0, "args": " ".join(extra)})
+                    row["tokens"] += tokens
+                    row["seconds"] += seconds
+                    row["drafted"] += drafted
+                    row["accepted"] += accepted
+                    _add(totals, mode, tokens, seconds)
+                    this_round[mode] = tokens / seconds
+                log(f"  {name}: " + ", ".join(f"{k} {v:.1f}" for k, v in this_round.items()
+                                              if k != "task") + " tok/s")
+                per_round.append(this_round)
         report = draftlens_report(pair, config, plain, spec)
     finally:
         pair.close()
@@ -284,7 +299,15 @@ def edit_rows(args: argparse.Namespace, tools: Path) -> tuple[dict[str, Any], di
         row["tok_s"] = row["tokens"] / row["seconds"]
         row["acceptance"] = row["accepted"] / row["drafted"] if row["drafted"] else None
     report["rounds"] = per_round
+    report["tasks"] = {name: {label: tokens / seconds for label, (tokens, seconds) in t.items()}
+                       for name, t in tasks.items()}
     return report, llama
+
+
+def _add(totals: dict[str, list[float]], label: str, tokens: float, seconds: float) -> None:
+    entry = totals.setdefault(label, [0.0, 0.0])
+    entry[0] += tokens
+    entry[1] += seconds
 
 
 def exact_rows_in_child(args: argparse.Namespace) -> dict[str, Any]:
@@ -336,7 +359,7 @@ def main() -> int:
         result["llamacpp"] = llamacpp_rows(args, tools)
         log("plain decoding: DraftLens and llama-bench tg, interleaved")
         result["plain"], result["llamacpp"]["plain"] = plain_rows(args, tools)
-        log("the edit task: DraftLens --ngram and llama.cpp's n-gram modes, interleaved")
+        log("the edit tasks: DraftLens --ngram and llama.cpp's n-gram modes, interleaved")
         dl_edit, ll_edit = edit_rows(args, tools)
         if dl_edit:
             result["draftlens"]["ngram edit"] = dl_edit
@@ -419,15 +442,19 @@ def markdown_table(result: dict[str, Any]) -> str:
         lines += [f"- round {i}: DraftLens {r['DraftLens']:.1f}, llama-bench {r['llama-bench']:.1f}"
                   f" — {r['DraftLens'] / r['llama-bench']:.2f}×"
                   for i, r in enumerate(plain_rounds, start=1)]
-    rounds = dl.get("ngram edit", {}).get("rounds", [])
-    if rounds:
-        lines += ["", "Edit task round by round (tok/s; DraftLens / llama.cpp's best mode in "
-                  "that round):", ""]
-        for i, row in enumerate(rounds, start=1):
-            mine = row["DraftLens"]
-            best = max(v for k, v in row.items() if k != "DraftLens")
-            lines.append(f"- round {i}: " + ", ".join(f"{k} {v:.1f}" for k, v in row.items())
-                         + f" — {mine / best:.2f}×")
+    tasks = dl.get("ngram edit", {}).get("tasks", {})
+    if tasks:
+        modes = [name for name in ll if name.startswith("ngram")]
+        lines += ["", "Edit tasks one by one (tok/s over the rounds; the last column is "
+                  "DraftLens over llama.cpp's best mode on that task):", "",
+                  "| edit task | DraftLens plain | DraftLens n-gram | "
+                  + " | ".join(f"llama.cpp {m}" for m in modes) + " | DraftLens / best |",
+                  "|---|---|---|" + "---|" * len(modes) + "---|"]
+        for name, rates in tasks.items():
+            best = max(rates[m] for m in modes)
+            lines.append(f"| {name} | {rates['DraftLens plain']:.1f} | {rates['DraftLens']:.1f}"
+                         " | " + " | ".join(f"{rates[m]:.1f}" for m in modes)
+                         + f" | {rates['DraftLens'] / best:.2f}× |")
     for name, row in {**dl, **{f"{k} (exact kernels)": v for k, v in ex.items()}}.items():
         for d in row.get("divergences", []):
             lines.append(f"\n{name}: {divergence_line(d)}")

@@ -47,20 +47,57 @@ EDIT_SOURCE = '''def summarize_orders(orders, tax_rate):
             "average": average, "largest": largest,
             "grand_total": total + tax}
 '''
-EDIT_PROMPT = (
-    "Here is a Python function:\n\n```python\n" + EDIT_SOURCE + "```\n\n"
-    "Rewrite it with the function renamed to `order_summary`; change nothing else. "
-    "Reply with only the complete code in one ```python block."
-)
-SUITES = {"code": CODE_PROMPTS, "edit": [EDIT_PROMPT]}
+CLASS_SOURCE = '''class Inventory:
+    def __init__(self):
+        self.items = {}
+
+    def add(self, name, quantity):
+        self.items[name] = self.items.get(name, 0) + quantity
+
+    def remove(self, name, quantity):
+        if self.items.get(name, 0) < quantity:
+            raise ValueError(f"not enough {name}")
+        self.items[name] -= quantity
+        if self.items[name] == 0:
+            del self.items[name]
+
+    def count(self, name):
+        return self.items.get(name, 0)
+'''
+
+
+def edit_prompt(source: str, request: str) -> str:
+    """Code in the prompt, asked back with one change: what n-gram drafting is for."""
+    return (f"Here is a Python function:\n\n```python\n{source}```\n\n{request} "
+            "Reply with only the complete code in one ```python block.")
+
+
+# edit tasks by name: one rename, a rename at every use, and an addition after a copy
+EDIT_PROMPTS = {
+    "rename a function": edit_prompt(
+        EDIT_SOURCE, "Rewrite it with the function renamed to `order_summary`; change nothing "
+        "else."),
+    "rename a variable (7 uses)": edit_prompt(
+        EDIT_SOURCE, "Rename the variable `total` to `subtotal` everywhere; change nothing "
+        "else."),
+    "rename an attribute (8 uses)": edit_prompt(
+        CLASS_SOURCE, "Rename the attribute `items` to `stock` everywhere; change nothing "
+        "else."),
+    "add a method": edit_prompt(
+        CLASS_SOURCE, "Add a method `names(self)` that returns the sorted item names, at the "
+        "end of the class; change nothing else."),
+}
+EDIT_PROMPT = EDIT_PROMPTS["rename a function"]
+SUITES = {"code": CODE_PROMPTS, "edit": list(EDIT_PROMPTS.values())}
 
 
 def add_bench_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-p", "--prompt", action="append", help="a prompt (repeatable)")
     parser.add_argument("--prompt-file", help="one JSON string per line")
     parser.add_argument("--suite", choices=tuple(SUITES), default="code",
-                        help="built-in prompts when none are given: code completion, or an "
-                             "edit task (code asked back with one rename; use with --chat)")
+                        help="built-in prompts when none are given: code completion, or edit "
+                             "tasks (code asked back with a rename or an addition; use with "
+                             "--chat)")
     parser.add_argument("--rounds", type=int, default=1, help="alternations per prompt")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument("--compare-hf", action="store_true",
