@@ -110,6 +110,12 @@ def test_a_copy_goes_on_past_a_rename_and_makes_it_again():
         == [*middle, 61, 62]
     # no edit after a short anchor: that is a guess, not a copy
     assert NgramDrafter().source_for([1, 2, 3, *source, 4, 5, *head[-3:], new]) != "ngram-edit"
+    # nor past an edit that closed the block (here token 99 is its fence)
+    fenced = NgramDrafter(limit=lambda tokens: tokens.index(99) + 1 if 99 in tokens
+                          else len(tokens))
+    closed = [1, 2, 3, *source, 4, 5, *head, 99]
+    assert fenced.source_for(closed) != "ngram-edit"
+    assert NgramDrafter().source_for(closed) == "ngram-edit"
 
 
 def test_a_source_that_finds_nothing_does_not_reset_anothers_probes():

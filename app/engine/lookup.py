@@ -177,7 +177,8 @@ class NgramDrafter:
             for s in self._index[span].get(tuple(context[end - span : end]), []):
                 resume = s + span + skip_source
                 replaced = context[s + span : resume]
-                if resume >= end or replaced == context[end:]:
+                if resume >= end or replaced == context[end:] or self._ends_block(
+                        [*context[end:], context[resume]]):
                     continue
                 anchor = span + _run_back(context, s - 1, end - span - 1, _AGREEMENT_WINDOW)
                 if anchor >= _STRONG_ANCHOR and (found is None or anchor > found.anchor):
@@ -186,6 +187,11 @@ class NgramDrafter:
         if edit[0]:
             self._renames[edit[0]] = edit[1]
         return found
+
+    def _ends_block(self, edit_and_next: list[int]) -> bool:
+        """Whether the target's edit closed the block the copy was in (its fence, an end of
+        generation): the copy then does not go on past it."""
+        return self.limit is not None and self.limit(edit_and_next) < len(edit_and_next)
 
     def ranked_matches(self, context: list[int]) -> list[int]:
         """Starts of every remembered continuation, best first: longer n-grams first, then
