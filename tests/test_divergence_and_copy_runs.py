@@ -118,6 +118,25 @@ def test_a_copy_goes_on_past_a_rename_and_makes_it_again():
     assert NgramDrafter().source_for(closed) == "ngram-edit"
 
 
+def test_a_copy_counts_the_tokens_it_would_have_predicted_as_evidence():
+    line = list(range(100, 160))
+    drafter = NgramDrafter()
+    assert drafter.copied([1, 2, 3, *line, 4, 5, *line[:26]]) == 26
+    assert drafter.copied([1, 2, 3, *line, 4, 5, *line[:3]]) == 0  # a guess, not a copy
+    # across an edit only the run since the edit counts
+    edited = [*line[:20], 7, *line[21:30]]
+    assert drafter.copied([1, 2, 3, *line, 4, 5, *edited]) == 9
+    # a copy 26 tokens in drafts longer than a fresh one with the same (no) passes behind it
+    curve = VerifyCostCurve({1: 41, 5: 139, 16: 393, 32: 570, 64: 1116})
+    fresh, shown = (DraftLengthController(64, adaptive=True, curve=curve) for _ in range(2))
+    assert shown.next_k(1000, "ngram", copied=26) > fresh.next_k(1000, "ngram")
+    # a rejection the pool remembers is not outweighed by a short run
+    shown.stats("ngram").observe([True] * 10 + [False])
+    before = shown.stats("ngram").pooled()
+    shown.next_k(1000, "ngram", copied=2)
+    assert shown.stats("ngram").pooled() == before
+
+
 def test_a_source_that_finds_nothing_does_not_reset_anothers_probes():
     """Free text: the lookup often finds nothing (a plain step) and now and then a short
     guess that never pays; the guesses' probes must still space out."""

@@ -36,6 +36,7 @@ _FIRST_LOAD_WEIGHT = 0.7
 # one-token passes or half of one long copy), and per emitted token while another source is
 # consulted; each position's own counts fade per pass
 _POOL_DECAY_PER_TOKEN = 1 - 1 / 32
+_POOL_MEMORY = 1 / (1 - _POOL_DECAY_PER_TOKEN)  # what decayed counts add up to at most
 _POSITION_DECAY = 0.8
 _PRIOR_WEIGHT = 1.0  # the source's prior, in tokens, inside the pooled rate
 _POOL_WEIGHT = 4.0  # the pooled rate, in observations, inside a position's estimate
@@ -177,6 +178,16 @@ class SourceStats:
             self.pool_hits, self.pool_seen = other.pool_hits, other.pool_seen
             self._estimate()
 
+    def raise_pool_to_run(self, run: int) -> None:
+        """Count a run of tokens the target wrote that this source would have predicted as
+        passed draft tokens, where they say more than the pooled counts (as much as the
+        pool remembers): a copy 26 tokens into its source has shown what 26 accepted drafts
+        would, whether the tokens came from drafts or from plain steps."""
+        remembered = min(float(run), _POOL_MEMORY)
+        if self._pooled_from(remembered, remembered) > self.pooled():
+            self.pool_hits = self.pool_seen = remembered
+            self._estimate()
+
     def _estimate(self) -> None:
         pooled = self.pooled()
         size = len(self.accept_at)
@@ -246,11 +257,15 @@ class DraftLengthController:
         k = int(np.argmax(rates))
         return k, float(rates[k])
 
-    def next_k(self, remaining: int, source: str = "model") -> int:
+    def next_k(self, remaining: int, source: str = "model", copied: int = 0) -> int:
+        """The draft length for this step. `copied`: how many of the last tokens the target
+        wrote this source's draft continues, in a row (a copy's evidence; 0 for others)."""
         self._source = source
         limit = max(0, min(self.draft_max, remaining - 1))
         if not self.adaptive:
             return limit
+        if copied:
+            self.stats(source).raise_pool_to_run(copied)
         k = self.best_k(source, limit)
         self._probing = False
         if k == 0:

@@ -74,6 +74,16 @@ class DraftStop(Protocol):
 
 
 @runtime_checkable
+class CopyingDrafter(Drafter, Protocol):
+    """A drafter that copies from the context (prompt lookup)."""
+
+    def copied(self, context: list[int]) -> int:
+        """How many of the context's last tokens, in a row, equal the source text that the
+        copy proposed now continues (0 when what it would propose is not such a copy)."""
+        ...
+
+
+@runtime_checkable
 class TreeDrafter(Drafter, Protocol):
     def propose_tree(
         self, context: list[int], depth: int, shape: TreeShape, params: SamplingParams,

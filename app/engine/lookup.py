@@ -131,6 +131,13 @@ class NgramDrafter:
             return "ngram"
         return "ngram-weak"
 
+    def copied(self, context: list[int]) -> int:
+        found = self.find(context)
+        if found is None or found.past_edit or found.anchor < _STRONG_ANCHOR:
+            return 0
+        # the n-gram and the tokens before it, up to the first disagreement (no edit skipped)
+        return _run_back(context, found.start - 1, len(context) - 1, _AGREEMENT_WINDOW)
+
     def match(self, context: list[int]) -> int | None:
         """Start of the continuation of the best n-gram match, if any."""
         found = self.find(context)
@@ -283,6 +290,9 @@ class HybridDrafter:
 
     def source_for(self, context: list[int]) -> str:
         return self.ngram.source_for(context) if self.ngram.find(context) else "model"
+
+    def copied(self, context: list[int]) -> int:
+        return self.ngram.copied(context)
 
     def propose(
         self, context: list[int], k: int, params: SamplingParams, rng: np.random.Generator,

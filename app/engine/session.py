@@ -13,6 +13,7 @@ import numpy as np
 from app.engine.adaptive import DraftLengthController, VerifyCostCurve
 from app.engine.drafters import (
     EMPTY_DRAFT,
+    CopyingDrafter,
     Draft,
     Drafter,
     TargetHiddenDrafter,
@@ -168,7 +169,11 @@ class Session:
         source = ""
         if self.drafter is not None:
             source = self.drafter.source_for(context)
-            k = self.controller.next_k(remaining, source)
+            copied = 0
+            if isinstance(self.drafter, CopyingDrafter):
+                # only what the target wrote is evidence, not the prompt's own words
+                copied = min(self.drafter.copied(context), len(self.output_ids))
+            k = self.controller.next_k(remaining, source, copied)
         tree_drafter = self._tree_drafter()
         if tree_drafter is not None and k > 0:
             tree = tree_drafter.propose_tree(context, k, self.config.tree_shape, params, self.rng)
