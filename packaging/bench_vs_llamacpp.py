@@ -259,6 +259,7 @@ def edit_rows(args: argparse.Namespace, tools: Path) -> tuple[dict[str, Any], di
         edits = edit_prompt_ids(pair)
         if not edits:
             return {}, {}
+        chat_texts = {name: pair.target.chat_prompt(EDIT_PROMPTS[name]) for name in edits}
         config = edit_config()
         warm_up(pair, config, next(iter(edits.values())))
         plain, spec = Tally(), Tally()
@@ -274,13 +275,13 @@ def edit_rows(args: argparse.Namespace, tools: Path) -> tuple[dict[str, Any], di
                 for label, tally in order:
                     before = (tally.tokens, tally.seconds)
                     timed_run(pair, config, ids, label == "DraftLens plain", tally)
-                    _add(totals, label, tally.tokens - before[0], tally.seconds - before[1])
-                    this_round[label] = (tally.tokens - before[0]) / (tally.seconds - before[1])
+                    tokens, seconds = tally.tokens - before[0], tally.seconds - before[1]
+                    _add(totals, label, tokens, seconds)
+                    this_round[label] = tokens / seconds
                 shift = round_index % len(modes)
                 for mode, extra in modes[shift:] + modes[:shift]:
                     tokens, seconds, drafted, accepted, _ = speculative_simple(
-                        tools, args.target, pair.target.chat_prompt(EDIT_PROMPTS[name]),
-                        EDIT_TOKENS, args.threads, extra)
+                        tools, args.target, chat_texts[name], EDIT_TOKENS, args.threads, extra)
                     row = llama.setdefault(mode, {"tokens": 0, "seconds": 0.0, "drafted": 0,
                                                   "accepted": 0, "args": " ".join(extra)})
                     row["tokens"] += tokens

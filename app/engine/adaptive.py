@@ -174,9 +174,7 @@ class SourceStats:
     def raise_pool_to(self, other: SourceStats) -> None:
         """Take the other source's pooled counts where, with this source's prior, they say
         more is accepted than this source's own."""
-        if self._pooled_from(other.pool_hits, other.pool_seen) > self.pooled():
-            self.pool_hits, self.pool_seen = other.pool_hits, other.pool_seen
-            self._estimate()
+        self._raise_pool(other.pool_hits, other.pool_seen)
 
     def raise_pool_to_run(self, run: int) -> None:
         """Count a run of tokens the target wrote that this source would have predicted as
@@ -184,8 +182,13 @@ class SourceStats:
         pool remembers): a copy 26 tokens into its source has shown what 26 accepted drafts
         would, whether the tokens came from drafts or from plain steps."""
         remembered = min(float(run), _POOL_MEMORY)
-        if self._pooled_from(remembered, remembered) > self.pooled():
-            self.pool_hits = self.pool_seen = remembered
+        self._raise_pool(remembered, remembered)
+
+    def _raise_pool(self, hits: float, seen: float) -> None:
+        """Take these pooled counts where, with this source's prior, they say more is
+        accepted than this source's own."""
+        if self._pooled_from(hits, seen) > self.pooled():
+            self.pool_hits, self.pool_seen = hits, seen
             self._estimate()
 
     def _estimate(self) -> None:

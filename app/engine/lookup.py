@@ -53,8 +53,6 @@ def _agreement(context: list[int], start: int, n: int) -> int:
     a, b = a - before, b - before  # the first disagreement
     beyond = 0
     for skip_context, skip_source in _EDIT_SKIPS:
-        if a - skip_source < 0:
-            continue
         run = _run_back(context, a - skip_source, b - skip_context,
                         _AGREEMENT_WINDOW - before)
         if run >= _AGREE_PAST_EDIT:
@@ -66,8 +64,13 @@ def _agreement(context: list[int], start: int, n: int) -> int:
 class Match:
     start: int  # where the proposed continuation starts in the context
     anchor: int  # how many context tokens before it agree with the context's last ones
-    # found past an edit the target just made (NgramDrafter._past_edit), not by an n-gram
-    past_edit: bool = False
+    # found past an edit the target just made (NgramDrafter._past_edit), not by an n-gram:
+    # the source tokens it replaced and its own
+    edit: tuple[tuple[int, ...], tuple[int, ...]] | None = None
+
+    @property
+    def past_edit(self) -> bool:
+        return self.edit is not None
 
 
 _FENCE = "```"
@@ -176,7 +179,6 @@ class NgramDrafter:
         if span not in self._index:
             return None
         found = None
-        edit: tuple[tuple[int, ...], tuple[int, ...]] = ((), ())
         for skip_context, skip_source in _EDIT_SKIPS:
             if skip_context == 0 or len(context) < skip_context + span + 1:
                 continue
@@ -189,10 +191,10 @@ class NgramDrafter:
                     continue
                 anchor = span + _run_back(context, s - 1, end - span - 1, _AGREEMENT_WINDOW)
                 if anchor >= _STRONG_ANCHOR and (found is None or anchor > found.anchor):
-                    found = Match(resume, anchor, past_edit=True)
-                    edit = (tuple(replaced), tuple(context[end:]))
-        if edit[0]:
-            self._renames[edit[0]] = edit[1]
+                    found = Match(resume, anchor, (tuple(replaced), tuple(context[end:])))
+        if found is not None and found.edit is not None and found.edit[0]:
+            old, new = found.edit  # an insertion replaced nothing: nothing to make again
+            self._renames[old] = new
         return found
 
     def _ends_block(self, edit_and_next: list[int]) -> bool:
