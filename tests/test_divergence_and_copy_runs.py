@@ -118,6 +118,26 @@ def test_a_copy_goes_on_past_a_rename_and_makes_it_again():
     assert NgramDrafter().source_for(closed) == "ngram-edit"
 
 
+def test_a_copy_is_found_again_where_two_edits_meet_by_undoing_the_renames():
+    """`{"subtotal": subtotal` where the source reads `{"total": total`: the edits are a
+    token apart, so neither an n-gram nor one skipped edit finds the source; with the
+    renames undone the context's tail is the source's, and the copy goes on renamed."""
+    old, new, old2, new2 = 50, 60, 51, 61
+    head, middle, tail = list(range(100, 110)), list(range(200, 210)), list(range(300, 310))
+    source = [*head, old, *middle, 7, old2, 8, old, *tail, old]
+    drafter = NgramDrafter()
+    context = [1, 2, 3, *source, 4, 5, *head, new]
+    assert drafter.source_for(context) == "ngram-edit"  # learns old -> new
+    context += [*middle, 7, new2]
+    assert drafter.source_for(context) == "ngram-edit"  # learns old2 -> new2
+    context += [8, new]
+    assert drafter.source_for(context) == "ngram"
+    draft = drafter.propose(context, 11, SamplingParams(), np.random.default_rng()).tokens
+    assert draft == [*tail, new]
+    # a drafter that knows no renames finds no copy there
+    assert NgramDrafter().source_for(context) != "ngram"
+
+
 def test_a_copy_counts_the_tokens_it_would_have_predicted_as_evidence():
     line = list(range(100, 160))
     drafter = NgramDrafter()

@@ -45,6 +45,30 @@ def _run_back(context: list[int], a: int, b: int, limit: int) -> int:
     return count
 
 
+def _run_back_between(context: list[int], a: int, other: list[int], b: int) -> int:
+    """How many tokens agree going back from context[a] and other[b]."""
+    count = 0
+    while a >= 0 and b >= 0 and count < _AGREEMENT_WINDOW and context[a] == other[b]:
+        a, b, count = a - 1, b - 1, count + 1
+    return count
+
+
+def _replaced(tokens: list[int], edits: dict[tuple[int, ...], tuple[int, ...]]) -> list[int]:
+    """The tokens with each occurrence of a key replaced by its value, left to right."""
+    out: list[int] = []
+    i = 0
+    while i < len(tokens):
+        for old, new in edits.items():
+            if tuple(tokens[i : i + len(old)]) == old:
+                out.extend(new)
+                i += len(old)
+                break
+        else:
+            out.append(tokens[i])
+            i += 1
+    return out
+
+
 def _agreement(context: list[int], start: int, n: int) -> int:
     """How many tokens before an occurrence at `start` equal those before the context's own
     last n tokens, allowing one edit (_EDIT_SKIPS)."""
@@ -165,11 +189,33 @@ class NgramDrafter:
                 found = Match(best + n, n + agree)
                 break
         if found is None or found.anchor < _STRONG_ANCHOR:
-            resumed = self._past_edit(context)
+            resumed = self._past_edit(context) or self._through_renames(context)
             if resumed is not None:
                 found = resumed
         self._last = (len(context), found)
         return found
+
+    def _through_renames(self, context: list[int]) -> Match | None:
+        """The copy the context continues once the edits the target made are undone in its
+        last tokens: where a renamed name meets another edit within a few tokens (a rename
+        that also reached a string key, `{"subtotal": subtotal`), neither an n-gram nor one
+        skipped edit finds the source, which reads `{"total": total`. Found there, the
+        continuation has the renames applied again by _continuation."""
+        if not self._renames:
+            return None
+        tail = context[-_AGREEMENT_WINDOW:]
+        undone = _replaced(tail, {new: old for old, new in self._renames.items() if new})
+        if undone == tail:
+            return None
+        found = None
+        for n in range(min(self.n_max, len(undone) - 1), self.n_min - 1, -1):
+            for s in self._index[n].get(tuple(undone[-n:]), []):
+                anchor = n + _run_back_between(context, s - 1, undone, len(undone) - n - 1)
+                if found is None or anchor > found.anchor:
+                    found = Match(s + n, anchor)
+            if found is not None:
+                break
+        return found if found is not None and found.anchor >= _STRONG_ANCHOR else None
 
     def _past_edit(self, context: list[int]) -> Match | None:
         """Where a copy goes on after the target replaced its last one or two tokens (a
@@ -261,20 +307,7 @@ class NgramDrafter:
 
     def _renamed(self, tokens: list[int]) -> list[int]:
         """The tokens with every edit the target made to a copy applied again."""
-        if not self._renames:
-            return tokens
-        out: list[int] = []
-        i = 0
-        while i < len(tokens):
-            for old, new in self._renames.items():
-                if tuple(tokens[i : i + len(old)]) == old:
-                    out.extend(new)
-                    i += len(old)
-                    break
-            else:
-                out.append(tokens[i])
-                i += 1
-        return out
+        return _replaced(tokens, self._renames) if self._renames else tokens
 
 
 class HybridDrafter:
