@@ -31,14 +31,20 @@ def calibration_sizes(draft_max: int) -> list[int]:
 
 
 def measure_verify_curve(
-    model: LanguageModel, sizes: list[int], repeats: int = 2
+    model: LanguageModel, sizes: list[int], repeats: int = 3
 ) -> VerifyCostCurve:
-    """Time extend(n tokens, n logits) after a short context, best of `repeats` runs."""
+    """Time extend(n tokens, n logits) after a short context, best of `repeats` runs.
+
+    The warm-up pass is as large as the largest size: the first pass of a new size grows
+    llama.cpp's compute buffers, and a size timed only with that cost (or in a moment of
+    load: best of 2 was not enough here) prices a long draft out for every later run, since
+    the controller never drafts that long to see its live cost."""
     filler = (model.tokenize("def main():\n    total = 0\n    for i in range(10):\n") * 8)
     context = filler[:_CONTEXT_TOKENS]
     model.truncate(0)
     model.extend(context, 0)
-    model.extend(context[:2], 2)  # warm-up: first decodes allocate buffers
+    largest = max(sizes)
+    model.extend((context * (largest // len(context) + 1))[:largest], largest)
     model.truncate(len(context))
     curve = VerifyCostCurve()
     for n in sizes:
@@ -64,7 +70,7 @@ def _busy() -> bool:
 
 
 def _key(model: LanguageModel) -> str:
-    return f"v2|{model_key(model)}|{os.cpu_count()}"
+    return f"v3|{model_key(model)}|{os.cpu_count()}"
 
 
 def cached_verify_curve(model: LanguageModel, draft_max: int) -> VerifyCostCurve:
