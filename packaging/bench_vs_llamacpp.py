@@ -209,8 +209,9 @@ def draft_model_rows(args: argparse.Namespace, exact: bool) -> dict[str, Any]:
 
 
 def plain_rows(args: argparse.Namespace, tools: Path) -> tuple[dict[str, Any], dict[str, Any]]:
-    """DraftLens plain decoding on the code prompts and llama-bench tg, interleaved round by
-    round (as the edit task: the machine drifts); each side's rate over all rounds."""
+    """DraftLens plain decoding on each code prompt, each followed (or, every other round,
+    preceded) by llama-bench tg of as many tokens: pairs a few seconds apart, since this
+    machine's speed drifts by 10-20% within a minute. Each side's rate over all rounds."""
     rounds = 2 if args.quick else 3
     n_code = 64 if args.quick else 128
     pair = load_pair(ModelSpec(target=args.target, n_threads=args.threads,
@@ -222,15 +223,19 @@ def plain_rows(args: argparse.Namespace, tools: Path) -> tuple[dict[str, Any], d
         mine, theirs = Tally(), []
         per_round = []
         for round_index in range(rounds):
-            before = (mine.tokens, mine.seconds)
+            before = (mine.tokens, mine.seconds, len(theirs))
             for prompt_ids in code:
-                timed_run(pair, DecodeConfig(n_predict=n_code, sampling=greedy), prompt_ids,
-                          True, mine)
-            theirs.append(llama_bench_tg(tools, args.target, args.threads, n_code, 1))
+                runs = [lambda ids=prompt_ids: timed_run(
+                            pair, DecodeConfig(n_predict=n_code, sampling=greedy), ids, True,
+                            mine),
+                        lambda: theirs.append(
+                            llama_bench_tg(tools, args.target, args.threads, n_code, 1))]
+                for run in runs if round_index % 2 == 0 else runs[::-1]:
+                    run()
             per_round.append({"DraftLens": (mine.tokens - before[0]) / (mine.seconds - before[1]),
-                              "llama-bench": theirs[-1]})
+                              "llama-bench": statistics.mean(theirs[before[2]:])})
             log(f"  plain round {round_index + 1}: DraftLens {per_round[-1]['DraftLens']:.1f}, "
-                f"llama-bench tg{n_code} {theirs[-1]:.1f} tok/s")
+                f"llama-bench tg{n_code} {per_round[-1]['llama-bench']:.1f} tok/s")
     finally:
         pair.close()
     return ({"plain_tok_s": mine.tok_s, "rounds": per_round},
