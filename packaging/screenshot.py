@@ -45,6 +45,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                              "that have it, where a 0.5B draft pays)")
     parser.add_argument("--ended-on-confidence", action="store_true",
                         help="show a step whose draft the draft's confidence ended (adaptive)")
+    parser.add_argument("--edit", metavar="TASK",
+                        help="n-gram lookup on one of the bench's edit tasks, as a chat "
+                             "(e.g. 'rename a variable (7 uses)'); adaptive k up to --draft-max")
     parser.add_argument("--theme", default="light", choices=("light", "dark", "system"))
     parser.add_argument("--dark", action="store_true", help="also write <out>-dark.png")
     parser.add_argument("--width", type=int, default=1600)
@@ -83,8 +86,19 @@ def pick_confidence_step(window: MainWindow) -> int | None:
     return max(steps, key=lambda s: (s.k, -s.index)).index if steps else None
 
 
+def _edit_tasks() -> list[str]:
+    from app.cli.bench import EDIT_PROMPTS
+
+    return list(EDIT_PROMPTS)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    if args.edit and args.edit not in _edit_tasks():
+        print(f"no edit task {args.edit!r}; the tasks are: " + ", ".join(_edit_tasks()),
+              file=sys.stderr)
+        return 2
+    from app.cli.bench import EDIT_PROMPTS
     from app.models.demo import demo_installed
     from app.settings import Settings
     from ui.app import make_application, wait_until
@@ -103,10 +117,13 @@ def main(argv: list[str] | None = None) -> int:
         window.error_shown.connect(errors.append)
         window.set_theme(args.theme)
         window.show_workspace()
-        window.picker.set_pair(replace(demo_pair(), backend=args.backend))
+        pair = replace(demo_pair(), backend=args.backend)
+        if args.edit:
+            pair = replace(pair, draft="", ngram=True)
+        window.picker.set_pair(pair)
         panel = window.decode
-        panel.prompt.setPlainText(args.prompt)
-        panel.chat.setChecked(False)
+        panel.prompt.setPlainText(EDIT_PROMPTS[args.edit] if args.edit else args.prompt)
+        panel.chat.setChecked(bool(args.edit))
         panel.max_new.setValue(args.tokens)
         panel.draft_max.setValue(args.draft_max)
         panel.tree_width.setValue(args.tree_width)
