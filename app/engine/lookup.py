@@ -39,16 +39,13 @@ _RENAME_SLACK = 8
 
 def _run_back(context: list[int], a: int, b: int, limit: int) -> int:
     """How many tokens agree going back from context[a] and context[b] (at most limit)."""
-    count = 0
-    while count < limit and a >= 0 and context[a] == context[b]:
-        a, b, count = a - 1, b - 1, count + 1
-    return count
+    return _run_back_between(context, a, context, b, limit)
 
 
-def _run_back_between(context: list[int], a: int, other: list[int], b: int) -> int:
-    """How many tokens agree going back from context[a] and other[b]."""
+def _run_back_between(one: list[int], a: int, other: list[int], b: int, limit: int) -> int:
+    """How many tokens agree going back from one[a] and other[b] (at most limit)."""
     count = 0
-    while a >= 0 and b >= 0 and count < _AGREEMENT_WINDOW and context[a] == other[b]:
+    while count < limit and a >= 0 and b >= 0 and one[a] == other[b]:
         a, b, count = a - 1, b - 1, count + 1
     return count
 
@@ -210,7 +207,8 @@ class NgramDrafter:
         found = None
         for n in range(min(self.n_max, len(undone) - 1), self.n_min - 1, -1):
             for s in self._index[n].get(tuple(undone[-n:]), []):
-                anchor = n + _run_back_between(context, s - 1, undone, len(undone) - n - 1)
+                anchor = n + _run_back_between(context, s - 1, undone, len(undone) - n - 1,
+                                                _AGREEMENT_WINDOW)
                 if found is None or anchor > found.anchor:
                     found = Match(s + n, anchor)
             if found is not None:
