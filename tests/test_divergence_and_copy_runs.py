@@ -136,6 +136,17 @@ def test_a_copy_is_found_again_where_two_edits_meet_by_undoing_the_renames():
     assert draft == [*tail, new]
     # a drafter that knows no renames finds no copy there
     assert NgramDrafter().source_for(context) != "ngram"
+    # a tree drafts from the same match first
+    assert drafter.ranked_matches(context)[0] == drafter.find(context).start
+    # a two-token name for a one-token one: the undone tail is shorter than the context's
+    drafter = NgramDrafter()
+    context = [1, 2, 3, *source, 4, 5, *head, 60, 61]
+    assert drafter.source_for(context) == "ngram-edit"
+    context += [*middle, 7, new2]
+    assert drafter.source_for(context) == "ngram-edit"
+    context += [8, 60, 61]
+    assert drafter.propose(context, 11, SamplingParams(), np.random.default_rng()).tokens == \
+        [*tail, 60]
 
 
 def test_a_copy_counts_the_tokens_it_would_have_predicted_as_evidence():

@@ -51,11 +51,14 @@ def _run_back_between(one: list[int], a: int, other: list[int], b: int, limit: i
 
 
 def _replaced(tokens: list[int], edits: dict[tuple[int, ...], tuple[int, ...]]) -> list[int]:
-    """The tokens with each occurrence of a key replaced by its value, left to right."""
+    """The tokens with each occurrence of a key replaced by its value, left to right, the
+    longest key first where several start at a token (an empty key replaces nothing)."""
+    keys = sorted((old for old in edits if old), key=len, reverse=True)
     out: list[int] = []
     i = 0
     while i < len(tokens):
-        for old, new in edits.items():
+        for old in keys:
+            new = edits[old]
             if tuple(tokens[i : i + len(old)]) == old:
                 out.extend(new)
                 i += len(old)
@@ -84,7 +87,9 @@ def _agreement(context: list[int], start: int, n: int) -> int:
 @dataclass
 class Match:
     start: int  # where the proposed continuation starts in the context
-    anchor: int  # how many context tokens before it agree with the context's last ones
+    # how many tokens before it agree with the context's last ones (with the known renames
+    # undone in the context, for a match found through them)
+    anchor: int
     # found past an edit the target just made (NgramDrafter._past_edit), not by an n-gram:
     # the source tokens it replaced and its own
     edit: tuple[tuple[int, ...], tuple[int, ...]] | None = None
@@ -146,6 +151,7 @@ class NgramDrafter:
         # edits the target made to a copy (source tokens -> its tokens), the latest per source
         # tokens: a copy applies them further on, so a renamed identifier passes every time
         self._renames: dict[tuple[int, ...], tuple[int, ...]] = {}
+        self._undo: dict[tuple[int, ...], tuple[int, ...]] = {}  # _renames inverted
 
     def source_for(self, context: list[int]) -> str:
         found = self.find(context)
@@ -198,15 +204,15 @@ class NgramDrafter:
         that also reached a string key, `{"subtotal": subtotal`), neither an n-gram nor one
         skipped edit finds the source, which reads `{"total": total`. Found there, the
         continuation has the renames applied again by _continuation."""
-        if not self._renames:
-            return None
         tail = context[-_AGREEMENT_WINDOW:]
-        undone = _replaced(tail, {new: old for old, new in self._renames.items() if new})
+        if not self._undo or not {new[0] for new in self._undo}.intersection(tail):
+            return None
+        undone = _replaced(tail, self._undo)
         if undone == tail:
             return None
         found = None
         for n in range(min(self.n_max, len(undone) - 1), self.n_min - 1, -1):
-            for s in self._index[n].get(tuple(undone[-n:]), []):
+            for s in reversed(self._index[n].get(tuple(undone[-n:]), [])):
                 anchor = n + _run_back_between(context, s - 1, undone, len(undone) - n - 1,
                                                 _AGREEMENT_WINDOW)
                 if found is None or anchor > found.anchor:
@@ -239,6 +245,7 @@ class NgramDrafter:
         if found is not None and found.edit is not None and found.edit[0]:
             old, new = found.edit  # an insertion replaced nothing: nothing to make again
             self._renames[old] = new
+            self._undo = {new: old for old, new in self._renames.items()}
         return found
 
     def _ends_block(self, edit_and_next: list[int]) -> bool:
@@ -247,10 +254,11 @@ class NgramDrafter:
         return self.limit is not None and self.limit(edit_and_next) < len(edit_and_next)
 
     def ranked_matches(self, context: list[int]) -> list[int]:
-        """Starts of every remembered continuation, best first: longer n-grams first, then
-        by agreement before the occurrence, the latest first among equals."""
-        self._update(context)
-        ranked: list[int] = []
+        """Starts of every remembered continuation, best first: find()'s match (which may
+        be past an edit or through renames), then longer n-grams first, then by agreement
+        before the occurrence, the latest first among equals."""
+        found = self.find(context)
+        ranked: list[int] = [] if found is None else [found.start]
         for n in range(min(self.n_max, len(context) - 1), self.n_min - 1, -1):
             starts = self._index[n].get(tuple(context[-n:]), [])
             by_agreement = sorted(reversed(starts), key=lambda s: -_agreement(context, s, n))
