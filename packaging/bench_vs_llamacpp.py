@@ -209,9 +209,11 @@ def draft_model_rows(args: argparse.Namespace, exact: bool) -> dict[str, Any]:
 
 
 def plain_rows(args: argparse.Namespace, tools: Path) -> tuple[dict[str, Any], dict[str, Any]]:
-    """DraftLens plain decoding on each code prompt, each followed (or, every other round,
-    preceded) by llama-bench tg of as many tokens: pairs a few seconds apart, since this
-    machine's speed drifts by 10-20% within a minute. Each side's rate over all rounds."""
+    """DraftLens plain decoding on each code prompt paired with llama-bench tg of as many
+    tokens, which goes first alternating pair by pair: pairs a few seconds apart, since this
+    machine's speed drifts by 10-20% within a minute. Each side's rate over all rounds is
+    its tokens over its seconds (for llama-bench's equal-length runs, the harmonic mean of
+    their rates)."""
     rounds = 2 if args.quick else 3
     n_code = 64 if args.quick else 128
     pair = load_pair(ModelSpec(target=args.target, n_threads=args.threads,
@@ -222,6 +224,7 @@ def plain_rows(args: argparse.Namespace, tools: Path) -> tuple[dict[str, Any], d
         timed_run(pair, DecodeConfig(n_predict=4, sampling=greedy), code[0], True, Tally())
         mine, theirs = Tally(), []
         per_round = []
+        pairs = 0
         for round_index in range(rounds):
             before = (mine.tokens, mine.seconds, len(theirs))
             for prompt_ids in code:
@@ -230,16 +233,17 @@ def plain_rows(args: argparse.Namespace, tools: Path) -> tuple[dict[str, Any], d
                             mine),
                         lambda: theirs.append(
                             llama_bench_tg(tools, args.target, args.threads, n_code, 1))]
-                for run in runs if round_index % 2 == 0 else runs[::-1]:
+                for run in runs if pairs % 2 == 0 else runs[::-1]:
                     run()
+                pairs += 1
             per_round.append({"DraftLens": (mine.tokens - before[0]) / (mine.seconds - before[1]),
-                              "llama-bench": statistics.mean(theirs[before[2]:])})
+                              "llama-bench": statistics.harmonic_mean(theirs[before[2]:])})
             log(f"  plain round {round_index + 1}: DraftLens {per_round[-1]['DraftLens']:.1f}, "
                 f"llama-bench tg{n_code} {per_round[-1]['llama-bench']:.1f} tok/s")
     finally:
         pair.close()
     return ({"plain_tok_s": mine.tok_s, "rounds": per_round},
-            {"tok_s": statistics.mean(theirs), "rounds": theirs})
+            {"tok_s": statistics.harmonic_mean(theirs), "runs": theirs})
 
 
 def edit_config() -> DecodeConfig:

@@ -46,8 +46,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--ended-on-confidence", action="store_true",
                         help="show a step whose draft the draft's confidence ended (adaptive)")
     parser.add_argument("--edit", metavar="TASK",
-                        help="n-gram lookup on one of the bench's edit tasks, as a chat "
-                             "(e.g. 'rename a variable (7 uses)'); adaptive k up to --draft-max")
+                        help="n-gram lookup on one of the bench's edit prompts, as a chat "
+                             "(e.g. 'rename a variable (7 uses)'); adaptive k up to --draft-max "
+                             "(the bench uses --draft-max 64 --tokens 200)")
     parser.add_argument("--theme", default="light", choices=("light", "dark", "system"))
     parser.add_argument("--dark", action="store_true", help="also write <out>-dark.png")
     parser.add_argument("--width", type=int, default=1600)
@@ -86,10 +87,10 @@ def pick_confidence_step(window: MainWindow) -> int | None:
     return max(steps, key=lambda s: (s.k, -s.index)).index if steps else None
 
 
-def _edit_tasks() -> list[str]:
+def _edit_tasks() -> dict[str, str]:
     from app.cli.bench import EDIT_PROMPTS
 
-    return list(EDIT_PROMPTS)
+    return EDIT_PROMPTS
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -98,7 +99,6 @@ def main(argv: list[str] | None = None) -> int:
         print(f"no edit task {args.edit!r}; the tasks are: " + ", ".join(_edit_tasks()),
               file=sys.stderr)
         return 2
-    from app.cli.bench import EDIT_PROMPTS
     from app.models.demo import demo_installed
     from app.settings import Settings
     from ui.app import make_application, wait_until
@@ -122,7 +122,7 @@ def main(argv: list[str] | None = None) -> int:
             pair = replace(pair, draft="", ngram=True)
         window.picker.set_pair(pair)
         panel = window.decode
-        panel.prompt.setPlainText(EDIT_PROMPTS[args.edit] if args.edit else args.prompt)
+        panel.prompt.setPlainText(_edit_tasks()[args.edit] if args.edit else args.prompt)
         panel.chat.setChecked(bool(args.edit))
         panel.max_new.setValue(args.tokens)
         panel.draft_max.setValue(args.draft_max)
