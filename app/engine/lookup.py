@@ -180,17 +180,7 @@ class NgramDrafter:
         if self._last[0] == len(context) and self._seen == context:
             return self._last[1]
         self._update(context)
-        found = None
-        for n in range(min(self.n_max, len(context) - 1), self.n_min - 1, -1):
-            starts = self._index[n].get(tuple(context[-n:]))
-            if starts:
-                best, agree = starts[-1], -1
-                for s in reversed(starts):
-                    a = _agreement(context, s, n)
-                    if a > agree:
-                        best, agree = s, a
-                found = Match(best + n, n + agree)
-                break
+        found = self._best_occurrence(context, lambda s, n: _agreement(context, s, n))
         if found is None or found.anchor < _STRONG_ANCHOR:
             resumed = self._past_edit(context) or self._through_renames(context)
             if resumed is not None:
@@ -210,16 +200,24 @@ class NgramDrafter:
         undone = _replaced(tail, self._undo)
         if undone == tail:
             return None
-        found = None
-        for n in range(min(self.n_max, len(undone) - 1), self.n_min - 1, -1):
-            for s in reversed(self._index[n].get(tuple(undone[-n:]), [])):
-                anchor = n + _run_back_between(context, s - 1, undone, len(undone) - n - 1,
-                                                _AGREEMENT_WINDOW)
-                if found is None or anchor > found.anchor:
-                    found = Match(s + n, anchor)
-            if found is not None:
-                break
+        found = self._best_occurrence(undone, lambda s, n: _run_back_between(
+            context, s - 1, undone, len(undone) - n - 1, _AGREEMENT_WINDOW))
         return found if found is not None and found.anchor >= _STRONG_ANCHOR else None
+
+    def _best_occurrence(self, tail: list[int],
+                         agreement: Callable[[int, int], int]) -> Match | None:
+        """The occurrence of the longest indexed n-gram that ends `tail` whose earlier tokens
+        agree longest by `agreement(start, n)`, the latest on a tie."""
+        for n in range(min(self.n_max, len(tail) - 1), self.n_min - 1, -1):
+            starts = self._index[n].get(tuple(tail[-n:]))
+            if starts:
+                best, agree = starts[-1], -1
+                for s in reversed(starts):
+                    a = agreement(s, n)
+                    if a > agree:
+                        best, agree = s, a
+                return Match(best + n, n + agree)
+        return None
 
     def _past_edit(self, context: list[int]) -> Match | None:
         """Where a copy goes on after the target replaced its last one or two tokens (a
