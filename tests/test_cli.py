@@ -59,6 +59,19 @@ def test_bench_json_has_the_documented_keys(gguf_files, capsys):
     assert report["divergences"] == [] and report["divergences_near_ties"] is None
 
 
+def test_bench_gives_each_pair_of_runs_its_own_ratio(gguf_files, capsys):
+    target, draft = gguf_files
+    code, out, _ = run_cli(capsys, "bench", "-m", str(target), "-md", str(draft), "-n", "12",
+                           "-p", "the cat", "-p", "a dog", "--rounds", "2", "--json",
+                           "--exact-kernels")
+    assert code == 0
+    report = json.loads(out)
+    ratios = report["pair_speedups"]
+    assert len(ratios) == 4 and all(r > 0 for r in ratios)
+    # equal tokens per run: the overall ratio is a mean of the pairs' ratios
+    assert min(ratios) - 1e-9 <= report["speedup"] <= max(ratios) + 1e-9
+
+
 def test_models_check_accepts_a_matching_pair(gguf_files, capsys):
     code, out, _ = run_cli(capsys, "models", "check", str(gguf_files[0]), str(gguf_files[1]))
     assert code == 0 and "compatible" in out

@@ -24,6 +24,7 @@ class Tally:
     # per run, when the target is a MarginTap: its top two tokens at each position scored
     tops: list[dict[int, TopTwo]] = field(default_factory=list)
     prompt_lengths: list[int] = field(default_factory=list)
+    run_tok_s: list[float] = field(default_factory=list)  # each run's own rate, in run order
 
     @property
     def tok_s(self) -> float:
@@ -42,7 +43,9 @@ def timed_run(pair: LoadedPair, config: DecodeConfig, prompt_ids: list[int], pla
     start = time.perf_counter()
     for step in session.steps(prompt_ids):
         tally.stats.add(step)
-    tally.seconds += time.perf_counter() - start - session.prefill_seconds
+    seconds = time.perf_counter() - start - session.prefill_seconds
+    tally.seconds += seconds
+    tally.run_tok_s.append(len(session.output_ids) / seconds if seconds > 0 else 0.0)
     tally.prefill_seconds += session.prefill_seconds
     tally.tokens += len(session.output_ids)
     tally.outputs.append(list(session.output_ids))
@@ -50,6 +53,12 @@ def timed_run(pair: LoadedPair, config: DecodeConfig, prompt_ids: list[int], pla
     if isinstance(pair.target, MarginTap):
         tally.tops.append(pair.target.top)
         pair.target.top = {}
+
+
+def pair_ratios(plain: Tally, spec: Tally) -> list[float]:
+    """Each speculative run's rate over the plain run of the same prompt and round (they ran
+    next to each other), so the spread shows how far the machine's drift moves one ratio."""
+    return [s / p for p, s in zip(plain.run_tok_s, spec.run_tok_s, strict=False) if p > 0]
 
 
 def warm_up(pair: LoadedPair, config: DecodeConfig, prompt_ids: list[int]) -> None:

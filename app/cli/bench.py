@@ -10,7 +10,7 @@ import time
 from dataclasses import replace
 from typing import Any
 
-from app.analysis.measure import Tally, alternating, timed_run
+from app.analysis.measure import Tally, alternating, pair_ratios, timed_run
 from app.cli import interrupt
 from app.cli.options import decode_config, model_spec, self_draft_layers
 from app.engine.divergence import MarginTap, explain_divergence
@@ -225,6 +225,7 @@ def bench_report(plain: Tally, spec: Tally, config: DecodeConfig) -> dict[str, A
         "plain_tok_s": plain.tok_s,
         "spec_tok_s": spec.tok_s,
         "speedup": spec.tok_s / plain.tok_s if plain.tok_s else 0.0,
+        "pair_speedups": pair_ratios(plain, spec),
         # as transformers' generate() is timed (--compare-hf): prompt prefill included
         "plain_tok_s_with_prefill": plain.tok_s_with_prefill,
         "spec_tok_s_with_prefill": spec.tok_s_with_prefill,
@@ -322,13 +323,22 @@ def compare_hf(pair: LoadedPair, encoded: list[list[int]], config: DecodeConfig,
     }
 
 
+def pair_spread(report: dict[str, Any]) -> str:
+    """' (pairs 0.94-1.03 over 9)': the lowest and highest ratio of a speculative run to the
+    plain run beside it, or nothing for a single pair."""
+    ratios = report.get("pair_speedups", [])
+    if len(ratios) < 2:
+        return ""
+    return f" (pairs {min(ratios):.2f}-{max(ratios):.2f} over {len(ratios)})"
+
+
 def print_report(report: dict[str, Any]) -> None:
     lines = [
         f"backend {report['backend']} on {report['device']}, drafter: {report['drafter']}, "
         f"{report['prompts']} prompt(s), {report['tokens']} tokens",
         f"{'plain':>22}  {report['plain_tok_s']:8.2f} tok/s",
         f"{'speculative':>22}  {report['spec_tok_s']:8.2f} tok/s",
-        f"{'speedup':>22}  {report['speedup']:8.2f}x",
+        f"{'speedup':>22}  {report['speedup']:8.2f}x{pair_spread(report)}",
         f"{'acceptance (alpha)':>22}  {report['acceptance']:8.3f} ({report['alpha']:.3f})",
         f"{'mean k':>22}  {report['mean_k']:8.2f}  (adaptive: {report['adaptive']})",
         f"{'cost ratio c':>22}  {report['cost_ratio']:8.3f}",
