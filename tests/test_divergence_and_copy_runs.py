@@ -118,6 +118,32 @@ def test_a_copy_goes_on_past_a_rename_and_makes_it_again():
     assert NgramDrafter().source_for(closed) == "ngram-edit"
 
 
+def test_a_two_token_name_renamed_to_one_token_is_learnt_whole():
+    """`get_total` (two tokens) renamed to `total` (one): when the target writes the new
+    name, replacing one old token or both fit equally well; the first guess (one) drafts the
+    old name's second token, and once the target has written the token after the name
+    instead, the rename is corrected to both, so the next use is drafted renamed."""
+    first, second, new = 50, 51, 60
+    head, middle, tail = list(range(100, 110)), list(range(200, 210)), list(range(300, 310))
+    source = [*head, first, second, *middle, first, second, *tail]
+    context = [1, 2, 3, *source, 4, 5, *head, new]
+    drafter = NgramDrafter()
+    rng = np.random.default_rng()
+    assert drafter.source_for(context) == "ngram-edit"
+    guess = drafter.propose(context, 4, SamplingParams(), rng).tokens
+    assert guess in ([second, *middle[:3]], middle[:4])
+    context += middle[:1]  # the target wrote what follows the whole name
+    assert drafter.source_for(context) == "ngram"
+    draft = drafter.propose(context, 12, SamplingParams(), rng).tokens
+    assert draft == [*middle[1:], new, *tail[:2]]
+    # a one-token rename that keeps the second token stays one
+    drafter = NgramDrafter()
+    context = [1, 2, 3, *source, 4, 5, *head, new, second]
+    drafter.source_for(context[:-1])
+    assert drafter.propose(context, 12, SamplingParams(), rng).tokens == \
+        [*middle, new, second]
+
+
 def test_a_copy_is_found_again_where_two_edits_meet_by_undoing_the_renames():
     """`{"subtotal": subtotal` where the source reads `{"total": total`: the edits are a
     token apart, so neither an n-gram nor one skipped edit finds the source; with the

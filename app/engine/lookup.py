@@ -152,6 +152,9 @@ class NgramDrafter:
         # tokens: a copy applies them further on, so a renamed identifier passes every time
         self._renames: dict[tuple[int, ...], tuple[int, ...]] = {}
         self._undo: dict[tuple[int, ...], tuple[int, ...]] = {}  # _renames inverted
+        # the last edit learnt, until the token after it shows where the copy went on:
+        # (where its source tokens start, where its own start, source tokens, its tokens)
+        self._unsettled: tuple[int, int, tuple[int, ...], tuple[int, ...]] | None = None
 
     def source_for(self, context: list[int]) -> str:
         found = self.find(context)
@@ -180,6 +183,7 @@ class NgramDrafter:
         if self._last[0] == len(context) and self._seen == context:
             return self._last[1]
         self._update(context)
+        self._settle_edit(context)
         found = self._best_occurrence(context, lambda s, n: _agreement(context, s, n))
         if found is None or found.anchor < _STRONG_ANCHOR:
             resumed = self._past_edit(context) or self._through_renames(context)
@@ -240,11 +244,40 @@ class NgramDrafter:
                 anchor = span + _run_back(context, s - 1, end - span - 1, _AGREEMENT_WINDOW)
                 if anchor >= _STRONG_ANCHOR and (found is None or anchor > found.anchor):
                     found = Match(resume, anchor, (tuple(replaced), tuple(context[end:])))
-        if found is not None and found.edit is not None and found.edit[0]:
-            old, new = found.edit  # an insertion replaced nothing: nothing to make again
-            self._renames[old] = new
-            self._undo = {new: old for old, new in self._renames.items()}
+        if found is not None and found.edit is not None:
+            old, new = found.edit
+            self._learn_edit(old, new)
+            self._unsettled = (found.start - len(old), len(context) - len(new), old, new)
         return found
+
+    def _learn_edit(self, old: tuple[int, ...], new: tuple[int, ...],
+                    instead_of: tuple[int, ...] | None = None) -> None:
+        """Remember a rename (`instead_of`: a guess of its source tokens it replaces)."""
+        if instead_of is not None and self._renames.get(instead_of) == new:
+            del self._renames[instead_of]
+        if old:  # an insertion replaced nothing: nothing to make again
+            self._renames[old] = new
+        self._undo = {theirs: ours for ours, theirs in self._renames.items()}
+
+    def _settle_edit(self, context: list[int]) -> None:
+        """Replacing one source token or two by the target's may fit the tokens before
+        equally well (`get_total` of two tokens renamed `total` of one); _past_edit takes
+        the first of _EDIT_SKIPS. Once the target has written the token after its edit, the
+        source tokens it replaced are those before that token in the source, and a wrong
+        guess is corrected, so the rename is made right further on."""
+        if self._unsettled is None:
+            return
+        source_at, new_at, old, new = self._unsettled
+        after = new_at + len(new)
+        if len(context) <= after:
+            return
+        self._unsettled = None
+        if context[source_at + len(old)] == context[after]:
+            return
+        for skip in sorted({skip for _, skip in _EDIT_SKIPS} - {len(old)}):
+            if source_at + skip < new_at and context[source_at + skip] == context[after]:
+                self._learn_edit(tuple(context[source_at : source_at + skip]), new, old)
+                return
 
     def _ends_block(self, edit_and_next: list[int]) -> bool:
         """Whether the target's edit closed the block the copy was in (its fence, an end of
