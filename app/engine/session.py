@@ -104,6 +104,11 @@ class Session:
             config.draft_max, config.adaptive, cost_curve,
             draft_cost=drafter.cost_hint if drafter else 0.0,
         )
+        # what the drafter can do, known once: a runtime-Protocol isinstance costs ~15 us
+        self._copying = drafter if isinstance(drafter, CopyingDrafter) else None
+        self._hidden_fed = drafter if isinstance(drafter, TargetHiddenDrafter) else None
+        self._tree_drafter = (drafter if config.tree_width > 1 and self._hidden_fed is None
+                              and isinstance(drafter, TreeDrafter) else None)
         self.rng = np.random.default_rng(config.sampling.seed)
         self.output_ids: list[int] = []
         self.stats = RunStats()
@@ -170,11 +175,11 @@ class Session:
         if self.drafter is not None:
             source = self.drafter.source_for(context)
             copied = 0
-            if isinstance(self.drafter, CopyingDrafter):
+            if self._copying is not None:
                 # only what the target wrote is evidence, not the prompt's own words
-                copied = min(self.drafter.copied(context), len(self.output_ids))
+                copied = min(self._copying.copied(context), len(self.output_ids))
             k = self.controller.next_k(remaining, source, copied)
-        tree_drafter = self._tree_drafter()
+        tree_drafter = self._tree_drafter
         if tree_drafter is not None and k > 0:
             tree = tree_drafter.propose_tree(context, k, self.config.tree_shape, params, self.rng)
             return self._tree_step(context, tree.limited_to_depth(remaining - 1), index, t0)
@@ -186,7 +191,7 @@ class Session:
         draft_tokens = draft.tokens[: max(0, remaining - 1)]
         pending = context[self.target.n_cached :]
         t1 = time.perf_counter()
-        feeds_hidden = self.drafter is not None and isinstance(self.drafter, TargetHiddenDrafter)
+        feeds_hidden = self._hidden_fed is not None
         raw, target_hidden = verify_pass(self.target, [*pending, *draft_tokens],
                                          len(draft_tokens) + 1,
                                          draft.hidden is not None or feeds_hidden)
@@ -208,17 +213,10 @@ class Session:
                                    len(pending) + len(draft_tokens), (t0, t1, t2))
         if stop is not None and stop.stopped:
             record.stop_chance = stop.chance
-        if feeds_hidden and target_hidden is not None:
-            assert isinstance(self.drafter, TargetHiddenDrafter)
+        if self._hidden_fed is not None and target_hidden is not None:
             # row n_accepted produced the last emitted token
-            self.drafter.take_target_hidden(target_hidden[n_accepted], len(context))
+            self._hidden_fed.take_target_hidden(target_hidden[n_accepted], len(context))
         return record
-
-    def _tree_drafter(self) -> TreeDrafter | None:
-        if (self.config.tree_width > 1 and isinstance(self.drafter, TreeDrafter)
-                and not isinstance(self.drafter, TargetHiddenDrafter)):
-            return self.drafter
-        return None
 
     def _tree_step(self, context: list[int], tree: DraftTree, index: int, t0: float) -> StepRecord:
         """One pass over every node of the tree (after any committed tokens the cache lacks);
