@@ -136,6 +136,16 @@ def test_a_two_token_name_renamed_to_one_token_is_learnt_whole():
     assert drafter.source_for(context) == "ngram"
     draft = drafter.propose(context, 12, SamplingParams(), rng).tokens
     assert draft == [*middle[1:], new, *tail[:2]]
+    # the token after the name is itself one the target renamed earlier (`a` -> 70)
+    a, renamed_a = 52, 70
+    uses = [*head, a, *middle, first, second, a, *tail, first, second, 7, 8, 9]
+    drafter = NgramDrafter()
+    context = [1, 2, 3, *uses, 4, 5, *head, renamed_a]
+    assert drafter.source_for(context) == "ngram-edit"
+    context += [*middle, new]
+    assert drafter.source_for(context) == "ngram-edit"
+    context += [renamed_a, *tail]
+    assert drafter.propose(context, 3, SamplingParams(), rng).tokens == [new, 7, 8]
     # a one-token rename that keeps the second token stays one
     drafter = NgramDrafter()
     context = [1, 2, 3, *source, 4, 5, *head, new, second]

@@ -153,8 +153,10 @@ class NgramDrafter:
         self._renames: dict[tuple[int, ...], tuple[int, ...]] = {}
         self._undo: dict[tuple[int, ...], tuple[int, ...]] = {}  # _renames inverted
         # the last edit learnt, until the token after it shows where the copy went on:
-        # (where its source tokens start, where its own start, source tokens, its tokens)
-        self._unsettled: tuple[int, int, tuple[int, ...], tuple[int, ...]] | None = None
+        # (where its source tokens start, where its own start, source tokens, its tokens,
+        # and what the source tokens were renamed to before it, if anything)
+        self._unsettled: tuple[int, int, tuple[int, ...], tuple[int, ...],
+                               tuple[int, ...] | None] | None = None
 
     def source_for(self, context: list[int]) -> str:
         found = self.find(context)
@@ -246,16 +248,18 @@ class NgramDrafter:
                     found = Match(resume, anchor, (tuple(replaced), tuple(context[end:])))
         if found is not None and found.edit is not None:
             old, new = found.edit
+            self._unsettled = (found.start - len(old), len(context) - len(new), old, new,
+                               self._renames.get(old))
             self._learn_edit(old, new)
-            self._unsettled = (found.start - len(old), len(context) - len(new), old, new)
         return found
 
-    def _learn_edit(self, old: tuple[int, ...], new: tuple[int, ...],
-                    instead_of: tuple[int, ...] | None = None) -> None:
-        """Remember a rename (`instead_of`: a guess of its source tokens it replaces)."""
-        if instead_of is not None and self._renames.get(instead_of) == new:
-            del self._renames[instead_of]
-        if old:  # an insertion replaced nothing: nothing to make again
+    def _learn_edit(self, old: tuple[int, ...], new: tuple[int, ...] | None) -> None:
+        """Remember that the target writes `new` for the source's `old` (None: forget it)."""
+        if not old:  # an insertion replaced nothing: nothing to make again
+            return
+        if new is None:
+            self._renames.pop(old, None)
+        else:
             self._renames[old] = new
         self._undo = {theirs: ours for ours, theirs in self._renames.items()}
 
@@ -263,21 +267,27 @@ class NgramDrafter:
         """Replacing one source token or two by the target's may fit the tokens before
         equally well (`get_total` of two tokens renamed `total` of one); _past_edit takes
         the first of _EDIT_SKIPS. Once the target has written the token after its edit, the
-        source tokens it replaced are those before that token in the source, and a wrong
-        guess is corrected, so the rename is made right further on."""
+        source tokens it replaced are those the source has before that token (renamed as
+        known), and a wrong guess is replaced by them."""
         if self._unsettled is None:
             return
-        source_at, new_at, old, new = self._unsettled
+        source_at, new_at, old, new, before = self._unsettled
         after = new_at + len(new)
         if len(context) <= after:
             return
         self._unsettled = None
-        if context[source_at + len(old)] == context[after]:
-            return
-        for skip in sorted({skip for _, skip in _EDIT_SKIPS} - {len(old)}):
-            if source_at + skip < new_at and context[source_at + skip] == context[after]:
-                self._learn_edit(tuple(context[source_at : source_at + skip]), new, old)
+        self._learn_edit(old, before)  # the guess is judged on the renames known without it
+        skips = sorted({skip for _, skip in _EDIT_SKIPS}, key=lambda skip: skip != len(old))
+        for skip in skips:
+            at = source_at + skip
+            replaced = tuple(context[source_at:at])
+            if at >= new_at or replaced == new:
+                continue
+            following = self._renamed(context[at : min(at + _RENAME_SLACK, new_at)])[0]
+            if following == context[after] and not self._ends_block([*new, following]):
+                self._learn_edit(replaced, new)
                 return
+        self._learn_edit(old, new)  # no skip fits: the copy did not go on; keep the guess
 
     def _ends_block(self, edit_and_next: list[int]) -> bool:
         """Whether the target's edit closed the block the copy was in (its fence, an end of
