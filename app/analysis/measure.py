@@ -58,7 +58,8 @@ def timed_run(pair: LoadedPair, config: DecodeConfig, prompt_ids: list[int], pla
 def pair_ratios(plain: Tally, spec: Tally) -> list[float]:
     """Each speculative run's rate over the plain run of the same prompt and round (they ran
     next to each other), so the spread shows how far the machine's drift moves one ratio."""
-    return [s / p for p, s in zip(plain.run_tok_s, spec.run_tok_s, strict=False) if p > 0]
+    return [s / p for p, s in zip(plain.run_tok_s, spec.run_tok_s, strict=False)
+            if p > 0 and s > 0]
 
 
 def warm_up(pair: LoadedPair, config: DecodeConfig, prompt_ids: list[int]) -> None:
