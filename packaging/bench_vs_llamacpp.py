@@ -45,6 +45,7 @@ from app.cli.bench import (  # noqa: E402
     bench_report,
     divergence_line,
     divergence_report,
+    pair_spread,
 )
 from app.engine.divergence import MarginTap  # noqa: E402
 from app.engine.sampling import SamplingParams  # noqa: E402
@@ -403,10 +404,7 @@ def llamacpp_rows(args: argparse.Namespace, tools: Path) -> dict[str, Any]:
 def speedup_cell(row: dict[str, Any]) -> str:
     """The speedup over plain, the spread of its pairs, and a row that never drafted named as
     plain decoding (its ratio to plain is the machine's noise)."""
-    ratios = row.get("pair_speedups", [])
-    cell = f"{row['speedup']:.2f}×"
-    if len(ratios) > 1:
-        cell += f" (pairs {min(ratios):.2f}–{max(ratios):.2f})"
+    cell = f"{row['speedup']:.2f}×{pair_spread(row)}"
     if row.get("speculative_step_share") == 0:
         cell += ", k = 0 at every step: plain decoding"
     return cell
