@@ -42,6 +42,22 @@ def test_picker_lists_found_models_and_compatible_drafts_first(qtbot, every_stor
     assert picker.blocking_reason() == ""
 
 
+def test_a_target_chosen_while_the_scan_runs_keeps_the_scan(qtbot, every_store):  # noqa: F811
+    """As at start-up, where the last pair is set while the machine is being scanned: the
+    scan's models still fill the list, and the target's drafts are judged among them."""
+    picker = PairPicker()
+    qtbot.addWidget(picker)
+    picker.set_model_folders(load_settings().model_folders)
+    target = find_model("own-target.gguf", discover_models())
+    picker.rescan_models()
+    picker.target.set_path(str(target))  # before the scan's result can arrive
+    qtbot.waitUntil(lambda: not picker.browser.scanning, timeout=30000)
+    assert len(picker.found_targets.entries()) == 8
+    qtbot.waitUntil(lambda: "compatible draft" in picker.found_drafts.itemText(0),
+                    timeout=30000)
+    assert any(text.startswith("✓") for text, _ in picker.found_drafts.entries())
+
+
 def test_folders_dialog_adds_and_removes(qtbot, tmp_path):
     dialog = FoldersDialog(["/models/a"])
     qtbot.addWidget(dialog)

@@ -98,18 +98,21 @@ class ModelBrowser:
         self.folders: list[str] = []
         self.models: list[FoundModel] = []
         self._target = ""
-        self._generation = 0
+        # one count per kind of request, so a newer one of a kind drops an older's result: a
+        # target set while the machine is scanned must not drop the scan's
+        self._scans = 0
+        self._verdicts = 0
         self.scanning = False
 
     def rescan(self) -> None:
-        self._generation += 1
-        generation = self._generation
+        self._scans += 1
+        scan = self._scans
         folders = list(self.folders)
         self.scanning = True
         self.targets.show_models([], "looking for models on this machine…")
 
         def done(models: list[FoundModel] | None, error: BaseException | None) -> None:
-            if generation != self._generation or not isValid(self.targets):
+            if scan != self._scans or not isValid(self.targets):
                 return
             self.scanning = False
             self.models = models or []
@@ -124,8 +127,8 @@ class ModelBrowser:
         if target == self._target and not force:
             return
         self._target = target
-        self._generation += 1
-        generation = self._generation
+        self._verdicts += 1
+        request = self._verdicts
         if not target or not Path(target).exists():
             self.drafts.show_models([], "choose a target to see its drafts")
             return
@@ -133,7 +136,7 @@ class ModelBrowser:
         self.drafts.show_models([], "checking vocabularies…")
 
         def done(verdicts: list[DraftVerdict] | None, error: BaseException | None) -> None:
-            if generation != self._generation or not isValid(self.drafts):
+            if request != self._verdicts or not isValid(self.drafts):
                 return
             if error is not None or verdicts is None:
                 self.drafts.show_models([], f"⚠ cannot read the target: {error}")
