@@ -25,11 +25,19 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QColor, QFont, QPaintEvent
-from PySide6.QtWidgets import QGraphicsItem, QGridLayout, QLabel, QStackedLayout, QWidget
+from PySide6.QtWidgets import (
+    QGraphicsItem,
+    QGridLayout,
+    QLabel,
+    QStackedLayout,
+    QVBoxLayout,
+    QWidget,
+)
 
 from app.analysis.cost import PairCosts, predicted_curve
 from app.engine.metrics import expected_tokens_per_pass, theory_speedup
-from ui.run_data import RunData
+from ui.plain_notice import PlainRunNotice
+from ui.run_data import RunData, run_costs
 from ui.theme import LIGHT, Colours
 
 WINDOW = 8  # steps in the rolling tok/s and acceptance
@@ -85,7 +93,14 @@ class ChartsPanel(QWidget):
         self._stack.addWidget(self.placeholder)
         self._stack.addWidget(self.plots_widget)
         self.costs: PairCosts | None = None
-        self._grid = QGridLayout(self.plots_widget)
+        self.notice = PlainRunNotice()  # above the acceptance charts a plain run leaves empty
+        grid_widget = QWidget()
+        column = QVBoxLayout(self.plots_widget)
+        column.setContentsMargins(0, 0, 0, 0)
+        column.setSpacing(2)
+        column.addWidget(self.notice)
+        column.addWidget(grid_widget, 1)
+        self._grid = QGridLayout(grid_widget)
         self._grid.setContentsMargins(0, 0, 0, 0)
         self._grid.setSpacing(0)
         self._last_redraw = 0.0
@@ -334,38 +349,45 @@ class ChartsPanel(QWidget):
             self._fit("theory", 0.0, 1.0, 0.0, 1.2)
             return
         stats = run.stats
-        t_target = baseline.stats.plain_step_time if baseline else None
-        if t_target is None and stats.plain_step_time is None and self.costs is not None:
-            t_target = self.costs.curve.cost(1)  # no plain step in this run: the calibrated one
-        summary = stats.summary(t_target)
-        alpha, k = summary["alpha"], summary["mean_k"]
-        c = summary.get("cost_ratio")
+        alpha, k = stats.alpha, stats.mean_k
+        live = run_costs(self.costs, run)
+        if live is not None and live.t_plain > 0:
+            # a plain step and a draft token from the same run (medians), or measured in turns
+            t_target: float | None = live.t_plain
+            t_draft = live.t_draft
+        else:  # an opened trace, no pair loaded: the run's own means
+            t_target = baseline.stats.plain_step_time if baseline else None
+            t_target = t_target or stats.plain_step_time
+            t_draft = stats.draft_time_per_token
+        c = t_draft / t_target if t_target else None
+        theory_at_alpha = 0.0
         if c is not None:
             curve = [theory_speedup(a, k, c) for a in _ALPHAS]
-            self.theory_point.setData([alpha], [summary["theory_speedup"]])
+            theory_at_alpha = theory_speedup(alpha, k, c)
+            self.theory_point.setData([alpha], [theory_at_alpha])
             self._set_texts(plot, "speedup: theory, cost model, measured", "speedup ×",
                             f"α   (k = {k:.1f}, c = {c:.2f})")
         else:
             curve = [expected_tokens_per_pass(a, k) for a in _ALPHAS]
-            self.theory_point.setData([alpha], [summary["expected_tokens_per_pass"]])
+            self.theory_point.setData([alpha], [expected_tokens_per_pass(alpha, k)])
             self._set_texts(plot, "tokens per pass: theory E(α, k) vs measured",
                             "tokens / pass", f"α   (k = {k:.1f}; compare for the speedup)")
         self.theory_curve.setData(_ALPHAS, curve)
         predicted: list[float] = []
-        if c is not None and self.costs is not None and k > 0:
-            predicted = predicted_curve(self.costs.curve, summary["t_target"],
-                                        stats.draft_time_per_token, k, list(_ALPHAS))
+        if c is not None and t_target and self.costs is not None and k > 0:
+            predicted = predicted_curve(self.costs.curve, t_target, t_draft, k, list(_ALPHAS))
             self.cost_curve.setData(_ALPHAS, predicted)
         else:
             self.cost_curve.setData([], [])
+        measured: float | None
         if baseline is not None and baseline.stats.tokens_per_second > 0:
             measured = stats.tokens_per_second / baseline.stats.tokens_per_second
         else:
-            measured = summary["tokens_per_pass"] if c is None else None
+            measured = stats.tokens_per_pass if c is None else None
         self.measured_point.setData([alpha] if measured is not None else [],
                                     [measured] if measured is not None else [])
         highest = max(max(curve), max(predicted, default=0.0), 1.0, measured or 0.0,
-                      summary.get("theory_speedup", 0.0))
+                      theory_at_alpha)
         self._fit("theory", 0.0, 1.0, 0.0, highest * 1.1)
 
     def _set_texts(self, plot: pg.PlotItem, title: str, left: str, bottom: str) -> None:

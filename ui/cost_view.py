@@ -93,8 +93,9 @@ class CostPanel(QWidget):
         self.speedup_view.setVisible(on)
 
     def set_costs(self, costs: PairCosts | None) -> None:
-        self.costs = costs
-        self.refresh()
+        if costs != self.costs:
+            self.costs = costs
+            self.refresh()
 
     def set_alpha(self, alpha: float | None, tokens: int = 0) -> None:
         """The acceptance a run measured on `tokens` judged draft tokens (None: not measured,

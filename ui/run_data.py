@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from app.analysis.cost import PairCosts, conditions_now, costs_from_run
 from app.engine.divergence import Divergence
 from app.engine.metrics import RunStats
 from app.engine.records import StepRecord
@@ -20,7 +21,8 @@ from app.engine.trace import MODE_PLAIN, MODE_SPECULATIVE, TraceHeader
 KIND_SPECULATIVE = MODE_SPECULATIVE
 KIND_PLAIN = MODE_PLAIN
 
-COLUMNS = ("t_draft", "t_verify", "t_overhead", "t_total", "emitted", "k", "accepted", "judged")
+COLUMNS = ("t_draft", "t_verify", "t_overhead", "t_total", "emitted", "k", "accepted", "judged",
+           "n_pass")
 
 
 class StepColumns:
@@ -37,7 +39,7 @@ class StepColumns:
             self._data = grown
         self._data[:, self.n] = (
             step.t_draft, step.t_verify, step.t_overhead, step.t_total,
-            len(step.emitted), step.k, step.n_accepted, len(step.tokens),
+            len(step.emitted), step.k, step.n_accepted, len(step.tokens), step.n_pass,
         )  # fmt: skip
         self.n += 1
 
@@ -105,3 +107,35 @@ class RunData:
     @property
     def text(self) -> str:
         return "".join(t for step in self.steps for t in step.emitted_text)
+
+
+def run_costs(costs: PairCosts | None, run: RunData | None) -> PairCosts | None:
+    """The pair's costs from this run's own step timings (medians), where it has them: the
+    figures the cost view and the speedup chart show during and after a run."""
+    if costs is None or run is None or run.columns.n == 0:
+        return costs
+    cols = run.columns
+    where = f"this run's {cols.n} step{'s' if cols.n != 1 else ''}, medians"
+    return costs_from_run(costs, cols["k"], cols["t_draft"], cols["t_verify"], cols["n_pass"],
+                          conditions_now(where))
+
+
+@dataclass(frozen=True)
+class PlainRun:
+    """A run whose adaptive k decoded (almost) every step plainly."""
+
+    steps: int
+    plain_steps: int
+
+
+def adaptive_ran_plainly(run: RunData | None, min_steps: int = 8) -> PlainRun | None:
+    """An adaptive run of at least `min_steps` steps that drafted in under a quarter of them:
+    the step table, the p/q bars and the acceptance charts have (next to) nothing to show."""
+    if run is None or run.kind != KIND_SPECULATIVE or run.header is None:
+        return None
+    if not run.header.settings.get("adaptive"):
+        return None
+    stats = run.stats
+    if stats.steps < min_steps or stats.spec_steps * 4 >= stats.steps:
+        return None
+    return PlainRun(stats.steps, stats.plain_steps)

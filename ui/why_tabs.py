@@ -1,6 +1,11 @@
 """The bottom of the window: the live charts, and beside them the views that say why a run is
 (not) faster and why tokens were rejected — the cost view, the rejection analysis, and the
-sweep / ranking / exactness experiments — under the cost model's one-line verdict."""
+sweep / ranking / exactness experiments — under the cost model's one-line verdict.
+
+The verdict rests on comparable figures: a plain step and a draft token timed in turns when the
+pair loads, then, once a second during a run and when it ends, the run's own step timings
+(medians). Where a run's adaptive k decoded plainly, the notices beside the empty views say why
+in the same figures (ui.plain_notice)."""
 
 from __future__ import annotations
 
@@ -11,8 +16,9 @@ from app.analysis.cost import PairCosts
 from ui.charts import ChartsPanel
 from ui.cost_view import CostPanel
 from ui.experiments import ExperimentsPanel, ExperimentWindow
+from ui.plain_notice import PlainRunNotice
 from ui.rejection_view import RejectionPanel
-from ui.run_data import RunData
+from ui.run_data import RunData, adaptive_ran_plainly, run_costs
 from ui.theme import Colours
 
 REFRESH_MS = 1000
@@ -26,6 +32,8 @@ class WhyTabs(QWidget):
         self.verdict = QLabel("")
         self.verdict.setWordWrap(True)
         self.verdict.setVisible(False)
+        self.pair_costs: PairCosts | None = None  # measured when the pair loaded
+        self.notices: list[PlainRunNotice] = [charts.notice]
         self.cost = CostPanel()
         self.rejections = RejectionPanel()
         self.experiments = ExperimentsPanel(window)
@@ -51,6 +59,7 @@ class WhyTabs(QWidget):
         self.experiments.set_colours(colours)
 
     def set_costs(self, costs: PairCosts) -> None:
+        self.pair_costs = costs
         self.charts.set_costs(costs)
         self.cost.set_costs(costs)
         self._show_verdict()
@@ -63,17 +72,28 @@ class WhyTabs(QWidget):
             self.verdict.setText("<b>Cost view:</b> " + view.verdict())
 
     def _tick(self) -> None:
-        """Once a second: the current tab's view follows the run (skipped when unchanged)."""
-        if self.tabs.currentWidget() in (self.cost, self.rejections):
+        """Once a second: the verdict follows the run's timings; the rejections tab, if on
+        show, its steps."""
+        if self.window.run_control.running or self.tabs.currentWidget() is self.rejections:
             self.refresh()
 
     def refresh(self) -> None:
         run: RunData | None = self.window.run_control.run
+        self._follow_costs(run)
         if run is None:
             self.rejections.reset()
             return
-        if run.stats.spec_steps and not self.window.run_control.running:
-            self.cost.set_alpha(round(run.stats.alpha, 2), run.stats.judged)
-            self._show_verdict()
         if self.tabs.currentWidget() is self.rejections or not self.window.run_control.running:
             self.rejections.show_steps(run.steps)
+
+    def _follow_costs(self, run: RunData | None) -> None:
+        """The cost view from this run's own step timings and acceptance, and the notices."""
+        if self.pair_costs is not None:
+            self.cost.set_costs(run_costs(self.pair_costs, run))
+        if run is not None and run.stats.spec_steps:
+            self.cost.set_alpha(round(run.stats.alpha, 2), run.stats.judged)
+        self._show_verdict()
+        plain = adaptive_ran_plainly(run)
+        run_k = int(run.header.settings.get("draft_max", 0)) if run and run.header else 0
+        for notice in self.notices:
+            notice.show_reason(plain, self.cost.view_data, run_k)

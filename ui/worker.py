@@ -211,7 +211,7 @@ class RunWorker(QObject):
         self.loaded.emit(LoadInfo(pair.target.name, draft_name, pair.target.backend,
                                   pair.target.device, tuple(pair.warnings)))
         if pair.draft is not None or spec.ngram:
-            self.progress.emit("measuring what a verify pass costs on this device")
+            self.progress.emit("timing a target step and a draft step side by side")
             self.costs.emit(measure_pair_costs(pair))
         return pair
 

@@ -8,6 +8,7 @@ cached; during a run the controller keeps refining it from live steps.
 from __future__ import annotations
 
 import os
+import statistics
 import time
 
 from app.engine.adaptive import VerifyCostCurve
@@ -30,17 +31,22 @@ def calibration_sizes(draft_max: int) -> list[int]:
     return wanted
 
 
+def _context(model: LanguageModel) -> list[int]:
+    filler = (model.tokenize("def main():\n    total = 0\n    for i in range(10):\n") * 8)
+    return filler[:_CONTEXT_TOKENS]
+
+
 def measure_verify_curve(
-    model: LanguageModel, sizes: list[int], repeats: int = 3
+    model: LanguageModel, sizes: list[int], repeats: int = 5
 ) -> VerifyCostCurve:
-    """Time extend(n tokens, n logits) after a short context, best of `repeats` runs.
+    """Time extend(n tokens, n logits) after a short context: the median of `repeats` runs
+    (one draw, or the best of a few, is what a moment of load or of luck made it).
 
     The warm-up pass is as large as the largest size: the first pass of a new size grows
     llama.cpp's compute buffers, and a size timed only with that cost (or in a moment of
     load: best of 2 was not enough here) prices a long draft out for every later run, since
     the controller never drafts that long to see its live cost."""
-    filler = (model.tokenize("def main():\n    total = 0\n    for i in range(10):\n") * 8)
-    context = filler[:_CONTEXT_TOKENS]
+    context = _context(model)
     model.truncate(0)
     model.extend(context, 0)
     largest = max(sizes)
@@ -48,14 +54,14 @@ def measure_verify_curve(
     model.truncate(len(context))
     curve = VerifyCostCurve()
     for n in sizes:
-        best = float("inf")
         ids = (context * (n // len(context) + 1))[:n]
+        times = []
         for _ in range(repeats):
             start = time.perf_counter()
             model.extend(ids, n)
-            best = min(best, time.perf_counter() - start)
+            times.append(time.perf_counter() - start)
             model.truncate(len(context))
-        curve.points[n] = best
+        curve.points[n] = statistics.median(times)
     model.truncate(0)
     return curve
 
@@ -70,7 +76,7 @@ def _busy() -> bool:
 
 
 def _key(model: LanguageModel) -> str:
-    return f"v3|{model_key(model)}|{os.cpu_count()}"
+    return f"v4|{model_key(model)}|{os.cpu_count()}"  # v4: medians
 
 
 def cached_verify_curve(model: LanguageModel, draft_max: int) -> VerifyCostCurve:
@@ -92,6 +98,36 @@ def cached_verify_curve(model: LanguageModel, draft_max: int) -> VerifyCostCurve
     return VerifyCostCurve({int(n): float(t) for n, t in entry.items()})
 
 
-def measure_token_cost(model: LanguageModel, repeats: int = 3) -> float:
-    """Seconds for one single-token step of a (draft) model."""
+def measure_token_cost(model: LanguageModel, repeats: int = 5) -> float:
+    """Seconds for one single-token step of a (draft) model (median, after a warm-up)."""
     return measure_verify_curve(model, [1], repeats).cost(1)
+
+
+def measure_step_costs(target: LanguageModel, draft: LanguageModel | None,
+                       rounds: int = 7, warm_up: int = 2) -> tuple[float, float]:
+    """Seconds for one plain target step and one draft-model step (0 without a draft model),
+    timed in turns, so both see the same load: a ratio of one measured now and one cached from
+    a quiet machine says nothing about either model. Each model first takes `warm_up` steps
+    (the first steps after loading allocate buffers); each figure is the median of `rounds`."""
+    models = [m for m in (target, draft) if m is not None]
+    contexts = [_context(m) for m in models]
+    for model, context in zip(models, contexts, strict=True):
+        model.truncate(0)
+        model.extend(context, 0)
+        for _ in range(warm_up):
+            model.extend(context[:1], 1)
+            model.truncate(len(context))
+    times: list[list[float]] = [[] for _ in models]
+    for round_index in range(rounds):
+        order = list(range(len(models)))
+        if round_index % 2:
+            order.reverse()  # neither model always goes first
+        for i in order:
+            start = time.perf_counter()
+            models[i].extend(contexts[i][:1], 1)
+            times[i].append(time.perf_counter() - start)
+            models[i].truncate(len(contexts[i]))
+    for model in models:
+        model.truncate(0)
+    medians = [statistics.median(t) for t in times]
+    return medians[0], (medians[1] if draft is not None else 0.0)
