@@ -226,6 +226,9 @@ class MainWindow(QMainWindow):
     def _make_why_tabs(self) -> None:
         """The bottom tabs need the run control (worker signals), so they come after it."""
         self.why = WhyTabs(self, self.charts)
+        self.why.notices.append(self.inspector.notice)
+        for notice in self.why.notices:
+            notice.watch_draft.connect(self.watch_draft_anyway)
         self.right_split.addWidget(self.why)
         self.right_split.setSizes([520, 400])
         self.run_done.connect(self.why.refresh)
@@ -397,6 +400,14 @@ class MainWindow(QMainWindow):
 
     def stop_run(self) -> None:
         self.run_control.stop_run()
+
+    def watch_draft_anyway(self, k: int) -> None:
+        """Adaptive k decoded plainly: run the same prompt again drafting a fixed k per step."""
+        if self.running or k < 1:
+            return
+        self.decode.adaptive.setChecked(False)
+        self.decode.draft_max.setValue(k)
+        self.start_run()
 
     def flush(self, force: bool = False) -> None:
         """Render what arrived since the last redraw (see RunControl.flush)."""

@@ -27,6 +27,7 @@ from PySide6.QtWidgets import (
 from app.engine.records import Alternative, StepRecord, TokenRecord
 from ui import format as fmt
 from ui.charts import style_legend
+from ui.plain_notice import PlainRunNotice
 from ui.step_table import StepTableModel
 from ui.theme import LIGHT, Colours
 from ui.tree_view import TreeView
@@ -71,6 +72,8 @@ class StepInspector(QWidget):
         layout = QVBoxLayout(self)
         layout.setContentsMargins(4, 4, 4, 4)
         layout.addLayout(top)
+        self.notice = PlainRunNotice()  # where the table and bars stay empty: why
+        layout.addWidget(self.notice)
         layout.addWidget(split, 1)
         self._update_buttons()
 
