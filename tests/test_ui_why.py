@@ -11,18 +11,22 @@ import pytest
 
 pytest.importorskip("pytestqt")
 
+from PySide6.QtCore import QRect  # noqa: E402
+
 from app.settings import Settings  # noqa: E402
 from tests.test_ui_window import choose_pair, dialogs, run, set_decoding  # noqa: E402, F401
-from ui.main_window import MainWindow  # noqa: E402
+from ui.main_window import DEFAULT_SIZE, MainWindow  # noqa: E402
 
 JOB_TIMEOUT_MS = 240_000
 
 
 @pytest.fixture
 def window(qtbot, tmp_path, dialogs):  # noqa: F811
-    """The window at its default size (no saved geometry)."""
+    """The window at its default size (no saved geometry) on a 1920x1080 screen (the offscreen
+    platform's own screen is 800x800, smaller than any the window is made for)."""
     win = MainWindow(Settings(), save_path=tmp_path / "settings.json")
     qtbot.addWidget(win)
+    win.fit_to_screen(DEFAULT_SIZE, QRect(0, 0, 1920, 1080))
     win.show_workspace()
     win.show()
     qtbot.waitExposed(win)

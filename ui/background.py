@@ -9,6 +9,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+import shiboken6
 from PySide6.QtCore import QObject, Signal
 
 
@@ -22,15 +23,18 @@ _live: set[_Relay] = set()
 
 
 def run_in_thread(
-    call: Callable[[], Any], done: Callable[[Any, BaseException | None], None]
+    call: Callable[[], Any], done: Callable[[Any, BaseException | None], None],
+    owner: QObject | None = None,
 ) -> None:
-    """Run `call()` on a daemon thread; then `done(result, error)` on the UI thread."""
+    """Run `call()` on a daemon thread; then `done(result, error)` on the UI thread, unless
+    `owner` (the widget that asked) was deleted meanwhile, e.g. a window closed mid-probe."""
     relay = _Relay()
     _live.add(relay)
 
     def finish(outcome: tuple[Any, BaseException | None]) -> None:
         _live.discard(relay)
-        done(*outcome)
+        if owner is None or shiboken6.isValid(owner):
+            done(*outcome)
         relay.deleteLater()
 
     relay.finished.connect(finish)

@@ -46,6 +46,7 @@ REDRAW_MAX_S = 2.0
 CPU_SHARE = 0.03  # of one core, at most, for chart drawing during a run
 _ALPHAS = np.linspace(0.0, 0.995, 80)
 EMPTY_TEXT = "The live charts fill in when a run starts (or a trace is opened)."
+WAITING_TEXT = "waiting for the first step…"
 
 
 def rolling_ratio(numerator: np.ndarray, denominator: np.ndarray, window: int) -> np.ndarray:
@@ -88,11 +89,13 @@ class ChartsPanel(QWidget):
         # before a run: a sentence instead of empty axes (whose ticks would mean nothing)
         self.placeholder = QLabel(EMPTY_TEXT)
         self.placeholder.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        self.placeholder.setWordWrap(True)
         self.plots_widget = QWidget()
         self._stack = QStackedLayout(self)
         self._stack.addWidget(self.placeholder)
         self._stack.addWidget(self.plots_widget)
         self.costs: PairCosts | None = None
+        self.waiting = False  # a run was started: its first step is on the way
         self.notice = PlainRunNotice()  # above the acceptance charts a plain run leaves empty
         grid_widget = QWidget()
         column = QVBoxLayout(self.plots_widget)
@@ -231,14 +234,24 @@ class ChartsPanel(QWidget):
     def redraw(self, run: RunData | None, baseline: RunData | None) -> None:
         """Every chart, now (idle, paused, or a run just ended)."""
         self._pending = []
-        empty = run is None and baseline is None
-        self._stack.setCurrentWidget(self.placeholder if empty else self.plots_widget)
+        self._show_placeholder_until_data(run, baseline)
         start = time.perf_counter()
         self.paint_clock.seconds = 0.0  # from now on: the repaints this redraw causes
         for part in self._parts():
             part(run, baseline)
         self._last_redraw = time.perf_counter()
         self._redraw_seconds = self._last_redraw - start
+
+    def _show_placeholder_until_data(self, run: RunData | None,
+                                     baseline: RunData | None) -> bool:
+        """A sentence instead of empty axes until a run has its first step (an axis with no
+        data reads '0.0005 tok/s over 0.0008 s'). True while the sentence shows."""
+        empty = all(r is None or r.columns.n == 0 for r in (run, baseline))
+        if empty:
+            waiting = self.waiting or run is not None or baseline is not None
+            self.placeholder.setText(WAITING_TEXT if waiting else EMPTY_TEXT)
+        self._stack.setCurrentWidget(self.placeholder if empty else self.plots_widget)
+        return empty
 
     @property
     def in_round(self) -> bool:
@@ -248,8 +261,8 @@ class ChartsPanel(QWidget):
         """During a run: one chart per call (so each turn of the event loop stays short),
         starting a new round of all of them when one is due. True when a round began."""
         began = False
-        if self._stack.currentWidget() is self.placeholder:
-            self._stack.setCurrentWidget(self.plots_widget)
+        if self._show_placeholder_until_data(run, baseline):
+            return False
         if not self._pending:
             if not self.due():
                 return False

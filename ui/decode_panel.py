@@ -24,6 +24,7 @@ from PySide6.QtWidgets import (
 from app.engine.sampling import SamplingParams
 from app.engine.session import MAX_DRAFT, MAX_TREE_NODES, MAX_TREE_WIDTH, DecodeConfig
 from app.settings import DecodeChoices
+from ui.fit import wrapping_check
 
 
 def _spin(low: int, high: int, value: int, tip: str, special: str = "") -> QSpinBox:
@@ -56,7 +57,7 @@ class DecodePanel(QGroupBox):
         self.prompt = QPlainTextEdit()
         self.prompt.setPlaceholderText("Text to continue from (or a question in chat mode)")
         self.prompt.setMinimumHeight(70)
-        self.chat = QCheckBox("chat mode (apply the target's chat template)")
+        self.chat = QCheckBox()
         self.draft_max = _spin(1, MAX_DRAFT, 8, "k: tokens the draft proposes per verify pass")
         self.draft_min = _spin(0, MAX_DRAFT, 0, "fewest draft tokens worth a verify pass")
         self.adaptive = QCheckBox("adaptive k")
@@ -77,7 +78,7 @@ class DecodePanel(QGroupBox):
         self.top_p = _dspin(0.01, 1.0, 1.0, 0.05, 2, "nucleus: keep tokens up to this mass")
         self.seed = _spin(-1, 2**31 - 1, -1, "random seed for sampling", "random")
         self.max_new = _spin(1, 100000, 128, "stop after this many new tokens")
-        self.compare = QCheckBox("compare with plain decoding")
+        self.compare = QCheckBox()
         self.compare.setToolTip("after the run, decode the same prompt with the target alone "
                                 "and report the speedup and whether the texts are identical")
         self.draft_max.valueChanged.connect(lambda v: self.draft_min.setMaximum(v))
@@ -104,9 +105,13 @@ class DecodePanel(QGroupBox):
                 grid.addWidget(QLabel(label_b), row, 2)
                 grid.addWidget(b, row, 3)
         self.max_new.setToolTip("max new tokens: stop after this many")
-        grid.addWidget(self.compare, len(rows), 0, 1, 4)
+        grid.addWidget(wrapping_check(self.compare, "compare with plain decoding"), len(rows),
+                       0, 1, 4)
 
-        buttons = QHBoxLayout()
+        # Run / Stop / Step: the window keeps them in view below the scrolling panels
+        self.button_bar = QWidget()
+        buttons = QHBoxLayout(self.button_bar)
+        buttons.setContentsMargins(4, 2, 4, 2)
         self.run_button, self.stop_button, self.step_button = (
             self._button(action) for action in (run, stop, step)
         )
@@ -116,9 +121,8 @@ class DecodePanel(QGroupBox):
 
         layout = QVBoxLayout(self)
         layout.addWidget(self.prompt, 1)
-        layout.addWidget(self.chat)
+        layout.addWidget(wrapping_check(self.chat, "chat mode (apply the target's chat template)"))
         layout.addLayout(grid)
-        layout.addLayout(buttons)
 
     @staticmethod
     def _button(action: QAction) -> QToolButton:

@@ -14,7 +14,7 @@ import base64
 from collections.abc import Callable
 from pathlib import Path
 
-from PySide6.QtCore import QByteArray, Qt, QThread, Signal
+from PySide6.QtCore import QByteArray, QRect, QSize, Qt, QThread, Signal
 from PySide6.QtGui import (
     QAction,
     QActionGroup,
@@ -29,7 +29,6 @@ from PySide6.QtWidgets import (
     QMainWindow,
     QMessageBox,
     QProgressBar,
-    QScrollArea,
     QSplitter,
     QStackedWidget,
     QTabWidget,
@@ -44,6 +43,7 @@ from ui.about import show_about
 from ui.charts import ChartsPanel
 from ui.decode_panel import DecodePanel
 from ui.first_run import FirstRunPage
+from ui.fit import FittingScrollArea, fit_window
 from ui.icon import app_icon
 from ui.latency import freeze_heap
 from ui.pair_picker import PairPicker
@@ -54,6 +54,8 @@ from ui.token_view import TokenView
 from ui.trace_files import TraceFiles
 from ui.why_tabs import WhyTabs
 from ui.worker import RunWorker
+
+DEFAULT_SIZE = QSize(1500, 940)  # where the screen has room; see fit_to_screen
 
 
 def demo_pair() -> RecentPair:
@@ -158,11 +160,13 @@ class MainWindow(QMainWindow):
         left_layout.setContentsMargins(4, 4, 4, 4)
         left_layout.addWidget(self.picker)
         left_layout.addWidget(self.decode, 1)
-        scroll = QScrollArea()
-        scroll.setWidget(left)
-        scroll.setWidgetResizable(True)
-        scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
-        scroll.setMinimumWidth(340)
+        scroll = FittingScrollArea(left)  # as wide as the panels need: nothing cut off
+        left_column = QWidget()
+        column = QVBoxLayout(left_column)
+        column.setContentsMargins(0, 0, 0, 0)
+        column.setSpacing(0)
+        column.addWidget(scroll, 1)
+        column.addWidget(self.decode.button_bar)  # Run / Stop / Step always in view
 
         self.text_view = TokenView()
         self.plain_view = TokenView()
@@ -189,10 +193,13 @@ class MainWindow(QMainWindow):
         self.right_split = QSplitter(Qt.Orientation.Vertical)
         self.right_split.addWidget(self.top_split)
         self.main_split = QSplitter(Qt.Orientation.Horizontal)
-        self.main_split.addWidget(scroll)
+        self.main_split.addWidget(left_column)
         self.main_split.addWidget(self.right_split)
+        self.main_split.setStretchFactor(0, 0)
         self.main_split.setStretchFactor(1, 1)
-        self.main_split.setSizes([400, 1100])
+        # the left column as narrow as its panels allow: a small screen's width goes to the
+        # text, the step table and the charts
+        self.main_split.setSizes([scroll.minimumSizeHint().width(), 1100])
         self.splitters = {"main": self.main_split, "right": self.right_split,
                           "top": self.top_split, "inspector": self.inspector.splitter}
 
@@ -266,8 +273,10 @@ class MainWindow(QMainWindow):
         s = self.settings
         if s.window_geometry:
             self.restoreGeometry(QByteArray(base64.b64decode(s.window_geometry)))
+            preferred = self.size()
         else:
-            self.resize(1500, 940)
+            preferred = DEFAULT_SIZE
+        self.fit_to_screen(preferred)
         for name, splitter in self.splitters.items():
             state = s.splitters.get(name)
             if state:
@@ -286,6 +295,17 @@ class MainWindow(QMainWindow):
             self.picker.set_pair(demo)
         if demo is None and not s.recent_pairs:
             self.show_first_run()
+
+    def fit_to_screen(self, preferred: QSize, available: QRect | None = None) -> None:
+        """`preferred`, or as much of it as the screen (by default, the window's) has room for
+        once its panels and taskbars are left out, centred there."""
+        if available is None:
+            screen = self.screen() or QGuiApplication.primaryScreen()
+            if screen is None:
+                self.resize(preferred)
+                return
+            available = screen.availableGeometry()
+        fit_window(self, preferred, available)
 
     def _store_settings(self) -> None:
         s = self.settings

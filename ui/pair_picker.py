@@ -31,6 +31,7 @@ from app.models.loading import ModelSpec, rpc_problem
 from app.models.pair_check import PairCheck, check_pair_files, is_gguf
 from app.settings import RecentPair
 from ui.background import run_in_thread
+from ui.fit import wrapping_check
 from ui.hub_download import HubDownloadDialog
 from ui.model_browser import FoldersDialog, ModelBrowser, ModelChooser
 from ui.theme import LIGHT, Colours
@@ -93,11 +94,15 @@ class PairPicker(QGroupBox):
         super().__init__("Model pair", parent)
         self.target = _PathRow("target model: .gguf file or transformers folder")
         self.draft = _PathRow("draft model (smaller, same tokenizer)")
-        self.ngram = QCheckBox("n-gram / prompt lookup instead of a draft model")
+        self.ngram = QCheckBox()
         self.ngram.setToolTip("drafts by copying what followed the same words earlier in the "
                               "prompt and output (q is one-hot)")
         self.recent = QComboBox()
         self.recent.setToolTip("pairs you ran before")
+        # a long pair name is cut at the panel's edge rather than widening the panel
+        self.recent.setSizeAdjustPolicy(
+            QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
+        self.recent.setMinimumContentsLength(16)
         self.backend = QComboBox()
         self.device = QComboBox()
         self.gpu_layers = QSpinBox()
@@ -113,7 +118,7 @@ class PairPicker(QGroupBox):
         self.download_button = QToolButton(text="Download…")
         self.download_button.setToolTip("a GGUF file from Hugging Face, by repo id")
         self.rpc = QLineEdit()
-        self.rpc.setPlaceholderText("HOST:PORT[,HOST:PORT...] — optional")
+        self.rpc.setPlaceholderText("servers: HOST:PORT,… (optional)")
         self.rpc.setClearButtonEnabled(True)
         self.rpc.setToolTip("llama.cpp: put the target's layers on rpc-servers on these "
                             "machines (start one with: rpc-server -H 0.0.0.0 -p 50052).\n"
@@ -132,14 +137,12 @@ class PairPicker(QGroupBox):
         found.addWidget(self.download_button)
         found.addStretch(1)
         form.addRow("", found)
-        form.addRow("", self.ngram)
+        form.addRow("", wrapping_check(self.ngram,
+                                       "n-gram / prompt lookup instead of a draft model"))
         form.addRow("Backend", self.backend)
-        row = QHBoxLayout()
-        row.addWidget(self.device, 1)
-        row.addWidget(QLabel("GPU layers"))
-        row.addWidget(self.gpu_layers)
-        form.addRow("Device", row)
-        form.addRow("RPC servers", self.rpc)
+        form.addRow("Device", self.device)
+        form.addRow("GPU layers", self.gpu_layers)
+        form.addRow("RPC", self.rpc)
         form.addRow(self.verdict)
         self._colours = LIGHT
         self._tone = "muted"
@@ -200,7 +203,7 @@ class PairPicker(QGroupBox):
     # --- capabilities -------------------------------------------------------------------
     def probe_devices(self) -> None:
         """Ask (off the UI thread) which backends and devices exist; grey out the rest."""
-        run_in_thread(runtimes.probe, self._probed)
+        run_in_thread(runtimes.probe, self._probed, self)
 
     def _probed(self, caps: runtimes.Capabilities | None, error: BaseException | None) -> None:
         if caps is not None:
@@ -363,7 +366,7 @@ class PairPicker(QGroupBox):
             self._show_check()
             self.changed.emit()
 
-        run_in_thread(lambda: check_pair_files(target, draft), done)
+        run_in_thread(lambda: check_pair_files(target, draft), done, self)
 
     def _show_check(self) -> None:
         if self._check_error:

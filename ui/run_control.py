@@ -126,6 +126,7 @@ class RunControl(QObject):
         self.reset_views()
         self.trace_path = None
         self.running = True
+        w.charts.waiting = True
         self.step_mode = step_mode
         self.worker.prepare(step_mode)
         if step_mode:
@@ -273,6 +274,7 @@ class RunControl(QObject):
         w = self.window
         w.busy.setVisible(False)
         self.running = False
+        w.charts.waiting = False
         self.step_mode = False
         self._current = None
         if trace_path and Path(trace_path).exists():

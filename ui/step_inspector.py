@@ -237,6 +237,8 @@ class _AlternativesChart(pg.PlotWidget):
 
     def show_record(self, record: TokenRecord | None, step: StepRecord | None) -> None:
         plot = self.getPlotItem()
+        plot.showAxis("left", record is not None)  # no axes without bars: their ticks
+        plot.showAxis("bottom", record is not None)  # would mean nothing
         if record is None:
             for bar in self.bars:
                 bar.setOpts(x=[], height=[])

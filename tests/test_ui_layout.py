@@ -1,0 +1,134 @@
+"""The window on common laptop and desktop screens (pytest-qt, offscreen, tiny real models): it
+opens within the screen's available geometry, nothing in it is cut off at 1366x768, 1600x900 and
+1920x1080, Run / Stop / Step and Prev / Next stay in view, and the charts say they are waiting
+until a run's first step instead of drawing empty axes."""
+
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("pytestqt")
+
+from PySide6.QtCore import QPoint, QRect, QSize  # noqa: E402
+from PySide6.QtWidgets import (  # noqa: E402
+    QAbstractButton,
+    QAbstractSpinBox,
+    QComboBox,
+    QLabel,
+    QLineEdit,
+    QWidget,
+)
+
+from app.settings import Settings  # noqa: E402
+from tests.test_ui_window import choose_pair, dialogs, run, set_decoding  # noqa: E402, F401
+from ui.charts import EMPTY_TEXT, WAITING_TEXT  # noqa: E402
+from ui.fit import fitted_geometry, window_frame  # noqa: E402
+from ui.main_window import DEFAULT_SIZE, MainWindow  # noqa: E402
+
+SCREENS = [(1366, 768), (1600, 900), (1920, 1080)]
+
+
+@pytest.fixture
+def window(qtbot, tmp_path, dialogs):  # noqa: F811
+    win = MainWindow(Settings(), save_path=tmp_path / "settings.json")
+    qtbot.addWidget(win)
+    win.show_workspace()
+    yield win
+    win.close()
+
+
+def show_on_screen(window, qtbot, width, height):
+    """The window as it opens on a screen of this size (whole screen available)."""
+    window.fit_to_screen(DEFAULT_SIZE, QRect(0, 0, width, height))
+    window.show()
+    qtbot.waitExposed(window)
+    qtbot.wait(50)  # let the layouts settle (word-wrapped labels take a second pass)
+
+
+def cut_off(root: QWidget, window: QWidget) -> list[str]:
+    """Widgets narrower (or lower) than their text needs: buttons, check boxes, unwrapped
+    labels and spin boxes against their size hint; combo boxes and line edits against their
+    minimum (their text may scroll or be cut at a set length)."""
+    found = []
+    for w in root.findChildren(QWidget):
+        if not w.isVisibleTo(window) or isinstance(w.parent(), (QLineEdit, QAbstractSpinBox)):
+            continue  # a line edit's clear button, a spin box's own line edit
+        if isinstance(w, QLabel) and w.wordWrap():
+            hint = QSize(0, w.heightForWidth(w.width()))
+        elif isinstance(w, (QAbstractButton, QLabel, QAbstractSpinBox)):
+            hint = w.sizeHint()
+        elif isinstance(w, (QComboBox, QLineEdit)):
+            hint = w.minimumSizeHint()
+        else:
+            continue
+        if hint.width() > w.width() or hint.height() > w.height() + 1:
+            text = w.text() if hasattr(w, "text") and callable(w.text) else ""
+            found.append(f"{type(w).__name__} {text[:40]!r}: needs {hint.width()}x"
+                         f"{hint.height()}, has {w.width()}x{w.height()}")
+    return found
+
+
+def inside(widget: QWidget, window: QWidget) -> bool:
+    top_left = widget.mapTo(window, QPoint(0, 0))
+    return window.rect().contains(QRect(top_left, widget.size()))
+
+
+def test_the_window_opens_within_a_1366x768_screen(window):
+    available = QRect(0, 0, 1366, 768)
+    window.fit_to_screen(DEFAULT_SIZE, available)
+    frame = window_frame(window)
+    assert window.width() + frame.width() <= 1366 and window.height() + frame.height() <= 768
+    minimum = window.minimumSizeHint()
+    assert minimum.width() + frame.width() <= 1366 and minimum.height() + frame.height() <= 768
+    # a large screen keeps the default size, centred
+    big = fitted_geometry(DEFAULT_SIZE, QRect(0, 0, 2560, 1440), frame)
+    assert big.size() == DEFAULT_SIZE and big.x() > 0 and big.y() > 0
+
+
+@pytest.mark.parametrize(("width", "height"), SCREENS)
+def test_nothing_is_cut_off_on_common_screens(window, qtbot, width, height):
+    show_on_screen(window, qtbot, width, height)
+    assert cut_off(window, window) == []
+    left = window.picker.parentWidget()  # the panels inside the left scroll area
+    assert left.width() >= left.minimumSizeHint().width()
+    for button in (window.decode.run_button, window.decode.stop_button,
+                   window.decode.step_button, window.inspector.prev_button,
+                   window.inspector.next_button):
+        assert inside(button, window), button.text()
+
+
+def test_after_a_run_at_1366x768_the_step_table_and_notices_fit(window, qtbot, hf_dirs,
+                                                                 dialogs):  # noqa: F811
+    show_on_screen(window, qtbot, 1366, 768)
+    choose_pair(window, qtbot, *hf_dirs)
+    set_decoding(window, tokens=16, k=3)
+    run(window, qtbot)
+    window.why.refresh()
+    qtbot.wait(100)
+    assert dialogs == []
+    table = window.inspector.table
+    header = table.horizontalHeader()
+    widths = [header.sectionSize(i) for i in range(header.count())]
+    assert sum(widths) <= table.viewport().width(), (widths, table.viewport().width())
+    assert cut_off(window, window) == []
+
+
+def test_the_charts_wait_for_the_first_step_instead_of_drawing_empty_axes(window, qtbot,
+                                                                          hf_dirs,
+                                                                          dialogs):  # noqa: F811
+    show_on_screen(window, qtbot, 1366, 768)
+    charts = window.charts
+    assert charts.showing_placeholder and charts.placeholder.text() == EMPTY_TEXT
+    choose_pair(window, qtbot, *hf_dirs)
+    set_decoding(window, tokens=8, k=2)
+    with qtbot.waitSignal(window.run_done, timeout=60_000):
+        window.start_run()
+        window.flush(force=True)  # the pair is still loading: no step yet
+        assert window.run is None or window.run.columns.n == 0
+        assert charts.showing_placeholder and charts.placeholder.text() == WAITING_TEXT
+    window.flush()
+    assert not charts.showing_placeholder and charts.point_counts()["tok_s"] > 0
+    # the p/q chart shows no axes until a draft token is selected
+    window.inspector.table.clearSelection()
+    window.inspector.bars.show_record(None, None)
+    assert not window.inspector.bars.getPlotItem().getAxis("left").isVisible()
