@@ -34,6 +34,18 @@ def window(qtbot, tmp_path, dialogs):  # noqa: F811
     win.close()
 
 
+@pytest.fixture(scope="module")
+def costly_draft_pair(gguf_files, tmp_path_factory):
+    """The tiny target with a draft many times its cost (same vocabulary, other weights):
+    no draft length can pay, as for the demo pair on a 2-core CPU."""
+    from tests.tiny_gguf import write_tiny_gguf
+
+    target, _ = gguf_files
+    draft = write_tiny_gguf(tmp_path_factory.mktemp("costly") / "draft.gguf", seed=1,
+                            n_layer=8, hidden=256)
+    return target, draft
+
+
 def loaded_run(window, qtbot, pair_files, *, k=3, adaptive=False, tokens=20, backend="torch"):
     """A finished run, after the cost view got the pair's costs."""
     choose_pair(window, qtbot, *pair_files, backend=backend)
@@ -70,9 +82,10 @@ def test_after_a_run_the_verdict_rests_on_the_runs_own_step_timings(window, qtbo
     assert dialogs == []
     cols = window.run.columns
     drafting = cols["k"] > 0
-    assert drafting.sum() >= 3
+    steady = drafting & np.concatenate(([False], drafting[:-1]))  # after a drafting step
+    assert steady.sum() >= 3
     view = window.why.cost.view_data
-    expected_draft = float(np.median(cols["t_draft"][drafting] / cols["k"][drafting]))
+    expected_draft = float(np.median(cols["t_draft"][steady] / cols["k"][steady]))
     assert view.t_draft == pytest.approx(expected_draft)
     # no plain step in a fixed-k run: the plain step is the calibrated curve scaled to the
     # run's own verify passes
@@ -85,17 +98,19 @@ def test_after_a_run_the_verdict_rests_on_the_runs_own_step_timings(window, qtbo
     assert f"c = {view.cost_ratio:.2f}" in window.charts.plots["theory"].getAxis("bottom").labelText
 
 
-def test_a_cold_first_draft_step_does_not_decide_the_draft_cost(window, qtbot, hf_dirs,
-                                                                 dialogs):  # noqa: F811
-    loaded_run(window, qtbot, hf_dirs, k=3)
+def test_a_cold_first_draft_step_or_one_slow_step_does_not_decide_the_draft_cost(
+        window, qtbot, hf_dirs, dialogs):  # noqa: F811
+    loaded_run(window, qtbot, hf_dirs, k=3, tokens=40)
     run_data, costs = window.run, window.why.pair_costs
     before = run_costs(costs, run_data)
-    first = next(i for i, s in enumerate(run_data.steps) if s.k > 0)
     cols = run_data.columns
-    cols["t_draft"][first] *= 1000  # the draft model's first, cold step
-    after = run_costs(costs, run_data)
-    assert after.t_draft == pytest.approx(before.t_draft, rel=0.5)
-    assert after.t_draft < 10 * before.t_draft
+    drafting = [i for i, s in enumerate(run_data.steps) if s.k > 0]
+    steady = drafting[1:]  # each after a drafting step (a fixed-k run drafts in every step)
+    highest = max(cols["t_draft"][i] / cols["k"][i] for i in steady)
+    cols["t_draft"][drafting[0]] *= 1000  # the draft model's first, cold step
+    assert run_costs(costs, run_data).t_draft == before.t_draft
+    cols["t_draft"][steady[len(steady) // 2]] *= 1000  # a moment of load mid-run
+    assert run_costs(costs, run_data).t_draft <= highest  # a median: one draw cannot lead it
     mean = float(cols["t_draft"].sum() / cols["k"].sum())
     assert mean > 50 * before.t_draft  # what a mean (the old chart's c) would have said
 
@@ -113,9 +128,9 @@ def test_a_busy_machine_makes_the_figures_provisional(window, qtbot, hf_dirs, di
 
 
 def test_a_plain_adaptive_run_says_why_beside_the_empty_views_and_offers_the_draft(
-        window, qtbot, gguf_files, dialogs):  # noqa: F811
-    # the tiny draft costs what the tiny target costs: no draft length can pay
-    loaded_run(window, qtbot, gguf_files, adaptive=True, k=4, tokens=24, backend="llamacpp")
+        window, qtbot, costly_draft_pair, dialogs):  # noqa: F811
+    loaded_run(window, qtbot, costly_draft_pair, adaptive=True, k=4, tokens=24,
+               backend="llamacpp")
     assert dialogs == []
     stats = window.run.stats
     view = window.why.cost.view_data
@@ -132,9 +147,13 @@ def test_a_plain_adaptive_run_says_why_beside_the_empty_views_and_offers_the_dra
     window.why.refresh()
     assert not window.decode.adaptive.isChecked()
     assert window.decode.draft_max.value() == view.best.k
-    assert window.run.stats.spec_steps == window.run.stats.steps  # every step drafted
+    stats = window.run.stats
+    assert stats.spec_steps >= stats.steps - 1  # every step drafted (the last may not need to)
     assert not window.inspector.notice.isVisible() and not window.charts.notice.isVisible()
+    window.select_step(next(s.index for s in window.run.steps if s.k > 0))
     assert any(row.record is not None for row in window.inspector.model.rows)  # drafts shown
+    p_heights, q_heights, _ = window.inspector.bars.series_heights()
+    assert p_heights and q_heights  # p and q of the selected draft token
 
 
 def test_the_notice_stays_hidden_when_a_run_drafts(window, qtbot, hf_dirs, dialogs):  # noqa: F811
@@ -144,15 +163,17 @@ def test_the_notice_stays_hidden_when_a_run_drafts(window, qtbot, hf_dirs, dialo
 
 
 def test_a_side_the_run_did_not_measure_keeps_the_ratio_measured_at_load(
-        window, qtbot, gguf_files, dialogs):  # noqa: F811
-    loaded_run(window, qtbot, gguf_files, adaptive=True, k=4, tokens=24, backend="llamacpp")
+        window, qtbot, costly_draft_pair, dialogs):  # noqa: F811
+    loaded_run(window, qtbot, costly_draft_pair, adaptive=True, k=4, tokens=24,
+               backend="llamacpp")
     run_data, costs = window.run, window.why.pair_costs
     cols = run_data.columns
     live = run_costs(costs, run_data)
     assert live.t_plain == pytest.approx(float(np.median(cols["t_verify"][cols["k"] == 0])))
     drafting = cols["k"] > 0
-    if drafting.sum() < MIN_RUN_STEPS:  # too few drafting steps: the ratio timed at load
+    steady = drafting & np.concatenate(([False], drafting[:-1]))
+    if steady.sum() < MIN_RUN_STEPS:  # too few drafting steps: the ratio timed at load
         assert live.t_draft / live.t_plain == pytest.approx(costs.t_draft / costs.t_plain)
     else:
-        per_token = cols["t_draft"][drafting] / cols["k"][drafting]
+        per_token = cols["t_draft"][steady] / cols["k"][steady]
         assert live.t_draft == pytest.approx(float(np.median(per_token)))

@@ -237,7 +237,8 @@ class MainWindow(QMainWindow):
         for notice in self.why.notices:
             notice.watch_draft.connect(self.watch_draft_anyway)
         self.right_split.addWidget(self.why)
-        self.right_split.setSizes([520, 400])
+        # about half for the charts: on a 768-pixel screen less cut their axis labels off
+        self.right_split.setSizes([460, 480])
         self.run_done.connect(self.why.refresh)
         # the inspector gets the width its 8 columns need, so u, decision and replacement
         # are not behind a scrollbar at the default window size

@@ -19,8 +19,8 @@ from app.models.loading import LoadedPair
 # acceptance assumed before any run has measured it (the adaptive controller's prior)
 ASSUMED_ALPHA = 0.6
 COST_K_MAX = 16
-# a run's own draft cost is used once this many drafting steps are in: the first one carries
-# the draft model's cold start (20 s once, on a busy machine), which a median of 3 outvotes
+# a run's own figure is used once this many steps measure it (a median of 3 outvotes one
+# outlier, such as a cold first step: 20 s once, on a busy machine)
 MIN_RUN_STEPS = 3
 
 
@@ -93,8 +93,9 @@ def costs_from_run(costs: PairCosts, k: np.ndarray, t_draft: np.ndarray, t_verif
                    n_pass: np.ndarray, conditions: Conditions) -> PairCosts:
     """The same costs from a run's own steps (one entry per step; k = 0 for a plain step):
     the plain step is the median plain step of the run, or else the calibrated curve scaled to
-    the run's verify passes; the draft token is the median over its drafting steps. A side the
-    run has too few steps for keeps the ratio measured when the pair loaded."""
+    the run's verify passes; the draft token is the median over its drafting steps that
+    followed a drafting step. A side the run has too few steps for keeps the ratio measured
+    when the pair loaded."""
     plain = t_verify[k == 0]
     drafting = k > 0
     base = costs.curve.cost(1)
@@ -105,8 +106,12 @@ def costs_from_run(costs: PairCosts, k: np.ndarray, t_draft: np.ndarray, t_verif
         t_plain = base * float(np.median(t_verify[drafting] / calibrated))
     else:
         return costs
-    if drafting.sum() >= MIN_RUN_STEPS and costs.drafter == "draft model":
-        t_draft_token = float(np.median(t_draft[drafting] / k[drafting]))
+    # a draft token's cost from drafting steps that followed a drafting step: a draft model
+    # that sat idle (plain steps, or before the first draft) first re-reads what was emitted
+    # meanwhile, which is no draft token's cost (the first step also carries the cold start)
+    steady = drafting & np.concatenate(([False], drafting[:-1]))
+    if steady.sum() >= MIN_RUN_STEPS and costs.drafter == "draft model":
+        t_draft_token = float(np.median(t_draft[steady] / k[steady]))
     else:
         t_draft_token = costs.t_draft * t_plain / costs.t_plain if costs.t_plain > 0 else 0.0
     return replace(costs, t_plain=t_plain, t_draft=t_draft_token, conditions=conditions)

@@ -37,10 +37,11 @@ def _context(model: LanguageModel) -> list[int]:
 
 
 def measure_verify_curve(
-    model: LanguageModel, sizes: list[int], repeats: int = 5
+    model: LanguageModel, sizes: list[int], repeats: int = 3
 ) -> VerifyCostCurve:
-    """Time extend(n tokens, n logits) after a short context: the median of `repeats` runs
-    (one draw, or the best of a few, is what a moment of load or of luck made it).
+    """Time extend(n tokens, n logits) after a short context: the median of `repeats` rounds
+    over all sizes (one draw, or the best of a few, is what a moment of load or of luck made
+    it).
 
     The warm-up pass is as large as the largest size: the first pass of a new size grows
     llama.cpp's compute buffers, and a size timed only with that cost (or in a moment of
@@ -52,18 +53,18 @@ def measure_verify_curve(
     largest = max(sizes)
     model.extend((context * (largest // len(context) + 1))[:largest], largest)
     model.truncate(len(context))
-    curve = VerifyCostCurve()
-    for n in sizes:
-        ids = (context * (n // len(context) + 1))[:n]
-        times = []
-        for _ in range(repeats):
+    times: dict[int, list[float]] = {n: [] for n in sizes}
+    for repeat in range(repeats):
+        # every size once per round, the order reversed each round: a burst of load then
+        # falls on all sizes alike and moves the level, not the shape, of the curve
+        for n in sizes if repeat % 2 == 0 else reversed(sizes):
+            ids = (context * (n // len(context) + 1))[:n]
             start = time.perf_counter()
             model.extend(ids, n)
-            times.append(time.perf_counter() - start)
+            times[n].append(time.perf_counter() - start)
             model.truncate(len(context))
-        curve.points[n] = statistics.median(times)
     model.truncate(0)
-    return curve
+    return VerifyCostCurve({n: statistics.median(t) for n, t in times.items()})
 
 
 def _busy() -> bool:
@@ -98,7 +99,7 @@ def cached_verify_curve(model: LanguageModel, draft_max: int) -> VerifyCostCurve
     return VerifyCostCurve({int(n): float(t) for n, t in entry.items()})
 
 
-def measure_token_cost(model: LanguageModel, repeats: int = 5) -> float:
+def measure_token_cost(model: LanguageModel, repeats: int = 3) -> float:
     """Seconds for one single-token step of a (draft) model (median, after a warm-up)."""
     return measure_verify_curve(model, [1], repeats).cost(1)
 
