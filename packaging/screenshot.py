@@ -6,6 +6,16 @@
 Starts the window (not offscreen), loads the demo pair, runs a code prompt in compare mode with
 greedy decoding, selects a verify step with a rejection, and writes PNGs of the window
 (`--out`), plus `<out>-charts.png`, `<out>-inspector.png` and, with --dark, a dark-theme shot.
+
+The first run as a new user meets it, at the sizes of common screens (the window fills a
+screen of each size, less a title bar; the X screen must be at least as large as the largest):
+
+    xvfb-run -s "-screen 0 1920x1080x24" .venv/bin/python packaging/screenshot.py --first-run \
+        --size 1366x768,1600x900,1920x1080 --out docs/screenshots/first-run.png
+
+writes `first-run-1366x768.png` … with the first-run defaults (no setting changed), and, when
+adaptive k decoded that run plainly, presses "Watch the draft anyway" and writes
+`first-run-drafts-<first size>.png` of the run that follows.
 """
 
 from __future__ import annotations
@@ -53,7 +63,68 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--dark", action="store_true", help="also write <out>-dark.png")
     parser.add_argument("--width", type=int, default=1600)
     parser.add_argument("--height", type=int, default=1000)
+    parser.add_argument("--size", type=_sizes, default=None,
+                        help="screen sizes WxH[,WxH...]: one shot per size, named "
+                             "<out>-WxH.png, the window fitted as it opens on such a screen")
+    parser.add_argument("--first-run", action="store_true",
+                        help="the first-run defaults, untouched (other decode options ignored)")
     return parser.parse_args(argv)
+
+
+def _sizes(text: str) -> list[tuple[int, int]]:
+    try:
+        return [(int(w), int(h)) for w, h in (part.lower().split("x") for part in text.split(","))]
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: give sizes as 1366x768[,1920x1080...]") from None
+
+
+def shoot_sizes(window: MainWindow, out: Path, sizes: list[tuple[int, int]]) -> list[Path]:
+    """The window filling a screen of each size (as maximised, less a title bar), so each shot
+    shows the layout at that size; the whole screen counts as available."""
+    from PySide6.QtCore import QRect, QSize
+
+    from ui.app import wait_until
+
+    paths = []
+    for width, height in sizes:
+        window.fit_to_screen(QSize(width, height), QRect(0, 0, width, height))
+        window.flush(force=True)
+        wait_until(lambda: False, 1.0)  # layouts, word wrap and charts settle
+        path = out.with_name(f"{out.stem}-{width}x{height}.png")
+        if not window.grab().save(str(path)):
+            raise RuntimeError(f"cannot write {path}")
+        print(f"wrote {path} ({window.width()}x{window.height()} window)")
+        paths.append(path)
+    return paths
+
+
+def first_run(window: MainWindow, out: Path, sizes: list[tuple[int, int]]) -> None:
+    """Run with the defaults; shoot; if adaptive k decoded plainly, watch the draft and shoot."""
+    from ui.app import wait_until
+
+    window.start_run()
+    if not wait_until(lambda: not window.running, 1800):
+        raise RuntimeError("the run did not finish in 30 minutes")
+    window.flush(force=True)
+    window.why.refresh()
+    print("first run:", window.status_label.text())
+    print("verdict:", window.why.verdict.text())
+    print("compare:", window.compare_label.text())
+    notice = window.inspector.notice
+    print("notice:", notice.text.text() if notice.isVisible() else "(none)")
+    shoot_sizes(window, out, sizes)
+    if notice.isVisible():
+        notice.button.click()
+        if not wait_until(lambda: not window.running, 1800):
+            raise RuntimeError("the run with a fixed k did not finish in 30 minutes")
+        window.flush(force=True)
+        window.why.refresh()
+        window.select_step(pick_rejection_step(window))
+        print("watching the draft:", window.status_label.text())
+        print("verdict:", window.why.verdict.text())
+        print("compare:", window.compare_label.text())
+        shoot_sizes(window, out.with_name(out.stem + "-drafts.png"), sizes[:1])
 
 
 def pick_tree_step(window: MainWindow) -> int | None:
@@ -117,6 +188,21 @@ def main(argv: list[str] | None = None) -> int:
         window.error_shown.connect(errors.append)
         window.set_theme(args.theme)
         window.show_workspace()
+        if args.first_run:
+            window.picker.set_pair(demo_pair())
+            window.show()
+            try:
+                if not wait_until(lambda: not window.picker.checking, 120):
+                    raise RuntimeError("the pair check did not finish")
+                first_run(window, Path(args.out), args.size or [(args.width, args.height)])
+                return 1 if errors else 0
+            except Exception as exc:  # noqa: BLE001 - reported as the exit status
+                print(f"screenshot failed: {exc}", file=sys.stderr)
+                return 1
+            finally:
+                for message in errors:
+                    print(f"error shown: {message}", file=sys.stderr)
+                window.close()
         pair = replace(demo_pair(), backend=args.backend)
         if args.edit:
             pair = replace(pair, draft="", ngram=True)
@@ -169,6 +255,8 @@ def main(argv: list[str] | None = None) -> int:
                 dark = out.with_name(out.stem + "-dark.png")
                 window.grab().save(str(dark))
                 print(f"wrote {dark}")
+            if args.size:
+                shoot_sizes(window, out, args.size)
             print("step shown:", step + 1, "·", window.status_label.text())
             print(window.compare_label.text())
             return 0
