@@ -102,7 +102,8 @@ def costs_from_run(costs: PairCosts, k: np.ndarray, t_draft: np.ndarray, t_verif
     if len(plain) >= MIN_RUN_STEPS or (len(plain) and not drafting.any()):
         t_plain = float(np.median(plain))
     elif drafting.any():
-        calibrated = np.array([costs.curve.cost(int(n)) for n in n_pass[drafting]])
+        sizes, where = np.unique(n_pass[drafting], return_inverse=True)  # few pass sizes
+        calibrated = np.array([costs.curve.cost(int(n)) for n in sizes])[where]
         t_plain = base * float(np.median(t_verify[drafting] / calibrated))
     else:
         return costs
