@@ -13,9 +13,12 @@ is first greeted from Python with the protocol's own HELLO, and refused with a m
 from __future__ import annotations
 
 import ctypes
+import os
 import socket
 import struct
+import sys
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from backends.base import BackendError
@@ -115,11 +118,42 @@ def _receive(sock: socket.socket, n: int) -> bytes:
     return data
 
 
-def _ggml() -> Any:
-    """The libggml llama-cpp-python loaded, with the registry calls typed."""
-    from llama_cpp import _ggml
+def _loaded_ggml() -> Any:
+    """The libggml that libllama itself is linked against.
 
-    lib = _ggml.libggml
+    ggml keeps one backend registry per copy of libggml loaded. A wheel cannot hold symlinks,
+    so llama_cpp/lib has libggml.so and libggml.so.0 as two files; llama_cpp._ggml opens the
+    first, libllama the second, and with dynamically loaded backends (the bundle's CPU variants,
+    the RPC plugin) only libllama's copy has them. The bundle keeps only the name the loader
+    wants, so there llama_cpp._ggml cannot load at all. Ask the loader for the copy it already
+    has instead (RTLD_NOLOAD: never a second one)."""
+    import llama_cpp.llama_cpp
+
+    lib_dir = Path(llama_cpp.llama_cpp.__file__).parent / "lib"
+    if sys.platform == "win32":
+        candidates = [str(lib_dir / "ggml.dll")]
+    elif sys.platform == "darwin":
+        candidates = [str(lib_dir / name) for name in ("libggml.0.dylib", "libggml.dylib")]
+    else:  # glibc matches a bare name against the names the loaded libraries were needed by
+        candidates = ["libggml.so.0", "libggml.so"]
+    no_load = getattr(os, "RTLD_NOLOAD", 0)
+    for name in candidates:
+        try:
+            return ctypes.CDLL(name, mode=ctypes.DEFAULT_MODE | no_load)
+        except OSError:
+            continue
+    try:
+        from llama_cpp import _ggml
+    except OSError as exc:
+        raise BackendError(f"cannot find llama.cpp's libggml next to libllama in {lib_dir} "
+                           f"({exc}) — reinstall llama-cpp-python (bash packaging/setup.sh) "
+                           "or the DraftLens package") from exc
+    return _ggml.libggml
+
+
+def _ggml() -> Any:
+    """libllama's libggml, with the registry calls typed."""
+    lib = _loaded_ggml()
     vp, sz = ctypes.c_void_p, ctypes.c_size_t
     for name, args, result in (
         ("ggml_backend_reg_by_name", [ctypes.c_char_p], vp),
