@@ -17,11 +17,20 @@ if ! .venv/bin/python -c "import PySide6.QtGui" 2>/dev/null; then
 fi
 # tests/test_rpc.py runs the target over a real llama.cpp rpc-server built from the same
 # llama.cpp (skipped work when already built); with it set, a build without RPC fails the tests.
-bash packaging/build_llama_tools.sh rpc-server
 TOOLS="${DRAFTLENS_LLAMA_TOOLS:-packaging/.build/llama-tools}"
+mkdir -p "$TOOLS"
+printf 'rpc-server for tests/test_rpc.py ... '
+if bash packaging/build_llama_tools.sh rpc-server > "$TOOLS/build.log" 2>&1; then
+  echo "ok ($TOOLS/bin/rpc-server)"
+else
+  echo "FAILED"; tail -n 25 "$TOOLS/build.log" >&2
+  echo "test.sh: building rpc-server failed; the whole output is in $TOOLS/build.log" >&2
+  exit 1
+fi
 DRAFTLENS_RPC_SERVER="$(cd "$TOOLS/bin" && pwd)/rpc-server"
 export DRAFTLENS_RPC_SERVER
 export HF_HUB_OFFLINE=1 QT_QPA_PLATFORM=offscreen
+echo "ruff, mypy, pytest:"
 .venv/bin/ruff check .
 .venv/bin/mypy  # files and strictness: [tool.mypy] in pyproject.toml
 .venv/bin/python -m pytest -q "$@"

@@ -28,6 +28,9 @@ ROOT="$PWD"
 PKG="$ROOT/packaging"
 BUILD="$PKG/.build"
 DIST="$PKG/dist"
+# The compiled portable llama-cpp-python wheel ($DRAFTLENS_BUNDLE_WHEELS: CI keeps it outside the
+# clone, so a new clone does not compile it again)
+WHEELS="${DRAFTLENS_BUNDLE_WHEELS:-$BUILD/wheels}"
 VENV="${DRAFTLENS_BUILD_VENV:-$PKG/.build-venv}"
 case "$(uname -s)" in
   MINGW* | MSYS* | CYGWIN*)  # Git Bash on Windows
@@ -78,7 +81,7 @@ options() {
 # begin_build: names the version being built and makes the build and output folders.
 begin_build() {
   say "DraftLens $VERSION"
-  mkdir -p "$BUILD/wheels" "$DIST"
+  mkdir -p "$BUILD" "$WHEELS" "$DIST"
 }
 
 # make_build_venv: creates the build venv ($VENV, with $PYTHON) if it does not exist yet, with
@@ -98,21 +101,21 @@ install_bundle_requirements() {
 }
 
 # install_llama_wheel: installs into the build venv a llama-cpp-python $LLAMA_VERSION wheel built
-# with CMAKE_ARGS="$LLAMA_CMAKE_ARGS" (set by the script), compiling it into $BUILD/wheels unless
+# with CMAKE_ARGS="$LLAMA_CMAKE_ARGS" (set by the script), compiling it into $WHEELS unless
 # a wheel is already there (delete it to rebuild; CMAKE_BUILD_PARALLEL_LEVEL is honoured), with
 # its CPU variants moved into llama_cpp/lib (fix_llama_wheel.py). Sets WHEEL. Reinstalls only
 # when the wheel differs from the one installed last.
 install_llama_wheel() {
   # shellcheck disable=SC2012  # a glob on a fixed name pattern; ls sorts and head picks one
-  WHEEL="$(ls "$BUILD"/wheels/llama_cpp_python-"$LLAMA_VERSION"-*.whl 2>/dev/null | head -n1 || true)"
+  WHEEL="$(ls "$WHEELS"/llama_cpp_python-"$LLAMA_VERSION"-*.whl 2>/dev/null | head -n1 || true)"
   if [ -z "$WHEEL" ]; then
     say "compiling llama-cpp-python $LLAMA_VERSION with CMAKE_ARGS=\"$LLAMA_CMAKE_ARGS\" (5-10 min)"
     # --no-cache-dir: never reuse a wheel from pip's cache (the dev venv's is built for this CPU)
     CMAKE_ARGS="$LLAMA_CMAKE_ARGS" \
       "$PY" -m pip wheel --no-cache-dir --no-deps --disable-pip-version-check \
-        -w "$BUILD/wheels" "llama-cpp-python==$LLAMA_VERSION"
+        -w "$WHEELS" "llama-cpp-python==$LLAMA_VERSION"
     # shellcheck disable=SC2012
-    WHEEL="$(ls "$BUILD"/wheels/llama_cpp_python-"$LLAMA_VERSION"-*.whl | head -n1)"
+    WHEEL="$(ls "$WHEELS"/llama_cpp_python-"$LLAMA_VERSION"-*.whl | head -n1)"
   fi
   # The CPU variants land in the wheel's top-level bin/: move them into llama_cpp/lib, where the
   # runtime hook loads them from (idempotent).
