@@ -1,8 +1,12 @@
 """Rejection analysis of the run on show (live or opened from a trace): acceptance against the
 target's entropy, q(x) against p(x) coloured by the decision, the most frequent "draft wrote X,
-target wanted Y" pairs and acceptance by token class. Figures from app.analysis.rejections."""
+target wanted Y" pairs, acceptance by token class, and one per-token diagnostic by decision
+(hidden_cos where the draft's hidden states are comparable with the target's, else the draft's
+own q(x); see diagnostic_points). Figures from app.analysis.rejections."""
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import numpy as np
 import pyqtgraph as pg
@@ -18,20 +22,66 @@ from PySide6.QtWidgets import (
 
 from app.analysis.rejections import RejectionAnalysis, analyse, shown
 from app.engine.records import StepRecord
-from app.engine.similarity import judged_similarity, roc_auc
+from app.engine.similarity import auc_interval, judged_confidence, judged_similarity
 from ui.theme import LIGHT, Colours
 
 EMPTY_TEXT = "Run a prompt (or open a trace) to see why draft tokens were rejected."
-HIDDEN_TITLE = "hidden_cos by decision (a diagnostic, not the acceptance rule)"
+RULE = "a diagnostic, not the acceptance rule"
+HIDDEN_NOTE = ("hidden_cos: the cosine of the draft's and the target's final hidden states. "
+               "Shown for drafts that live in the target's own hidden space (self-draft, "
+               "draft heads), where the two can be compared.")
+CONFIDENCE_NOTE = ("Shown: q(x), the draft's own probability of the token it wrote. No "
+                   "hidden_cos for a separate draft model: its hidden states live in another "
+                   "model's space, and the stand-in once shown (a full-vocabulary log-probability "
+                   "cosine) told accepted from rejected tokens no better than chance on the "
+                   "demo pair (docs: diagnostics).")
+NO_DIAGNOSTIC_NOTE = ("No per-token diagnostic for this draft: every draft token had q = 1 "
+                      "(n-gram lookup copies text and has no probabilities or hidden states "
+                      "of its own).")
 
 
-def hidden_cos_points(steps: list[StepRecord]) -> tuple[np.ndarray, np.ndarray]:
-    """(hidden_cos, accepted) of every judged draft token that carries a hidden_cos."""
-    pairs = [pair for step in steps for pair in judged_similarity(step.tokens)]
+@dataclass
+class Diagnostic:
+    """A per-token quantity plotted by decision: its name and the judged tokens' values."""
+
+    name: str
+    values: np.ndarray  # (n,)
+    accepted: np.ndarray  # (n,) bool
+    note: str
+    low: float = 0.0  # the left end of its axis (a cosine reaches -1)
+
+
+def diagnostic_points(steps: list[StepRecord]) -> Diagnostic | None:
+    """hidden_cos where the tokens carry it (comparable hidden states); otherwise the draft's
+    q(x) where the drafts had probabilities of their own (q varies); otherwise None."""
+    tokens = [t for step in steps for t in step.tokens]
+    pairs = judged_similarity(tokens)
+    if pairs:
+        cos = np.array([value for value, _ in pairs], dtype=float)
+        judged = np.array([ok for _, ok in pairs], dtype=bool)
+        return Diagnostic("hidden_cos", cos, judged, HIDDEN_NOTE, low=-1.0)
+    pairs = judged_confidence(tokens)
     if not pairs:
-        return np.zeros(0), np.zeros(0, dtype=bool)
-    cos, accepted = zip(*pairs, strict=True)
-    return np.asarray(cos, dtype=float), np.asarray(accepted, dtype=bool)
+        return None
+    q = np.array([value for value, _ in pairs], dtype=float)
+    if np.all(q == 1.0):  # one-hot drafts (n-gram lookup): q carries nothing
+        return Diagnostic("", np.zeros(0), np.zeros(0, dtype=bool), NO_DIAGNOSTIC_NOTE)
+    passed = np.array([ok for _, ok in pairs], dtype=bool)
+    return Diagnostic("q(x)", q, passed, CONFIDENCE_NOTE)
+
+
+def diagnostic_title(d: Diagnostic) -> str:
+    """"name by decision (a diagnostic, not the acceptance rule) · AUC a [low, high]", and
+    when the interval holds 0.5, that it told the decisions apart no better than chance."""
+    title = f"{d.name} by decision ({RULE})"
+    fit = auc_interval(d.values, d.accepted)
+    if fit is None:
+        return title
+    auc, low, high = fit
+    title += f" · AUC {auc:.2f} [{low:.2f}, {high:.2f}]"
+    if low <= 0.5 <= high:
+        title += ": no better than chance on this run"
+    return title
 
 
 def make_table(headers: list[str]) -> QTableWidget:
@@ -60,9 +110,12 @@ class RejectionPanel(QWidget):
         self.summary.setWordWrap(True)
         self.entropy_view = pg.PlotWidget()
         self.scatter_view = pg.PlotWidget()
-        self.hidden_view = pg.PlotWidget()
+        self.diagnostic_view = pg.PlotWidget()
+        self.diagnostic_note = QLabel("")
+        self.diagnostic_note.setWordWrap(True)
+        self.diagnostic: Diagnostic | None = None
         for view, title, left, bottom in (
-            (self.hidden_view, HIDDEN_TITLE, "decision", "hidden_cos"),
+            (self.diagnostic_view, "", "decision", ""),
             (self.entropy_view, "acceptance by the target's entropy", "accepted", "entropy (nats)"),
             (self.scatter_view, "q(x) vs p(x) of each draft token", "p (target)", "q (draft)"),
         ):
@@ -82,11 +135,10 @@ class RejectionPanel(QWidget):
         self.rejected_dots = sp.plot([], [], pen=None, symbol="x", symbolSize=7, name="rejected")
         self.diagonal = sp.plot([0, 1], [0, 1])
         sp.setRange(xRange=(0, 1), yRange=(0, 1), padding=0.02)
-        hp = self.hidden_view.getPlotItem()
-        hp.getAxis("left").setTicks([[(0, "rejected"), (1, "accepted")]])
-        hp.setRange(xRange=(-1, 1), yRange=(-0.5, 1.5), padding=0.02)
-        self.hidden_accepted = hp.plot([], [], pen=None, symbol="o", symbolSize=5)
-        self.hidden_rejected = hp.plot([], [], pen=None, symbol="x", symbolSize=7)
+        dp = self.diagnostic_view.getPlotItem()
+        dp.getAxis("left").setTicks([[(0, "rejected"), (1, "accepted")]])
+        self.diagnostic_accepted = dp.plot([], [], pen=None, symbol="o", symbolSize=5)
+        self.diagnostic_rejected = dp.plot([], [], pen=None, symbol="x", symbolSize=7)
         self.classes = make_table(["token class", "accepted", "judged"])
         self.confusions = make_table(["times", "draft wrote", "target wanted"])
         grid = QGridLayout()
@@ -94,7 +146,8 @@ class RejectionPanel(QWidget):
         grid.addWidget(self.scatter_view, 0, 1)
         grid.addWidget(self.classes, 0, 2)
         grid.addWidget(self.confusions, 0, 3)
-        grid.addWidget(self.hidden_view, 1, 0, 1, 2)
+        grid.addWidget(self.diagnostic_view, 1, 0, 1, 2)
+        grid.addWidget(self.diagnostic_note, 1, 2, 1, 2)
         for col in range(4):
             grid.setColumnStretch(col, 1)
         layout = QVBoxLayout(self)
@@ -105,12 +158,12 @@ class RejectionPanel(QWidget):
         self._set_visible(False)
 
     def set_colours(self, colours: Colours) -> None:
-        for view in (self.entropy_view, self.scatter_view, self.hidden_view):
+        for view in (self.entropy_view, self.scatter_view, self.diagnostic_view):
             view.setBackground(colours.background)
-        self.hidden_accepted.setSymbolBrush(colours.good)
-        self.hidden_accepted.setSymbolPen(None)
-        self.hidden_rejected.setSymbolBrush(colours.bad)
-        self.hidden_rejected.setSymbolPen(colours.bad)
+        self.diagnostic_accepted.setSymbolBrush(colours.good)
+        self.diagnostic_accepted.setSymbolPen(None)
+        self.diagnostic_rejected.setSymbolBrush(colours.bad)
+        self.diagnostic_rejected.setSymbolPen(colours.bad)
         self.entropy_bars.setOpts(brush=colours.speculative, pen=pg.mkPen(None))
         self.accepted_dots.setSymbolBrush(colours.good)
         self.accepted_dots.setSymbolPen(None)
@@ -121,7 +174,9 @@ class RejectionPanel(QWidget):
     def _set_visible(self, on: bool) -> None:
         for widget in (self.entropy_view, self.scatter_view, self.classes, self.confusions):
             widget.setVisible(on)
-        self.hidden_view.setVisible(on and self.hidden_count() > 0)
+        shown = self.diagnostic if on else None
+        self.diagnostic_view.setVisible(shown is not None and shown.values.size > 0)
+        self.diagnostic_note.setVisible(shown is not None)
 
     def show_steps(self, steps: list[StepRecord]) -> None:
         """Analyse the records (skipped when nothing new arrived since the last call)."""
@@ -132,9 +187,11 @@ class RejectionPanel(QWidget):
         a = analyse(steps)
         self.analysis = a
         if a.judged == 0:
+            self.diagnostic = None
             self.summary.setText(EMPTY_TEXT if not steps else " ".join(a.notes))
             self._set_visible(False)
             return
+        self.diagnostic = diagnostic_points(steps)
         self._set_visible(True)
         rate = a.accepted / a.judged
         text = f"{a.judged} draft tokens judged, {100 * rate:.1f}% accepted."
@@ -149,27 +206,31 @@ class RejectionPanel(QWidget):
         ok = cal.accepted
         self.accepted_dots.setData(cal.q[ok], cal.p[ok])
         self.rejected_dots.setData(cal.q[~ok], cal.p[~ok])
-        self._show_hidden_cos(steps)
+        self._show_diagnostic()
         fill(self.classes, [[name, f"{100 * r.acceptance:.0f}%", str(r.judged)]
                             for name, r in a.by_class.items()])
         fill(self.confusions, [[str(n), shown(wrote), shown(wanted)]
                                for wrote, wanted, n in a.confusions])
 
-    def _show_hidden_cos(self, steps: list[StepRecord]) -> None:
+    def _show_diagnostic(self) -> None:
         """Accepted tokens on one line, rejected on another, a little jitter so equal values
-        stay visible; the title carries the ROC AUC."""
-        cos, accepted = hidden_cos_points(steps)
-        jitter = np.random.default_rng(0).uniform(-0.15, 0.15, cos.size)
-        self.hidden_accepted.setData(cos[accepted], 1 + jitter[accepted])
-        self.hidden_rejected.setData(cos[~accepted], jitter[~accepted])
-        auc = roc_auc(list(cos), list(accepted)) if cos.size else None
-        title = HIDDEN_TITLE if auc is None else f"{HIDDEN_TITLE} · AUC {auc:.2f}"
-        self.hidden_view.getPlotItem().setTitle(title, size="9pt")
-        self.hidden_view.setVisible(cos.size > 0)
+        stay visible; the title carries the AUC with its interval, the note says what the
+        quantity is and why it is the one shown for this kind of draft."""
+        d = self.diagnostic
+        if d is None:
+            return
+        self.diagnostic_note.setText(d.note)
+        jitter = np.random.default_rng(0).uniform(-0.15, 0.15, d.values.size)
+        self.diagnostic_accepted.setData(d.values[d.accepted], 1 + jitter[d.accepted])
+        self.diagnostic_rejected.setData(d.values[~d.accepted], jitter[~d.accepted])
+        plot = self.diagnostic_view.getPlotItem()
+        plot.setTitle(diagnostic_title(d), size="9pt")
+        plot.setLabel("bottom", d.name)
+        plot.setRange(xRange=(d.low, 1), yRange=(-0.5, 1.5), padding=0.02)
 
-    def hidden_count(self) -> int:
-        x, _ = self.hidden_accepted.getData()
-        y, _ = self.hidden_rejected.getData()
+    def diagnostic_count(self) -> int:
+        x, _ = self.diagnostic_accepted.getData()
+        y, _ = self.diagnostic_rejected.getData()
         return (0 if x is None else len(x)) + (0 if y is None else len(y))
 
     def point_count(self) -> int:
