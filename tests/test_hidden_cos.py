@@ -115,14 +115,21 @@ def test_a_separate_draft_model_gets_no_hidden_cos(pair):
     session, steps = run(target, ModelDrafter(draft))
     judged = [t for s in steps for t in s.tokens]
     assert judged and all(t.hidden_cos is None for t in judged)
-    assert "hidden_cos_auc" not in session.summary()
+    summary = session.summary()
+    assert "hidden_cos_auc" not in summary
+    # the draft's own q(x) is what the summary judges instead
+    fit = auc_interval([t.q for t in judged], [t.accepted for t in judged])
+    assert fit is not None  # the run judged at least two tokens each way
+    assert summary["draft_q_auc"] == pytest.approx(fit[0])
+    assert summary["draft_q_auc_interval"] == pytest.approx(list(fit[1:]))
 
 
 def test_ngram_drafts_have_no_hidden_cos(pair):
     target, _ = pair
-    _, steps = run(target, NgramDrafter(), prompt="the cat sat on the mat. the cat")
+    session, steps = run(target, NgramDrafter(), prompt="the cat sat on the mat. the cat")
     judged = [t for s in steps for t in s.tokens]
     assert judged and all(t.hidden_cos is None for t in judged)
+    assert not {"hidden_cos_auc", "draft_q_auc"} & set(session.summary())
 
 
 @pytest.mark.parametrize("temperature", [0.0, 1.0])
