@@ -39,22 +39,15 @@ class HeadsWeights:
     def n_embd(self) -> int:
         return int(self.w1.shape[2])
 
-    def state(self, hidden: np.ndarray, head: int) -> np.ndarray:
-        """Head `head`'s (0-based) z for one hidden state: what the target's output rows read,
-        so it lives where the target's own final hidden states do (hidden_cos compares them)."""
+    def logits(self, hidden: np.ndarray, head: int) -> np.ndarray:
+        """Full-width logits of head `head` (0-based) for one hidden state: -inf off the
+        candidate vocabulary."""
         h = np.asarray(hidden, dtype=np.float32)
         a = self.w1[head] @ h
-        return np.asarray(h + self.w2[head] @ (a / (1.0 + np.exp(-a))))
-
-    def logits_of_state(self, z: np.ndarray) -> np.ndarray:
-        """Full-width logits for a head's z: -inf off the candidate vocabulary."""
+        z = h + self.w2[head] @ (a / (1.0 + np.exp(-a)))
         row = np.full(self.n_vocab, -np.inf, dtype=np.float32)
         row[self.vocab_ids] = self.output_rows @ z
         return row
-
-    def logits(self, hidden: np.ndarray, head: int) -> np.ndarray:
-        """Full-width logits of head `head` (0-based) for one hidden state."""
-        return self.logits_of_state(self.state(hidden, head))
 
 
 class HeadsDrafter:
@@ -90,12 +83,8 @@ class HeadsDrafter:
             return EMPTY_DRAFT  # no hidden state for this context yet: the target decodes
         tokens: list[int] = []
         rows: list[np.ndarray] = []
-        states: list[np.ndarray] = []
         for head in range(min(k, self.weights.n_heads)):
-            z = self.weights.state(self._hidden, head)
-            q = process(self.weights.logits_of_state(z), params)
+            q = process(self.weights.logits(self._hidden, head), params)
             tokens.append(choose(q, params, rng))
             rows.append(q)
-            states.append(z)
-        # z is comparable with the target's final hidden state at the same position
-        return Draft(tokens, np.stack(rows), hidden=np.stack(states))
+        return Draft(tokens, np.stack(rows))
