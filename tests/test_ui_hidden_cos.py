@@ -1,7 +1,8 @@
-"""The rejection view's per-token diagnostic, by kind of draft, on real runs of tiny models:
-hidden_cos where the draft's hidden states are comparable with the target's (self-draft, draft
-heads); the draft's own q(x) for a separate draft model, with the reason hidden_cos is absent;
-nothing but the reason for n-gram drafts, which have neither."""
+"""The rejection view's per-token diagnostics, by kind of draft, on real runs of tiny models:
+the draft's own q(x) for every draft with probabilities of its own; hidden_cos beside it only
+for a self-draft (comparable hidden states, the one kind where it measured better than
+chance), and for the others a note that says why there is none; for n-gram drafts, which
+have neither, only the note."""
 
 from __future__ import annotations
 
@@ -20,6 +21,8 @@ from ui.rejection_view import (  # noqa: E402
     CONFIDENCE_NOTE,
     HIDDEN_NOTE,
     NO_DIAGNOSTIC_NOTE,
+    NO_HIDDEN_NOTE,
+    RULE,
     Diagnostic,
     RejectionPanel,
     diagnostic_title,
@@ -45,10 +48,6 @@ def judged(steps):
     return [t for s in steps for t in s.tokens if t.accepted is not None]
 
 
-def title_of(panel):
-    return panel.diagnostic_view.getPlotItem().titleLabel.text
-
-
 def self_draft_steps(hf_dirs):
     from backends.torch_hf import TorchModel
     from tests.tiny_hf import write_tiny_hf
@@ -61,51 +60,54 @@ def self_draft_steps(hf_dirs):
         target.close()
 
 
-@pytest.mark.parametrize("kind", ["self-draft", "draft heads"])
-def test_comparable_drafts_show_hidden_cos_with_its_interval(qtbot, kind, gguf_pair, hf_dirs):
-    if kind == "self-draft":
-        steps = self_draft_steps(hf_dirs)
-    else:
-        target, _ = gguf_pair
-        steps = steps_of(target, HeadsDrafter(random_heads(target)))
+def assert_plots(plot, name, values, accepted):
+    """The plot shows these values by decision, its title the AUC with its interval."""
+    d = plot.diagnostic
+    assert d is not None and d.name == name and not plot.view.isHidden()
+    assert sorted(d.values) == sorted(values) and plot.count() == len(values)
+    x_rejected, y_rejected = plot.rejected.getData()
+    assert sorted(x_rejected) == sorted(v for v, ok in zip(values, accepted, strict=True) if not ok)
+    assert np.all(np.abs(y_rejected) <= 0.15)
+    x_accepted, y_accepted = plot.accepted.getData()
+    if any(accepted):
+        assert sorted(x_accepted) == sorted(v for v, ok in zip(values, accepted, strict=True) if ok)
+        assert np.all(np.abs(y_accepted - 1) <= 0.15)
+    assert plot.title().startswith(f"{name} by decision")
+    fit = auc_interval(values, accepted)
+    if fit is not None:
+        assert f"AUC {fit[0]:.2f} [{fit[1]:.2f}, {fit[2]:.2f}]" in plot.title()
+
+
+def test_a_self_draft_shows_q_and_hidden_cos(qtbot, hf_dirs):
+    steps = self_draft_steps(hf_dirs)
     tokens = judged(steps)
     assert tokens and all(t.hidden_cos is not None for t in tokens)
     panel = shown(qtbot, steps)
-    d = panel.diagnostic
-    assert d is not None and d.name == "hidden_cos" and d.low == -1.0
-    assert sorted(d.values) == sorted(t.hidden_cos for t in tokens)
-    assert panel.diagnostic_count() == len(tokens)
-    assert not panel.diagnostic_view.isHidden()
-    assert panel.diagnostic_note.text() == HIDDEN_NOTE and not panel.diagnostic_note.isHidden()
-    x_accepted, y_accepted = panel.diagnostic_accepted.getData()
-    x_rejected, y_rejected = panel.diagnostic_rejected.getData()
-    assert sorted(x_rejected) == sorted(t.hidden_cos for t in tokens if not t.accepted)
-    assert np.all(np.abs(y_rejected) <= 0.15)
-    if x_accepted is not None:
-        assert sorted(x_accepted) == sorted(t.hidden_cos for t in tokens if t.accepted)
-        assert np.all(np.abs(y_accepted - 1) <= 0.15)
-    assert title_of(panel).startswith("hidden_cos by decision (a diagnostic, not the")
-    fit = auc_interval(d.values, d.accepted)
-    if fit is not None:
-        assert f"AUC {fit[0]:.2f} [{fit[1]:.2f}, {fit[2]:.2f}]" in title_of(panel)
+    accepted = [bool(t.accepted) for t in tokens]
+    assert_plots(panel.confidence_plot, "q(x)", [t.q for t in tokens], accepted)
+    assert_plots(panel.hidden_plot, "hidden_cos", [t.hidden_cos for t in tokens], accepted)
+    assert panel.hidden_plot.diagnostic.low == -1.0
+    assert panel.diagnostic_note.text() == f"{RULE} {CONFIDENCE_NOTE} {HIDDEN_NOTE}"
+    assert not panel.diagnostic_note.isHidden()
 
 
-def test_a_draft_model_shows_its_own_q_and_says_why_not_hidden_cos(qtbot, gguf_pair):
+@pytest.mark.parametrize("kind", ["draft model", "draft heads"])
+def test_other_drafts_show_q_and_say_why_no_hidden_cos(qtbot, kind, gguf_pair):
     target, draft = gguf_pair
-    steps = steps_of(target, ModelDrafter(draft))
+    drafter = ModelDrafter(draft) if kind == "draft model" else HeadsDrafter(random_heads(target))
+    steps = steps_of(target, drafter)
     tokens = judged(steps)
     assert tokens and all(t.hidden_cos is None for t in tokens)
-    assert {t.accepted for t in tokens} == {True, False}  # the run judged both ways
+    assert len({t.q for t in tokens}) > 1  # drafts with probabilities of their own
     panel = shown(qtbot, steps)
-    d = panel.diagnostic
-    assert d is not None and d.name == "q(x)"
-    assert sorted(d.values) == sorted(t.q for t in tokens)
-    assert panel.diagnostic_count() == len(tokens)
-    assert not panel.diagnostic_view.isHidden()
-    assert title_of(panel).startswith("q(x) by decision")
-    assert "hidden_cos" not in title_of(panel)
+    assert_plots(panel.confidence_plot, "q(x)", [t.q for t in tokens],
+                 [bool(t.accepted) for t in tokens])
+    assert panel.hidden_plot.diagnostic is None and panel.hidden_plot.view.isHidden()
+    assert panel.hidden_plot.count() == 0
     note = panel.diagnostic_note.text()
-    assert note == CONFIDENCE_NOTE and "No hidden_cos for a separate draft model" in note
+    assert note == f"{RULE} {CONFIDENCE_NOTE} {NO_HIDDEN_NOTE}"
+    assert not panel.diagnostic_note.isHidden()
+    assert "No hidden_cos for this draft" in note
 
 
 def test_ngram_drafts_show_no_diagnostic_and_say_why(qtbot, gguf_pair):
@@ -113,20 +115,22 @@ def test_ngram_drafts_show_no_diagnostic_and_say_why(qtbot, gguf_pair):
     steps = steps_of(target, NgramDrafter(), prompt="a b c a b c a b c a b", n=30)
     assert judged(steps)
     panel = shown(qtbot, steps)
-    assert panel.diagnostic_count() == 0 and panel.diagnostic_view.isHidden()
+    for plot in (panel.confidence_plot, panel.hidden_plot):
+        assert plot.count() == 0 and plot.view.isHidden()
     assert panel.diagnostic_note.text() == NO_DIAGNOSTIC_NOTE
     assert not panel.diagnostic_note.isHidden()
 
 
-def test_an_empty_view_has_no_diagnostic_note(qtbot):
+def test_an_empty_view_shows_no_diagnostic(qtbot):
     panel = shown(qtbot, [])
-    assert panel.diagnostic_view.isHidden() and panel.diagnostic_note.isHidden()
+    assert panel.confidence_plot.view.isHidden() and panel.hidden_plot.view.isHidden()
+    assert panel.diagnostic_note.isHidden()
 
 
 def test_the_title_says_when_a_diagnostic_is_no_better_than_chance():
     rng = np.random.default_rng(0)
     accepted = rng.random(300) < 0.7
-    noise = Diagnostic("q(x)", rng.random(300), accepted, "")
-    signal = Diagnostic("q(x)", rng.random(300) + accepted, accepted, "")
-    assert diagnostic_title(noise).endswith("no better than chance on this run")
+    noise = Diagnostic("q(x)", rng.random(300), accepted)
+    signal = Diagnostic("q(x)", rng.random(300) + accepted, accepted)
+    assert diagnostic_title(noise).endswith("no better than chance here")
     assert "chance" not in diagnostic_title(signal)

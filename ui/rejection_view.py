@@ -1,8 +1,8 @@
 """Rejection analysis of the run on show (live or opened from a trace): acceptance against the
 target's entropy, q(x) against p(x) coloured by the decision, the most frequent "draft wrote X,
 target wanted Y" pairs, acceptance by token class, and one per-token diagnostic by decision
-(hidden_cos where the draft's hidden states are comparable with the target's, else the draft's
-own q(x); see diagnostic_points). Figures from app.analysis.rejections."""
+(the draft's own q(x), and hidden_cos where the draft's hidden states are comparable with the
+target's; see diagnostics). Figures from app.analysis.rejections."""
 
 from __future__ import annotations
 
@@ -26,15 +26,17 @@ from app.engine.similarity import auc_interval, judged_confidence, judged_simila
 from ui.theme import LIGHT, Colours
 
 EMPTY_TEXT = "Run a prompt (or open a trace) to see why draft tokens were rejected."
-RULE = "a diagnostic, not the acceptance rule"
-HIDDEN_NOTE = ("hidden_cos: the cosine of the draft's and the target's final hidden states. "
-               "Shown for drafts that live in the target's own hidden space (self-draft, "
-               "draft heads), where the two can be compared.")
-CONFIDENCE_NOTE = ("Shown: q(x), the draft's own probability of the token it wrote. No "
-                   "hidden_cos for a separate draft model: its hidden states live in another "
-                   "model's space, and the stand-in once shown (a full-vocabulary log-probability "
-                   "cosine) told accepted from rejected tokens no better than chance on the "
-                   "demo pair (docs: diagnostics).")
+RULE = "Per-token diagnostics, not the acceptance rule."
+CONFIDENCE_NOTE = ("q(x): the draft's own probability of the token it wrote; on the demo pair "
+                   "it told accepted from rejected tokens apart for every kind of draft "
+                   "measured (docs: diagnostics).")
+HIDDEN_NOTE = ("hidden_cos: the cosine of the draft's and the target's final hidden states, "
+               "shown for a self-draft: the target's own first layers, whose hidden state lives "
+               "where the target's does.")
+NO_HIDDEN_NOTE = ("No hidden_cos for this draft: a separate draft model's hidden states live "
+                  "in another model's space (the log-probability stand-in once shown in their "
+                  "place, like draft heads' guesses at the target's hidden state, told "
+                  "accepted from rejected tokens no better than chance on the demo pair).")
 NO_DIAGNOSTIC_NOTE = ("No per-token diagnostic for this draft: every draft token had q = 1 "
                       "(n-gram lookup copies text and has no probabilities or hidden states "
                       "of its own).")
@@ -47,41 +49,101 @@ class Diagnostic:
     name: str
     values: np.ndarray  # (n,)
     accepted: np.ndarray  # (n,) bool
-    note: str
     low: float = 0.0  # the left end of its axis (a cosine reaches -1)
 
 
-def diagnostic_points(steps: list[StepRecord]) -> Diagnostic | None:
-    """hidden_cos where the tokens carry it (comparable hidden states); otherwise the draft's
-    q(x) where the drafts had probabilities of their own (q varies); otherwise None."""
+@dataclass
+class Diagnostics:
+    """What the view shows for a run: the draft's confidence q(x) where its drafts had
+    probabilities of their own, hidden_cos where its hidden states are comparable with the
+    target's (the tokens carry it), and a note saying what is shown and why the rest is not."""
+
+    confidence: Diagnostic | None
+    hidden: Diagnostic | None
+    note: str
+
+
+def as_diagnostic(name: str, pairs: list[tuple[float, bool]], low: float = 0.0) -> Diagnostic:
+    values = np.array([value for value, _ in pairs], dtype=float)
+    accepted = np.array([ok for _, ok in pairs], dtype=bool)
+    return Diagnostic(name, values, accepted, low)
+
+
+def diagnostics(steps: list[StepRecord]) -> Diagnostics | None:
+    """The run's diagnostics; None when no draft token was judged."""
     tokens = [t for step in steps for t in step.tokens]
-    pairs = judged_similarity(tokens)
-    if pairs:
-        cos = np.array([value for value, _ in pairs], dtype=float)
-        judged = np.array([ok for _, ok in pairs], dtype=bool)
-        return Diagnostic("hidden_cos", cos, judged, HIDDEN_NOTE, low=-1.0)
-    pairs = judged_confidence(tokens)
-    if not pairs:
+    confidence = judged_confidence(tokens)
+    if not confidence:
         return None
-    q = np.array([value for value, _ in pairs], dtype=float)
-    if np.all(q == 1.0):  # one-hot drafts (n-gram lookup): q carries nothing
-        return Diagnostic("", np.zeros(0), np.zeros(0, dtype=bool), NO_DIAGNOSTIC_NOTE)
-    passed = np.array([ok for _, ok in pairs], dtype=bool)
-    return Diagnostic("q(x)", q, passed, CONFIDENCE_NOTE)
+    similarity = judged_similarity(tokens)
+    hidden = as_diagnostic("hidden_cos", similarity, low=-1.0) if similarity else None
+    if all(q == 1.0 for q, _ in confidence):  # one-hot drafts (n-gram lookup)
+        return Diagnostics(None, hidden, NO_DIAGNOSTIC_NOTE)
+    note = " ".join([RULE, CONFIDENCE_NOTE, HIDDEN_NOTE if hidden else NO_HIDDEN_NOTE])
+    return Diagnostics(as_diagnostic("q(x)", confidence), hidden, note)
 
 
 def diagnostic_title(d: Diagnostic) -> str:
-    """"name by decision (a diagnostic, not the acceptance rule) · AUC a [low, high]", and
-    when the interval holds 0.5, that it told the decisions apart no better than chance."""
-    title = f"{d.name} by decision ({RULE})"
+    """"name by decision · AUC a [low, high]" (the 95% interval), and when the interval
+    holds 0.5, that it told the decisions apart no better than chance."""
+    title = f"{d.name} by decision"
     fit = auc_interval(d.values, d.accepted)
     if fit is None:
         return title
     auc, low, high = fit
     title += f" · AUC {auc:.2f} [{low:.2f}, {high:.2f}]"
     if low <= 0.5 <= high:
-        title += ": no better than chance on this run"
+        title += " · no better than chance here"
     return title
+
+
+class DecisionPlot:
+    """One diagnostic by decision: accepted tokens on one line, rejected on another, a little
+    jitter so equal values stay visible; the title carries the AUC with its interval."""
+
+    def __init__(self) -> None:
+        self.view = pg.PlotWidget()
+        plot = self.view.getPlotItem()
+        axis = plot.getAxis("left")
+        axis.setTicks([[(0, "rejected"), (1, "accepted")]])
+        axis.setWidth(70)  # room for the tick words; pyqtgraph leaves out what does not fit
+        plot.setMenuEnabled(False)
+        plot.setMouseEnabled(x=False, y=False)
+        plot.hideButtons()
+        self.view.setMinimumSize(160, 120)
+        self.accepted = plot.plot([], [], pen=None, symbol="o", symbolSize=5)
+        self.rejected = plot.plot([], [], pen=None, symbol="x", symbolSize=7)
+        self.diagnostic: Diagnostic | None = None
+
+    def set_colours(self, colours: Colours) -> None:
+        self.view.setBackground(colours.background)
+        self.accepted.setSymbolBrush(colours.good)
+        self.accepted.setSymbolPen(None)
+        self.rejected.setSymbolBrush(colours.bad)
+        self.rejected.setSymbolPen(colours.bad)
+
+    def show(self, d: Diagnostic | None) -> None:
+        self.diagnostic = d
+        self.view.setVisible(d is not None)
+        if d is None:
+            self.accepted.setData([], [])
+            self.rejected.setData([], [])
+            return
+        jitter = np.random.default_rng(0).uniform(-0.15, 0.15, d.values.size)
+        self.accepted.setData(d.values[d.accepted], 1 + jitter[d.accepted])
+        self.rejected.setData(d.values[~d.accepted], jitter[~d.accepted])
+        plot = self.view.getPlotItem()
+        plot.setTitle(diagnostic_title(d), size="9pt")
+        plot.setLabel("bottom", d.name)
+        plot.setRange(xRange=(d.low, 1), yRange=(-0.5, 1.5), padding=0.02)
+
+    def title(self) -> str:
+        return str(self.view.getPlotItem().titleLabel.text)
+
+    def count(self) -> int:
+        x, _ = self.accepted.getData()
+        y, _ = self.rejected.getData()
+        return (0 if x is None else len(x)) + (0 if y is None else len(y))
 
 
 def make_table(headers: list[str]) -> QTableWidget:
@@ -110,12 +172,12 @@ class RejectionPanel(QWidget):
         self.summary.setWordWrap(True)
         self.entropy_view = pg.PlotWidget()
         self.scatter_view = pg.PlotWidget()
-        self.diagnostic_view = pg.PlotWidget()
+        self.confidence_plot = DecisionPlot()
+        self.hidden_plot = DecisionPlot()
         self.diagnostic_note = QLabel("")
         self.diagnostic_note.setWordWrap(True)
-        self.diagnostic: Diagnostic | None = None
+        self.diagnostics: Diagnostics | None = None
         for view, title, left, bottom in (
-            (self.diagnostic_view, "", "decision", ""),
             (self.entropy_view, "acceptance by the target's entropy", "accepted", "entropy (nats)"),
             (self.scatter_view, "q(x) vs p(x) of each draft token", "p (target)", "q (draft)"),
         ):
@@ -135,10 +197,6 @@ class RejectionPanel(QWidget):
         self.rejected_dots = sp.plot([], [], pen=None, symbol="x", symbolSize=7, name="rejected")
         self.diagonal = sp.plot([0, 1], [0, 1])
         sp.setRange(xRange=(0, 1), yRange=(0, 1), padding=0.02)
-        dp = self.diagnostic_view.getPlotItem()
-        dp.getAxis("left").setTicks([[(0, "rejected"), (1, "accepted")]])
-        self.diagnostic_accepted = dp.plot([], [], pen=None, symbol="o", symbolSize=5)
-        self.diagnostic_rejected = dp.plot([], [], pen=None, symbol="x", symbolSize=7)
         self.classes = make_table(["token class", "accepted", "judged"])
         self.confusions = make_table(["times", "draft wrote", "target wanted"])
         grid = QGridLayout()
@@ -146,8 +204,9 @@ class RejectionPanel(QWidget):
         grid.addWidget(self.scatter_view, 0, 1)
         grid.addWidget(self.classes, 0, 2)
         grid.addWidget(self.confusions, 0, 3)
-        grid.addWidget(self.diagnostic_view, 1, 0, 1, 2)
-        grid.addWidget(self.diagnostic_note, 1, 2, 1, 2)
+        grid.addWidget(self.confidence_plot.view, 1, 0, 1, 2)
+        grid.addWidget(self.hidden_plot.view, 1, 2, 1, 2)
+        grid.addWidget(self.diagnostic_note, 2, 0, 1, 4)
         for col in range(4):
             grid.setColumnStretch(col, 1)
         layout = QVBoxLayout(self)
@@ -158,12 +217,10 @@ class RejectionPanel(QWidget):
         self._set_visible(False)
 
     def set_colours(self, colours: Colours) -> None:
-        for view in (self.entropy_view, self.scatter_view, self.diagnostic_view):
+        for view in (self.entropy_view, self.scatter_view):
             view.setBackground(colours.background)
-        self.diagnostic_accepted.setSymbolBrush(colours.good)
-        self.diagnostic_accepted.setSymbolPen(None)
-        self.diagnostic_rejected.setSymbolBrush(colours.bad)
-        self.diagnostic_rejected.setSymbolPen(colours.bad)
+        self.confidence_plot.set_colours(colours)
+        self.hidden_plot.set_colours(colours)
         self.entropy_bars.setOpts(brush=colours.speculative, pen=pg.mkPen(None))
         self.accepted_dots.setSymbolBrush(colours.good)
         self.accepted_dots.setSymbolPen(None)
@@ -174,9 +231,11 @@ class RejectionPanel(QWidget):
     def _set_visible(self, on: bool) -> None:
         for widget in (self.entropy_view, self.scatter_view, self.classes, self.confusions):
             widget.setVisible(on)
-        shown = self.diagnostic if on else None
-        self.diagnostic_view.setVisible(shown is not None and shown.values.size > 0)
-        self.diagnostic_note.setVisible(shown is not None)
+        current = self.diagnostics if on else None
+        self.confidence_plot.show(current.confidence if current else None)
+        self.hidden_plot.show(current.hidden if current else None)
+        self.diagnostic_note.setText(current.note if current else "")
+        self.diagnostic_note.setVisible(current is not None)
 
     def show_steps(self, steps: list[StepRecord]) -> None:
         """Analyse the records (skipped when nothing new arrived since the last call)."""
@@ -187,11 +246,11 @@ class RejectionPanel(QWidget):
         a = analyse(steps)
         self.analysis = a
         if a.judged == 0:
-            self.diagnostic = None
+            self.diagnostics = None
             self.summary.setText(EMPTY_TEXT if not steps else " ".join(a.notes))
             self._set_visible(False)
             return
-        self.diagnostic = diagnostic_points(steps)
+        self.diagnostics = diagnostics(steps)
         self._set_visible(True)
         rate = a.accepted / a.judged
         text = f"{a.judged} draft tokens judged, {100 * rate:.1f}% accepted."
@@ -206,32 +265,10 @@ class RejectionPanel(QWidget):
         ok = cal.accepted
         self.accepted_dots.setData(cal.q[ok], cal.p[ok])
         self.rejected_dots.setData(cal.q[~ok], cal.p[~ok])
-        self._show_diagnostic()
         fill(self.classes, [[name, f"{100 * r.acceptance:.0f}%", str(r.judged)]
                             for name, r in a.by_class.items()])
         fill(self.confusions, [[str(n), shown(wrote), shown(wanted)]
                                for wrote, wanted, n in a.confusions])
-
-    def _show_diagnostic(self) -> None:
-        """Accepted tokens on one line, rejected on another, a little jitter so equal values
-        stay visible; the title carries the AUC with its interval, the note says what the
-        quantity is and why it is the one shown for this kind of draft."""
-        d = self.diagnostic
-        if d is None:
-            return
-        self.diagnostic_note.setText(d.note)
-        jitter = np.random.default_rng(0).uniform(-0.15, 0.15, d.values.size)
-        self.diagnostic_accepted.setData(d.values[d.accepted], 1 + jitter[d.accepted])
-        self.diagnostic_rejected.setData(d.values[~d.accepted], jitter[~d.accepted])
-        plot = self.diagnostic_view.getPlotItem()
-        plot.setTitle(diagnostic_title(d), size="9pt")
-        plot.setLabel("bottom", d.name)
-        plot.setRange(xRange=(d.low, 1), yRange=(-0.5, 1.5), padding=0.02)
-
-    def diagnostic_count(self) -> int:
-        x, _ = self.diagnostic_accepted.getData()
-        y, _ = self.diagnostic_rejected.getData()
-        return (0 if x is None else len(x)) + (0 if y is None else len(y))
 
     def point_count(self) -> int:
         x, _ = self.accepted_dots.getData()
