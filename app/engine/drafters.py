@@ -18,8 +18,8 @@ class Draft:
     # q_rows[i] is the distribution tokens[i] was drawn from; None means one-hot at tokens[i]
     q_rows: np.ndarray | None
     # per token, a hidden state comparable with the target's final hidden state at the same
-    # position (self-draft: the early exit's final norm; heads: their z), for hidden_cos;
-    # None where there is none (a separate draft model lives in another model's space)
+    # position, for hidden_cos: a self-draft's final-norm output; None for every other draft
+    # (app.engine.similarity says why)
     hidden: np.ndarray | None = None
 
     def q_row(self, i: int, vocab: int) -> np.ndarray:

@@ -1,16 +1,17 @@
 """Per-token diagnostics shown beside the decisions, never the acceptance rule, and how well
-each tells accepted draft tokens from rejected ones.
+each tells accepted draft tokens from rejected ones (packaging/measure_diagnostics.py measures
+them on a real pair; figures in docs).
 
 hidden_cos: for each judged draft token, in [-1, 1], the cosine of the draft's and the
-target's final hidden states (the output of the final norm, which the output head reads) —
-only where the two are comparable: self-speculative drafts (the target's own first layers)
-and draft heads (whose z the target's output rows read). A separate draft model's hidden
-states live in another model's space; the stand-in once computed for it in the timed loop (a
-full-vocabulary log-probability cosine, about 1-2 ms per token) measured AUC 0.50 on the demo
-pair (packaging/measure_diagnostics.py), so it is gone: such tokens carry None, as n-gram
-drafts do.
-q(x), the draft's own probability of its token, is already in every record: the view shows it
-where hidden_cos is not available.
+target's final hidden states (the output of the final norm, which the output head reads),
+set only where a drafter hands comparable states: self-speculative drafts (the target's own
+first layers), where it measured better than chance on the demo pair. Everything else
+carries None and costs nothing: a separate draft model's hidden states live in another
+model's space, and the stand-in once computed for it in the timed loop (a full-vocabulary
+log-probability cosine, about 1 ms per token) measured at chance, as did draft heads' z
+against the target's hidden state; n-gram drafts have no states at all.
+q(x), the draft's own probability of its token, is in every record already and measured
+better than chance for every kind of draft: the view shows it for all of them.
 Both are judged by the ROC AUC with a 95% interval (auc_interval): 0.5 means no signal.
 """
 
@@ -63,9 +64,9 @@ def verify_pass(
 
 
 def comparable(draft_hidden: np.ndarray | None, target_hidden: np.ndarray | None) -> bool:
-    """Whether the draft's hidden states live where the target's do (the same width, read
-    at the same point): true of self-speculative drafts and draft heads, never of a separate
-    draft model."""
+    """Whether the draft handed hidden states that live where the target's do (the same width,
+    read at the same point): only self-speculative drafts keep theirs (ModelDrafter
+    with_hidden)."""
     return (draft_hidden is not None and target_hidden is not None
             and draft_hidden.shape[-1] == target_hidden.shape[-1])
 
