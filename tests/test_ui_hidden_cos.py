@@ -1,4 +1,8 @@
-"""The rejection view plots hidden_cos against the decisions of a real run, with its AUC."""
+"""The rejection view's per-token diagnostics, by kind of draft, on real runs of tiny models:
+the draft's own q(x) for every draft with probabilities of its own; hidden_cos beside it only
+for a self-draft (comparable hidden states, the one kind where it measured better than
+chance), and for the others a note that says why there is none; for n-gram drafts, which
+have neither, only the note."""
 
 from __future__ import annotations
 
@@ -8,40 +12,125 @@ import pytest
 pytest.importorskip("pytestqt")
 
 from app.engine.drafters import ModelDrafter  # noqa: E402
+from app.engine.heads import HeadsDrafter  # noqa: E402
+from app.engine.lookup import NgramDrafter  # noqa: E402
 from app.engine.session import DecodeConfig, Session  # noqa: E402
-from app.engine.similarity import roc_auc  # noqa: E402
-from ui.rejection_view import RejectionPanel, hidden_cos_points  # noqa: E402
+from app.engine.similarity import auc_interval  # noqa: E402
+from tests.test_hidden_cos import random_heads  # noqa: E402
+from ui.rejection_view import (  # noqa: E402
+    CONFIDENCE_NOTE,
+    HIDDEN_NOTE,
+    NO_DIAGNOSTIC_NOTE,
+    NO_HIDDEN_NOTE,
+    RULE,
+    Diagnostic,
+    RejectionPanel,
+    diagnostic_title,
+)
+
+PROMPT = "def add(a, b):\n    return"
 
 
-def test_hidden_cos_is_plotted_by_decision_with_its_auc(qtbot, gguf_pair):
+def steps_of(target, drafter, prompt=PROMPT, n=40):
+    session = Session(target, drafter, DecodeConfig(n_predict=n, draft_max=4))
+    return list(session.steps(target.tokenize(prompt)))
+
+
+def shown(qtbot, steps):
+    panel = RejectionPanel()
+    qtbot.addWidget(panel)
+    panel.show()
+    panel.show_steps(steps)
+    return panel
+
+
+def judged(steps):
+    return [t for s in steps for t in s.tokens if t.accepted is not None]
+
+
+def self_draft_steps(hf_dirs):
+    from backends.torch_hf import TorchModel
+    from tests.tiny_hf import write_tiny_hf
+
+    target = TorchModel(write_tiny_hf(hf_dirs[0].parent / "deep-ui", seed=3, n_layer=4),
+                        device="cpu")
+    try:
+        return steps_of(target, ModelDrafter(target.early_exit(2), with_hidden=True))
+    finally:
+        target.close()
+
+
+def assert_plots(plot, name, values, accepted):
+    """The plot shows these values by decision, its title the AUC with its interval."""
+    d = plot.diagnostic
+    assert d is not None and d.name == name and not plot.view.isHidden()
+    assert sorted(d.values) == sorted(values) and plot.count() == len(values)
+    x_rejected, y_rejected = plot.rejected.getData()
+    assert sorted(x_rejected) == sorted(v for v, ok in zip(values, accepted, strict=True) if not ok)
+    assert np.all(np.abs(y_rejected) <= 0.15)
+    x_accepted, y_accepted = plot.accepted.getData()
+    if any(accepted):
+        assert sorted(x_accepted) == sorted(v for v, ok in zip(values, accepted, strict=True) if ok)
+        assert np.all(np.abs(y_accepted - 1) <= 0.15)
+    assert plot.title().startswith(f"{name} by decision")
+    fit = auc_interval(values, accepted)
+    if fit is not None:
+        assert f"AUC {fit[0]:.2f} [{fit[1]:.2f}, {fit[2]:.2f}]" in plot.title()
+
+
+def test_a_self_draft_shows_q_and_hidden_cos(qtbot, hf_dirs):
+    steps = self_draft_steps(hf_dirs)
+    tokens = judged(steps)
+    assert tokens and all(t.hidden_cos is not None for t in tokens)
+    panel = shown(qtbot, steps)
+    accepted = [bool(t.accepted) for t in tokens]
+    assert_plots(panel.confidence_plot, "q(x)", [t.q for t in tokens], accepted)
+    assert_plots(panel.hidden_plot, "hidden_cos", [t.hidden_cos for t in tokens], accepted)
+    assert panel.hidden_plot.diagnostic.low == -1.0
+    assert panel.diagnostic_note.text() == f"{RULE} {CONFIDENCE_NOTE} {HIDDEN_NOTE}"
+    assert not panel.diagnostic_note.isHidden()
+
+
+@pytest.mark.parametrize("kind", ["draft model", "draft heads"])
+def test_other_drafts_show_q_and_say_why_no_hidden_cos(qtbot, kind, gguf_pair):
     target, draft = gguf_pair
-    session = Session(target, ModelDrafter(draft), DecodeConfig(n_predict=40, draft_max=4))
-    steps = list(session.steps(target.tokenize("def add(a, b):\n    return")))
-    cos, accepted = hidden_cos_points(steps)
-    assert cos.size > 0 and np.all(np.abs(cos) <= 1.0 + 1e-9)
-    panel = RejectionPanel()
-    qtbot.addWidget(panel)
-    panel.show()
-    panel.show_steps(steps)
-    assert panel.hidden_count() == cos.size
-    assert not panel.hidden_view.isHidden()
-    x_accepted, y_accepted = panel.hidden_accepted.getData()
-    assert sorted(x_accepted) == sorted(cos[accepted])
-    assert np.all(np.abs(y_accepted - 1) <= 0.15)
-    title = panel.hidden_view.getPlotItem().titleLabel.text
-    auc = roc_auc(list(cos), list(accepted))
-    assert "not the acceptance rule" in title
-    assert (auc is None) or f"AUC {auc:.2f}" in title
+    drafter = ModelDrafter(draft) if kind == "draft model" else HeadsDrafter(random_heads(target))
+    steps = steps_of(target, drafter)
+    tokens = judged(steps)
+    assert tokens and all(t.hidden_cos is None for t in tokens)
+    assert len({t.q for t in tokens}) > 1  # drafts with probabilities of their own
+    panel = shown(qtbot, steps)
+    assert_plots(panel.confidence_plot, "q(x)", [t.q for t in tokens],
+                 [bool(t.accepted) for t in tokens])
+    assert panel.hidden_plot.diagnostic is None and panel.hidden_plot.view.isHidden()
+    assert panel.hidden_plot.count() == 0
+    note = panel.diagnostic_note.text()
+    assert note == f"{RULE} {CONFIDENCE_NOTE} {NO_HIDDEN_NOTE}"
+    assert not panel.diagnostic_note.isHidden()
+    assert "No hidden_cos for this draft" in note
 
 
-def test_runs_without_hidden_cos_hide_the_plot(qtbot, gguf_pair):
+def test_ngram_drafts_show_no_diagnostic_and_say_why(qtbot, gguf_pair):
     target, _ = gguf_pair
-    from app.engine.lookup import NgramDrafter
+    steps = steps_of(target, NgramDrafter(), prompt="a b c a b c a b c a b", n=30)
+    assert judged(steps)
+    panel = shown(qtbot, steps)
+    for plot in (panel.confidence_plot, panel.hidden_plot):
+        assert plot.count() == 0 and plot.view.isHidden()
+    assert panel.diagnostic_note.text() == NO_DIAGNOSTIC_NOTE
+    assert not panel.diagnostic_note.isHidden()
 
-    session = Session(target, NgramDrafter(), DecodeConfig(n_predict=30, draft_max=4))
-    steps = list(session.steps(target.tokenize("a b c a b c a b c a b")))
-    panel = RejectionPanel()
-    qtbot.addWidget(panel)
-    panel.show()
-    panel.show_steps(steps)
-    assert panel.hidden_count() == 0 and panel.hidden_view.isHidden()
+
+def test_an_empty_view_shows_no_diagnostic(qtbot):
+    panel = shown(qtbot, [])
+    assert panel.confidence_plot.view.isHidden() and panel.hidden_plot.view.isHidden()
+    assert panel.diagnostic_note.isHidden()
+
+
+def test_the_title_says_when_a_diagnostic_is_no_better_than_chance():
+    rng = np.random.default_rng(0)
+    accepted = rng.random(300) < 0.7
+    noise = Diagnostic("q(x)", rng.random(300), accepted)
+    signal = Diagnostic("q(x)", rng.random(300) + accepted, accepted)
+    assert diagnostic_title(noise).endswith("no better than chance here")
+    assert "chance" not in diagnostic_title(signal)

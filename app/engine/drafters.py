@@ -17,8 +17,9 @@ class Draft:
     tokens: list[int]
     # q_rows[i] is the distribution tokens[i] was drawn from; None means one-hot at tokens[i]
     q_rows: np.ndarray | None
-    # the draft model's raw logits and final hidden states per token, for hidden_cos
-    logits: np.ndarray | None = None
+    # per token, a hidden state comparable with the target's final hidden state at the same
+    # position, for hidden_cos: a self-draft's final-norm output; None for every other draft
+    # (app.engine.similarity says why)
     hidden: np.ndarray | None = None
 
     def q_row(self, i: int, vocab: int) -> np.ndarray:
@@ -130,7 +131,8 @@ class ModelDrafter:
         with_hidden: bool = False,
     ) -> None:
         self.model = model
-        # keep the draft's hidden states (comparable with the target's: a self-draft)
+        # keep the draft's hidden states: only for a self-draft, whose final norm output is
+        # comparable with the target's (app.engine.similarity)
         self.with_hidden = with_hidden and isinstance(model, HiddenStateModel)
         self._last_hidden: np.ndarray | None = None
         self.width = min(model.n_vocab, target_vocab or model.n_vocab)
@@ -181,7 +183,6 @@ class ModelDrafter:
             return EMPTY_DRAFT
         tokens: list[int] = []
         rows: list[np.ndarray] = []
-        raw: list[np.ndarray] = []
         states: list[np.ndarray] = []
         while True:
             q = process(logits[: self.width], params)
@@ -193,7 +194,6 @@ class ModelDrafter:
             token = choose(q, params, rng)
             tokens.append(token)
             rows.append(q)
-            raw.append(logits)
             if self.with_hidden and self._last_hidden is not None:
                 states.append(self._last_hidden)
             if len(tokens) == k or token in self.model.eos_ids:
@@ -205,7 +205,7 @@ class ModelDrafter:
             self._cached.append(token)
         if not tokens:
             return EMPTY_DRAFT
-        return Draft(tokens, np.stack(rows), np.stack(raw),
+        return Draft(tokens, np.stack(rows),
                      np.stack(states) if len(states) == len(tokens) else None)
 
     def propose_tree(

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from app.engine.records import StepRecord
-from app.engine.similarity import judged_similarity, roc_auc
+from app.engine.similarity import auc_interval, judged_confidence, judged_similarity
 
 
 def expected_tokens_per_pass(alpha: float, k: float) -> float:
@@ -74,6 +74,8 @@ class RunStats:
     accepted_length: Counter[int] = field(default_factory=Counter)
     # (hidden_cos, accepted) of every judged draft token that has one
     similarity: list[tuple[float, bool]] = field(default_factory=list)
+    # (q(x), accepted) of every judged draft token: the draft's own confidence
+    confidence: list[tuple[float, bool]] = field(default_factory=list)
 
     def add(self, step: StepRecord) -> None:
         self.steps += 1
@@ -101,6 +103,7 @@ class RunStats:
             self.judged_at[i] += 1
             self.accepted_at[i] += passed
         self.similarity.extend(judged_similarity(step.tokens))
+        self.confidence.extend(judged_confidence(step.tokens))
 
     @property
     def elapsed(self) -> float:
@@ -131,12 +134,18 @@ class RunStats:
         return self.emitted / self.steps if self.steps else 0.0
 
     @property
-    def hidden_cos_auc(self) -> float | None:
-        """How well hidden_cos predicts acceptance (ROC AUC); None without both outcomes."""
-        if not self.similarity:
+    def hidden_cos_auc(self) -> tuple[float, float, float] | None:
+        """How well hidden_cos predicts acceptance: ROC AUC, 95% interval (similarity.
+        auc_interval); None without hidden_cos or without two tokens of each outcome."""
+        return _auc(self.similarity)
+
+    @property
+    def draft_q_auc(self) -> tuple[float, float, float] | None:
+        """How well the draft's own q(x) predicts acceptance, as hidden_cos_auc; None also
+        when every draft token had q = 1 (drafts without probabilities: n-gram lookup)."""
+        if all(q == 1.0 for q, _ in self.confidence):
             return None
-        scores, labels = zip(*self.similarity, strict=True)
-        return roc_auc(scores, labels)
+        return _auc(self.confidence)
 
     @property
     def mean_k(self) -> float:
@@ -181,9 +190,11 @@ class RunStats:
             "t_overhead": self.t_overhead,
             "expected_tokens_per_pass": expected_tokens_per_pass(self.alpha, k),
         }
-        auc = self.hidden_cos_auc
-        if auc is not None:
-            data["hidden_cos_auc"] = auc
+        for name, fit in (("hidden_cos_auc", self.hidden_cos_auc),
+                          ("draft_q_auc", self.draft_q_auc)):
+            if fit is not None:
+                data[name] = fit[0]
+                data[f"{name}_interval"] = [fit[1], fit[2]]
         if t_target and self.spec_steps:
             c = self.draft_time_per_token / t_target
             data["t_target"] = t_target
@@ -194,3 +205,10 @@ class RunStats:
             )
         return data
 
+
+
+def _auc(pairs: list[tuple[float, bool]]) -> tuple[float, float, float] | None:
+    if not pairs:
+        return None
+    scores, labels = zip(*pairs, strict=True)
+    return auc_interval(scores, labels)

@@ -206,7 +206,7 @@ class Session:
                 draft_tokens, _LazyDraftRows(draft, logits.shape[-1]), _LazyRows(logits, params),
                 params, self.rng, self.target.token_text, start_pos=len(self.output_ids),
             )
-            annotate(verdict.records, draft.logits, draft.hidden, logits, target_hidden)
+            annotate(verdict.records, draft.hidden, target_hidden)
         n_accepted = len(verdict.emitted) - 1
         self.target.truncate(len(context) + n_accepted)
         record = self._finish_step(context, verdict, index, len(draft_tokens),

@@ -1,15 +1,18 @@
-"""hidden_cos: how alike the draft's and the target's view of a position were — a diagnostic
-shown beside the decisions, never the acceptance rule.
+"""Per-token diagnostics shown beside the decisions, never the acceptance rule, and how well
+each tells accepted draft tokens from rejected ones (packaging/measure_diagnostics.py measures
+them on a real pair; figures in docs).
 
-For each judged draft token, in [-1, 1]:
-  - where the two hidden states are comparable (the same width, read at the same point:
-    the output of the final norm, which the output head reads — self-speculative drafts,
-    draft heads), their cosine;
-  - otherwise a stand-in computed the same way every time: the cosine of the two models'
-    centred log-probability vectors (log-softmax of the raw logits, before temperature or
-    truncation, each minus its mean) over the vocabulary both score;
-  - None where the draft has no distribution of its own (n-gram lookup).
-hidden_cos_auc is the ROC AUC of hidden_cos as a predictor of acceptance (0.5 = no signal).
+hidden_cos: for each judged draft token, in [-1, 1], the cosine of the draft's and the
+target's final hidden states (the output of the final norm, which the output head reads),
+set only where a drafter hands comparable states: self-speculative drafts (the target's own
+first layers), where it measured better than chance on the demo pair. Everything else
+carries None and costs nothing: a separate draft model's hidden states live in another
+model's space, and the stand-in once computed for it in the timed loop (a full-vocabulary
+log-probability cosine, about 1 ms per token) measured at chance, as did draft heads' z
+against the target's hidden state; n-gram drafts have no states at all.
+q(x), the draft's own probability of its token, is in every record already and measured
+better than chance for every kind of draft: the view shows it for all of them.
+Both are judged by the ROC AUC with a 95% interval (auc_interval): 0.5 means no signal.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
+import numpy.typing as npt
 
 from app.engine.protocol import HiddenStateModel, LanguageModel
 from app.engine.records import TokenRecord
@@ -26,6 +30,12 @@ def judged_similarity(tokens: Sequence[TokenRecord]) -> list[tuple[float, bool]]
     """(hidden_cos, accepted) of every judged draft token that carries a hidden_cos."""
     return [(t.hidden_cos, bool(t.accepted)) for t in tokens
             if t.hidden_cos is not None and t.accepted is not None]
+
+
+def judged_confidence(tokens: Sequence[TokenRecord]) -> list[tuple[float, bool]]:
+    """(q(x), accepted) of every judged draft token: the draft's own probability of the
+    token it wrote (1 for drafts without probabilities of their own, such as n-gram lookup)."""
+    return [(t.q, bool(t.accepted)) for t in tokens if t.accepted is not None]
 
 
 def dot(a: np.ndarray, b: np.ndarray) -> float:
@@ -44,19 +54,6 @@ def cosine(a: np.ndarray, b: np.ndarray) -> float:
     return float(np.clip(dot(a, b) / norm, -1.0, 1.0))
 
 
-def centred_logprobs(logits: np.ndarray) -> np.ndarray:
-    row = np.asarray(logits, dtype=np.float64)
-    shifted = row - row.max()
-    logprobs = shifted - np.log(np.exp(shifted).sum())
-    return np.asarray(logprobs - logprobs.mean())
-
-
-def logprob_cosine(draft_logits: np.ndarray, target_logits: np.ndarray) -> float:
-    """The stand-in: cosine of centred log-probabilities over the shared vocabulary."""
-    n = min(draft_logits.shape[-1], target_logits.shape[-1])
-    return cosine(centred_logprobs(draft_logits[:n]), centred_logprobs(target_logits[:n]))
-
-
 def verify_pass(
     target: LanguageModel, ids: Sequence[int], n_logits: int, with_hidden: bool
 ) -> tuple[np.ndarray, np.ndarray | None]:
@@ -66,27 +63,28 @@ def verify_pass(
     return target.extend(ids, n_logits), None
 
 
+def comparable(draft_hidden: np.ndarray | None, target_hidden: np.ndarray | None) -> bool:
+    """Whether the draft handed hidden states that live where the target's do (the same width,
+    read at the same point): only self-speculative drafts keep theirs (ModelDrafter
+    with_hidden)."""
+    return (draft_hidden is not None and target_hidden is not None
+            and draft_hidden.shape[-1] == target_hidden.shape[-1])
+
+
 def annotate(
-    records: Sequence[TokenRecord],
-    draft_logits: np.ndarray | None,
-    draft_hidden: np.ndarray | None,
-    target_logits: np.ndarray,
+    records: Sequence[TokenRecord], draft_hidden: np.ndarray | None,
     target_hidden: np.ndarray | None,
 ) -> None:
-    """Set hidden_cos on each judged draft token (row i of each table is draft token i)."""
-    comparable = (
-        draft_hidden is not None and target_hidden is not None
-        and draft_hidden.shape[-1] == target_hidden.shape[-1]
-    )
+    """Set hidden_cos on each judged draft token (row i of each table is draft token i)
+    where the hidden states are comparable; otherwise leave it None and cost nothing."""
+    if not comparable(draft_hidden, target_hidden):
+        return
+    assert draft_hidden is not None and target_hidden is not None
     for i, record in enumerate(records):
-        if comparable:
-            assert draft_hidden is not None and target_hidden is not None
-            record.hidden_cos = cosine(draft_hidden[i], target_hidden[i])
-        elif draft_logits is not None:
-            record.hidden_cos = logprob_cosine(draft_logits[i], target_logits[i])
+        record.hidden_cos = cosine(draft_hidden[i], target_hidden[i])
 
 
-def roc_auc(scores: Sequence[float], labels: Sequence[bool]) -> float | None:
+def roc_auc(scores: npt.ArrayLike, labels: npt.ArrayLike) -> float | None:
     """P(score of an accepted token > score of a rejected one), ties counting half (the
     Mann-Whitney U statistic); None unless both classes occur."""
     s = np.asarray(scores, dtype=np.float64)
@@ -94,12 +92,37 @@ def roc_auc(scores: Sequence[float], labels: Sequence[bool]) -> float | None:
     n_pos, n_neg = int(y.sum()), int((~y).sum())
     if n_pos == 0 or n_neg == 0:
         return None
-    order = np.argsort(s, kind="mergesort")
-    ranks = np.empty(s.size, dtype=np.float64)
-    sorted_scores = s[order]
-    # average ranks over ties
-    _, first, counts = np.unique(sorted_scores, return_index=True, return_counts=True)
-    average = first + (counts - 1) / 2.0 + 1.0
-    ranks[order] = np.repeat(average, counts)
+    ranks = midranks(s)
     u = ranks[y].sum() - n_pos * (n_pos + 1) / 2.0
     return float(u / (n_pos * n_neg))
+
+
+def midranks(values: np.ndarray) -> np.ndarray:
+    """1-based ranks, ties sharing their average rank."""
+    order = np.argsort(values, kind="mergesort")
+    _, first, counts = np.unique(values[order], return_index=True, return_counts=True)
+    ranks = np.empty(values.size, dtype=np.float64)
+    ranks[order] = np.repeat(first + (counts - 1) / 2.0 + 1.0, counts)
+    return ranks
+
+
+def auc_interval(
+    scores: npt.ArrayLike, labels: npt.ArrayLike, z: float = 1.959964
+) -> tuple[float, float, float] | None:
+    """(AUC, low, high): the ROC AUC with its 95% interval from DeLong's variance (Sun and
+    Xu's rank form), clipped to [0, 1]; None unless each class has two members.
+    An interval that contains 0.5 means the score tells accepted from rejected no better
+    than chance on these tokens."""
+    s = np.asarray(scores, dtype=np.float64)
+    y = np.asarray(labels, dtype=bool)
+    pos, neg = s[y], s[~y]
+    n_pos, n_neg = pos.size, neg.size
+    if n_pos < 2 or n_neg < 2:
+        return None
+    ranks = midranks(s)
+    # placements: the share of the other class each member beats (ties half)
+    v_pos = (ranks[y] - midranks(pos)) / n_neg
+    v_neg = 1.0 - (ranks[~y] - midranks(neg)) / n_pos
+    auc = float(v_pos.mean())
+    se = float(np.sqrt(v_pos.var(ddof=1) / n_pos + v_neg.var(ddof=1) / n_neg))
+    return auc, max(0.0, auc - z * se), min(1.0, auc + z * se)
