@@ -8,6 +8,7 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 
 from app.engine.protocol import HiddenStateModel, LanguageModel
+from app.engine.records import CopySource
 from app.engine.sampling import SamplingParams, choose, draw, finite_logits, fit_width, process
 from app.engine.tree import DraftTree, TreeBuilder, one_hot, without_earlier_siblings
 
@@ -21,6 +22,8 @@ class Draft:
     # position, for hidden_cos: a self-draft's final-norm output; None for every other draft
     # (app.engine.similarity says why)
     hidden: np.ndarray | None = None
+    # per token, where a copying drafter found it (app.engine.suffix); None for the others
+    copied_from: list[CopySource] | None = None
 
     def q_row(self, i: int, vocab: int) -> np.ndarray:
         """q for tokens[i] over the target's `vocab` logit rows (the widths may differ by

@@ -22,6 +22,25 @@ class Alternative:
     q: float
 
 
+# Where a copied draft token came from (CopySource.kind)
+COPIED_FROM_PROMPT = "prompt"
+COPIED_FROM_OUTPUT = "output"  # this run's output so far
+COPIED_FROM_MEMORY = "memory"  # an earlier run's output (CopySource.run says which)
+
+
+@dataclass
+class CopySource:
+    """Where a copying drafter (suffix decoding) found a draft token, and how sure the count
+    made it: `count` of the `of` remembered continuations of the matched text (the last
+    `match` tokens of the context) went on this way, through this token."""
+
+    kind: str
+    run: int | None = None  # the earlier run's id, for COPIED_FROM_MEMORY
+    count: int = 1
+    of: int = 1
+    match: int = 0
+
+
 @dataclass
 class TokenRecord:
     """One draft token and the verdict on it."""
@@ -46,6 +65,8 @@ class TokenRecord:
     depth: int | None = None
     # draft/target similarity at this position (app.engine.similarity); None: not measured
     hidden_cos: float | None = None
+    # a copied draft token's source (suffix drafting); None for every other draft
+    copied_from: CopySource | None = None
 
     @property
     def ratio(self) -> float:
@@ -54,6 +75,12 @@ class TokenRecord:
     @property
     def acceptance_chance(self) -> float:
         return min(1.0, self.ratio)
+
+
+def mark_copied(records: list[TokenRecord], sources: list[CopySource] | None) -> None:
+    """Give each draft token's record its copy source (records[i] is draft token i's)."""
+    for record, source in zip(records, sources or (), strict=False):
+        record.copied_from = source
 
 
 @dataclass

@@ -22,7 +22,7 @@ from app.engine.drafters import (
 )
 from app.engine.metrics import RunStats
 from app.engine.protocol import HiddenStateModel, LanguageModel
-from app.engine.records import ORIGIN_PLAIN, StepRecord
+from app.engine.records import ORIGIN_PLAIN, StepRecord, mark_copied
 from app.engine.sampling import SamplingParams, finite_logits, process
 from app.engine.similarity import annotate, verify_pass
 from app.engine.speculative import Verdict, verify
@@ -207,6 +207,7 @@ class Session:
                 params, self.rng, self.target.token_text, start_pos=len(self.output_ids),
             )
             annotate(verdict.records, draft.hidden, target_hidden)
+            mark_copied(verdict.records, draft.copied_from)
         n_accepted = len(verdict.emitted) - 1
         self.target.truncate(len(context) + n_accepted)
         record = self._finish_step(context, verdict, index, len(draft_tokens),
@@ -235,6 +236,7 @@ class Session:
             tree, _LazyRows(logits, params), params, self.rng, self.target.token_text,
             start_pos=len(self.output_ids), exact_rows=exact,
         )
+        mark_copied(verdict.records, tree.copied_from)
         # the cache never holds the last emitted token: the next pass starts from it
         kept = verdict.path[: len(verdict.emitted) - 1]
         self.target.keep_path([*range(offset), *(offset + i for i in kept)])

@@ -24,6 +24,7 @@ from app.engine.records import (
     ORIGIN_ACCEPTED,
     ORIGIN_BONUS,
     ORIGIN_REPLACEMENT,
+    CopySource,
     TokenRecord,
 )
 from app.engine.sampling import SamplingParams, choose, fit_width
@@ -48,10 +49,14 @@ class DraftTree:
     # the row node i's sibling group was drawn from (the same array for all of them), before
     # earlier siblings were removed; None: chosen deterministically (a lookup), q is one-hot
     q_rows: list[np.ndarray | None]
+    # per node, where a copying drafter found it (app.engine.suffix); None for the others
+    copied_from: list[CopySource] | None = None
 
     def __post_init__(self) -> None:
         if not len(self.tokens) == len(self.parents) == len(self.q_rows):
             raise ValueError("a draft tree needs one parent and one q row per token")
+        if self.copied_from is not None and len(self.copied_from) != len(self.tokens):
+            raise ValueError("a draft tree's copy sources must be one per token")
         for i, parent in enumerate(self.parents):
             if not -1 <= parent < i:
                 raise ValueError(f"node {i} has parent {parent}: parents must come first")
@@ -82,13 +87,17 @@ class DraftTree:
         tokens: list[int] = []
         parents: list[int] = []
         rows: list[np.ndarray | None] = []
+        kept: list[int] = []
         for i, depth in enumerate(depths):
             if depth <= max_depth:
                 new_index[i] = len(tokens)
                 tokens.append(self.tokens[i])
                 parents.append(new_index[self.parents[i]])
                 rows.append(self.q_rows[i])
-        return DraftTree(tokens, parents, rows)
+                kept.append(i)
+        sources = self.copied_from
+        return DraftTree(tokens, parents, rows,
+                         None if sources is None else [sources[i] for i in kept])
 
 
 class TreeBuilder:
