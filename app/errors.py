@@ -31,3 +31,8 @@ class TraceWriteError(DraftLensError):
 
 class ModelOutputError(DraftLensError):
     """A model returned numbers that cannot be a distribution (NaN or infinite logits)."""
+
+
+class DraftMemoryError(DraftLensError):
+    """The draft memory file (earlier outputs kept for suffix drafting) is unreadable or
+    damaged, or cannot be written."""
