@@ -3,22 +3,28 @@ and decode settings become a drafter, a session and the trace header that descri
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from app.draft_memory import DraftMemory, prompt_fingerprint
 from app.engine.calibration import cached_verify_curve, measure_token_cost
 from app.engine.drafters import Drafter, ModelDrafter
 from app.engine.heads import HeadsDrafter
 from app.engine.lookup import HybridDrafter, NgramDrafter, block_limit
 from app.engine.protocol import LanguageModel
 from app.engine.session import DecodeConfig, Session
+from app.engine.suffix import SUFFIX_LABEL, RememberedRun, SuffixDrafter, memory_buffer
 from app.engine.trace import MODE_PLAIN, MODE_SPECULATIVE, TraceHeader, TraceWriter
 from app.models.draft_heads import load_heads
 from app.models.loading import LoadedPair, ModelSpec
 from app.versions import versions
 
 NGRAM_LABEL = "n-gram lookup"
+# the last prompt tokens kept before each remembered output, so that the memory can draft an
+# answer's first tokens too (they follow the prompt's end: a chat template's turn header)
+MEMORY_LEAD_TOKENS = 4
 
 
 @dataclass
@@ -52,8 +58,13 @@ def encode_prompt(target: LanguageModel, prompt: str, chat: bool) -> list[int]:
     return target.tokenize(prompt)
 
 
-def build_drafter(pair: LoadedPair, config: DecodeConfig) -> Drafter | None:
-    """A fresh drafter for one run (drafters keep per-run state), or None for plain decoding."""
+def build_drafter(pair: LoadedPair, config: DecodeConfig,
+                  avoid_prompt: Sequence[int] | None = None) -> Drafter | None:
+    """A fresh drafter for one run (drafters keep per-run state), or None for plain decoding.
+    A suffix drafter leaves out remembered answers to `avoid_prompt` (a benchmark's prompt
+    must not draft from its own earlier answer)."""
+    if pair.spec.suffix:
+        return suffix_drafter(pair, avoid_prompt)
     if pair.draft is not None:
         drafter = ModelDrafter(pair.draft, p_min=config.draft_p_min, draft_min=config.draft_min,
                                target_vocab=pair.target.n_vocab,
@@ -69,6 +80,48 @@ def build_drafter(pair: LoadedPair, config: DecodeConfig) -> Drafter | None:
     if pair.spec.ngram:
         return NgramDrafter(limit=block_limit(pair.target))
     return None
+
+
+def suffix_drafter(pair: LoadedPair, avoid_prompt: Sequence[int] | None = None) -> SuffixDrafter:
+    """Suffix decoding over the prompt, the output and the pair's draft memory (indexed once
+    per change of the memory)."""
+    memory = draft_memory(pair)
+    if memory is None:
+        return SuffixDrafter(limit=block_limit(pair.target))
+    avoid = prompt_fingerprint(avoid_prompt) if avoid_prompt is not None else ""
+    indexed_for = (memory.version, avoid)
+    if pair.memory_index is None or pair.memory_index[0] != indexed_for:
+        runs = [RememberedRun(o.run, o.tokens) for o in memory.runs(memory_key(pair), avoid)]
+        pair.memory_index = (indexed_for, memory_buffer(runs))
+    return SuffixDrafter(pair.memory_index[1], limit=block_limit(pair.target))
+
+
+def draft_memory(pair: LoadedPair) -> DraftMemory | None:
+    """The pair's draft memory (--draft-memory), read once; None without one."""
+    if not pair.spec.draft_memory:
+        return None
+    if pair.memory is None:
+        pair.memory = DraftMemory.load(pair.spec.draft_memory)
+    return pair.memory
+
+
+def memory_key(pair: LoadedPair) -> str:
+    """The target's identity in the draft memory: its file name and size (a folder: its
+    name), so outputs are only ever read back as token ids of the same model."""
+    path = Path(pair.spec.target)
+    size = path.stat().st_size if path.is_file() else 0
+    return f"{path.name}:{size}"
+
+
+def remember_output(pair: LoadedPair, session: Session, prompt_ids: Sequence[int]) -> None:
+    """Keep a speculative run's output in the pair's draft memory, and save it. Plain runs
+    never write: a benchmark's speculative run must not draft from the plain run beside it."""
+    memory = draft_memory(pair)
+    if memory is None or session.drafter is None or not session.output_ids:
+        return
+    lead = list(prompt_ids[-MEMORY_LEAD_TOKENS:])
+    memory.add(memory_key(pair), prompt_fingerprint(prompt_ids), [*lead, *session.output_ids])
+    memory.save()
 
 
 def heads_drafter(pair: LoadedPair) -> HeadsDrafter:
@@ -96,13 +149,15 @@ def build_self_drafter(pair: LoadedPair, n_layers: int, config: DecodeConfig) ->
     return drafter
 
 
-def build_session(pair: LoadedPair, config: DecodeConfig, plain: bool = False) -> Session:
-    """A speculative session on the pair, or plain target decoding when plain=True.
+def build_session(pair: LoadedPair, config: DecodeConfig, plain: bool = False,
+                  avoid_prompt: Sequence[int] | None = None) -> Session:
+    """A speculative session on the pair, or plain target decoding when plain=True
+    (`avoid_prompt`: see build_drafter).
 
     Adaptive mode starts from the verify-cost curve measured for this target and device
     (cached after the first measurement) and the draft model's measured step time.
     """
-    drafter = None if plain else build_drafter(pair, config)
+    drafter = None if plain else build_drafter(pair, config, avoid_prompt)
     curve = None
     if drafter is not None and config.adaptive:
         curve = cached_verify_curve(pair.target, config.draft_max)
@@ -132,6 +187,8 @@ def prepare_run(
 
 def draft_label(spec: ModelSpec) -> str:
     """What drafts in a run of this spec, as the trace header names it."""
+    if spec.suffix:
+        return SUFFIX_LABEL
     if spec.self_draft_layers:
         label = self_draft_label(spec.self_draft_layers)
         return f"{NGRAM_LABEL} + {label}" if spec.ngram else label

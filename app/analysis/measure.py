@@ -11,7 +11,7 @@ from app.engine.divergence import MarginTap, TopTwo
 from app.engine.metrics import RunStats
 from app.engine.session import DecodeConfig
 from app.models.loading import LoadedPair
-from app.runs import build_session
+from app.runs import build_session, remember_output
 
 
 @dataclass
@@ -38,8 +38,10 @@ class Tally:
 
 def timed_run(pair: LoadedPair, config: DecodeConfig, prompt_ids: list[int], plain: bool,
               tally: Tally) -> None:
-    """One generation into `tally` (decoding time only: the prompt's prefill is left out)."""
-    session = build_session(pair, config, plain=plain)
+    """One generation into `tally` (decoding time only: the prompt's prefill is left out).
+    With a draft memory, a speculative run drafts from earlier prompts' speculative runs,
+    never from an answer to its own prompt, and is remembered for the prompts after it."""
+    session = build_session(pair, config, plain=plain, avoid_prompt=prompt_ids)
     start = time.perf_counter()
     for step in session.steps(prompt_ids):
         tally.stats.add(step)
@@ -50,6 +52,8 @@ def timed_run(pair: LoadedPair, config: DecodeConfig, prompt_ids: list[int], pla
     tally.tokens += len(session.output_ids)
     tally.outputs.append(list(session.output_ids))
     tally.prompt_lengths.append(len(prompt_ids))
+    if not plain:
+        remember_output(pair, session, prompt_ids)
     if isinstance(pair.target, MarginTap):
         tally.tops.append(pair.target.top)
         pair.target.top = {}

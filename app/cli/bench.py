@@ -12,7 +12,7 @@ from typing import Any
 
 from app.analysis.measure import Tally, alternating, pair_ratios, timed_run
 from app.cli import interrupt
-from app.cli.options import decode_config, model_spec, self_draft_layers
+from app.cli.options import decode_config, forget_draft_memory, model_spec, self_draft_layers
 from app.engine.divergence import MarginTap, explain_divergence
 from app.engine.kernel_noise import cached_kernel_noise
 from app.engine.protocol import EarlyExitModel, LanguageModel, ReferenceGenerator
@@ -128,6 +128,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     config = decode_config(args)
     prompts = read_prompts(args)
     layers = self_draft_layers(args)
+    forget_draft_memory(args)
     pair = load_pair(model_spec(args), progress=lambda m: print(f"[bench] {m}", file=sys.stderr))
     try:
         encoded = [encode_prompt(pair.target, p, args.chat) for p in prompts]

@@ -8,13 +8,13 @@ from pathlib import Path
 from typing import Any
 
 from app.cli import interrupt
-from app.cli.options import decode_config, model_spec, self_draft_layers
+from app.cli.options import decode_config, forget_draft_memory, model_spec, self_draft_layers
 from app.engine.metrics import RunStats
 from app.engine.text_stream import TextStream
 from app.engine.trace import TraceWriter, read_trace
 from app.errors import DraftLensError, SettingsError
 from app.models.loading import load_pair
-from app.runs import finish_trace, prepare_run
+from app.runs import finish_trace, prepare_run, remember_output
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -25,6 +25,7 @@ def cmd_run(args: argparse.Namespace) -> int:
                             "draftlens bench --self-draft-layers 4,8,12")
     if args.trace:
         ensure_writable(args.trace)
+    forget_draft_memory(args)
     pair = load_pair(spec, progress=lambda m: print(f"[draftlens] {m}", file=sys.stderr))
     for warning in pair.warnings:
         print(f"[draftlens] warning: {warning}", file=sys.stderr)
@@ -49,6 +50,8 @@ def cmd_run(args: argparse.Namespace) -> int:
             sys.stdout.write("\n")
             error = str(stopped) if isinstance(stopped, DraftLensError) else ""
             summary = finish_trace(writer, session, interrupted=stopped is not None, error=error)
+            if not error:
+                remember_output(pair, session, run.prompt_ids)
         finally:
             if writer:
                 writer.close()

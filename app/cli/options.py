@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from app.draft_memory import DraftMemory
 from app.engine.sampling import SamplingParams
 from app.engine.session import DecodeConfig
 from app.errors import SettingsError
@@ -18,6 +19,15 @@ def add_model_flags(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--ngram", action="store_true",
                    help="draft by n-gram / prompt lookup; with a draft model, look up first "
                         "and use the draft model when the context has no match")
+    g.add_argument("--suffix", action="store_true",
+                   help="draft by suffix decoding: copy what most often followed the last "
+                        "tokens in the prompt, the output so far and (with --draft-memory) "
+                        "earlier runs' outputs, as a tree of continuations by frequency")
+    g.add_argument("--draft-memory", dest="draft_memory", default="", metavar="PATH",
+                   help="with --suffix: a file of earlier outputs of the same target to draft "
+                        "from, updated after each speculative run (capped: the oldest go)")
+    g.add_argument("--forget-draft-memory", action="store_true",
+                   help="empty the --draft-memory file before starting")
     g.add_argument("--self-draft-layers", dest="self_draft_layers", default=None, metavar="N",
                    help="draft with the target's own first N layers (then its final norm and "
                         "output head); bench takes a list, e.g. 4,8,12, for a layer sweep")
@@ -50,7 +60,8 @@ def add_decode_flags(parser: argparse.ArgumentParser) -> None:
     g = parser.add_argument_group("decoding")
     g.add_argument("-n", "--n-predict", dest="n_predict", type=int, default=128)
     g.add_argument("--draft-max", "--draft-n", dest="draft_max", type=int, default=None,
-                   help="draft length k (max under --adaptive); default 8, 32 with --ngram")
+                   help="draft length k (max under --adaptive); default 8, 32 with --ngram "
+                        "or --suffix")
     g.add_argument("--draft-min", type=int, default=0)
     g.add_argument("--draft-p-min", type=float, default=None,
                    help="stop drafting where the draft's best candidate is below this")
@@ -93,9 +104,13 @@ def model_spec(args: argparse.Namespace) -> ModelSpec:
     target, draft = args.target, args.draft
     layers_list = self_draft_layers(args)
     heads = getattr(args, "draft_heads", None)
-    if sum(bool(x) for x in (layers_list, draft, heads)) > 1:
-        raise SettingsError("pick one draft: -md DRAFT, --self-draft-layers N or "
-                            "--draft-heads HEADS")
+    suffix = getattr(args, "suffix", False)
+    memory = getattr(args, "draft_memory", "") or ""
+    if sum(bool(x) for x in (layers_list, draft, heads, suffix)) > 1 or (suffix and args.ngram):
+        raise SettingsError("pick one draft: -md DRAFT, --self-draft-layers N, "
+                            "--draft-heads HEADS, --ngram or --suffix")
+    if memory and not suffix:
+        raise SettingsError("--draft-memory is the memory of suffix decoding — add --suffix")
     if target is None:
         from app.models.demo import demo_installed, demo_paths
 
@@ -104,9 +119,9 @@ def model_spec(args: argparse.Namespace) -> ModelSpec:
                                 "pass -m FILE, or run: draftlens models fetch-demo")
         demo_target, demo_draft = demo_paths()
         target = str(demo_target)
-        if draft is None and not args.ngram and not layers_list and not heads:
+        if draft is None and not args.ngram and not layers_list and not heads and not suffix:
             draft = str(demo_draft)
-    if draft is None and not args.ngram and not layers_list and not heads:
+    if draft is None and not args.ngram and not layers_list and not heads and not suffix:
         raise SettingsError("no draft given — pass -md DRAFT_FILE, --ngram for prompt lookup, "
                             "or --self-draft-layers N for the target's own first layers")
     layers = args.n_gpu_layers
@@ -121,12 +136,13 @@ def model_spec(args: argparse.Namespace) -> ModelSpec:
         trust_remote_code=args.trust_remote_code, allow_pickle=args.allow_pickle,
         batch_invariant=args.exact_kernels, rpc=args.rpc.strip(),
         self_draft_layers=layers_list[0] if layers_list else 0,
-        draft_heads=heads or "",
+        draft_heads=heads or "", suffix=suffix, draft_memory=memory,
     )
 
 
 def decode_config(args: argparse.Namespace) -> DecodeConfig:
-    draft_max = args.draft_max if args.draft_max is not None else (32 if args.ngram else 8)
+    copying = args.ngram or getattr(args, "suffix", False)
+    draft_max = args.draft_max if args.draft_max is not None else (32 if copying else 8)
     config = DecodeConfig(
         n_predict=args.n_predict, draft_max=draft_max, draft_min=args.draft_min,
         draft_p_min=args.draft_p_min or 0.0, adaptive=args.adaptive,
@@ -137,3 +153,12 @@ def decode_config(args: argparse.Namespace) -> DecodeConfig:
     )
     config.validate()
     return config
+
+
+def forget_draft_memory(args: argparse.Namespace) -> None:
+    """--forget-draft-memory: empty the memory file (also one that is damaged)."""
+    if not getattr(args, "forget_draft_memory", False):
+        return
+    if not getattr(args, "draft_memory", ""):
+        raise SettingsError("--forget-draft-memory needs the file: --draft-memory PATH")
+    DraftMemory(args.draft_memory).save()

@@ -12,8 +12,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from app.draft_memory import DraftMemory
 from app.engine.heads import HeadsWeights
 from app.engine.protocol import EarlyExitModel, LanguageModel
+from app.engine.suffix_index import TokenBuffer
 from app.errors import DraftLensError, ModelFileError, SettingsError
 from app.models.pair_check import PairCheck, check_pair_files, is_gguf, model_size_bytes
 
@@ -37,6 +39,8 @@ class ModelSpec:
     self_draft_layers: int = 0  # > 0: the target's first N layers draft (no draft file)
     rpc: str = ""  # the target on llama.cpp rpc-servers: HOST:PORT[,HOST:PORT...]
     draft_heads: str = ""  # a heads file trained on the target (app.models.draft_heads)
+    suffix: bool = False  # draft by suffix decoding (app.engine.suffix)
+    draft_memory: str = ""  # its memory of earlier outputs: a file (app.draft_memory)
 
     def resolved_backend(self) -> str:
         backend = self._backend()
@@ -65,6 +69,9 @@ class LoadedPair:
     draft_step_seconds: float = 0.0  # one draft-model step, measured once when first needed
     self_drafts: dict[int, LanguageModel] = field(default_factory=dict)  # by layer count
     heads: HeadsWeights | None = None  # spec.draft_heads, read and checked once
+    memory: DraftMemory | None = None  # spec.draft_memory, read once, written after each run
+    # the memory's outputs indexed for suffix drafting, and what they were indexed for
+    memory_index: tuple[tuple[int, str], TokenBuffer] | None = None
 
     def close(self) -> None:
         for model in self.self_drafts.values():

@@ -1,0 +1,145 @@
+"""Suffix decoding end to end on tiny real models: greedy output identical to plain decoding,
+drafts that really happen, and a second run that drafts from the memory of the first."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from app.analysis.measure import Tally, timed_run
+from app.cli.main import main
+from app.draft_memory import DraftMemory
+from app.engine.records import COPIED_FROM_MEMORY
+from app.engine.sampling import SamplingParams
+from app.engine.session import DecodeConfig, Session
+from app.engine.suffix import RememberedRun, SuffixDrafter, memory_buffer
+from app.models.loading import ModelSpec, load_pair
+from app.runs import draft_memory, suffix_drafter
+
+PROMPT = "the cat sat on the mat. the cat"
+
+
+@pytest.fixture(params=["torch", "llamacpp"])
+def target(request):
+    pair = request.getfixturevalue("hf_pair" if request.param == "torch" else "gguf_pair")
+    return pair[0]
+
+
+def generate(target, drafter, k=8, tree_width=1, n_predict=48):
+    config = DecodeConfig(n_predict=n_predict, draft_max=k, tree_width=tree_width,
+                          sampling=SamplingParams(temperature=0.0))
+    session = Session(target, drafter, config)
+    steps = list(session.steps(target.tokenize(PROMPT)))
+    return session.output_ids, steps
+
+
+def drafted(steps):
+    return [t for s in steps for t in s.tokens]
+
+
+@pytest.mark.parametrize("k,tree_width", [(4, 1), (16, 1), (8, 2)])
+def test_suffix_greedy_equals_plain_and_drafts(target, k, tree_width):
+    expected, _ = generate(target, None, k=1)
+    got, steps = generate(target, SuffixDrafter(), k, tree_width)
+    assert got == expected
+    tokens = drafted(steps)
+    assert tokens and all(t.copied_from is not None for t in tokens)
+    if tree_width > 1:
+        assert any(s.is_tree for s in steps)
+
+
+def test_a_second_run_drafts_from_the_memory_of_the_first(target):
+    expected, _ = generate(target, None, k=1)
+    first, _ = generate(target, SuffixDrafter())
+    memory = memory_buffer([RememberedRun(7, first)])
+    got, steps = generate(target, SuffixDrafter(memory), k=16)
+    assert got == expected
+    from_memory = [t for t in drafted(steps) if t.copied_from
+                   and t.copied_from.kind == COPIED_FROM_MEMORY]
+    assert from_memory and all(t.copied_from.run == 7 for t in from_memory)
+    assert any(t.accepted for t in from_memory)
+
+
+def run_cli(capsys, *argv):
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def trace_tokens(path):
+    lines = [json.loads(line) for line in path.read_text().splitlines()]
+    return [t for line in lines if line["type"] == "step" for t in line["tokens"]]
+
+
+def test_cli_run_remembers_outputs_and_the_next_run_drafts_from_them(gguf_files, capsys,
+                                                                      tmp_path):
+    memory = tmp_path / "memory.json"
+    outputs = []
+    for i in range(2):
+        trace = tmp_path / f"run{i}.jsonl"
+        code, out, _ = run_cli(capsys, "run", "-m", str(gguf_files[0]), "--suffix",
+                               "--draft-memory", str(memory), "-p", "a tiny prompt", "-n",
+                               "24", "--trace", str(trace))
+        assert code == 0
+        outputs.append(out)
+    assert outputs[0] == outputs[1]
+    kept = DraftMemory.load(memory)
+    assert len(kept.outputs) == 2
+    sources = [t["copied_from"] for t in trace_tokens(tmp_path / "run1.jsonl")]
+    assert any(s and s["kind"] == COPIED_FROM_MEMORY and s["run"] == kept.outputs[0].run
+               for s in sources)
+
+
+def test_cli_forgets_the_memory_and_a_damaged_file_is_one_clear_error(gguf_files, capsys,
+                                                                      tmp_path):
+    memory = tmp_path / "memory.json"
+    memory.write_text("{damaged", encoding="utf-8")
+    args = ["run", "-m", str(gguf_files[0]), "--suffix", "--draft-memory", str(memory),
+            "-p", "a tiny prompt", "-n", "4"]
+    code, _, err = run_cli(capsys, *args)
+    assert code != 0 and "Traceback" not in err
+    errors = [line for line in err.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and str(memory) in errors[0]
+    assert "--forget-draft-memory" in errors[0]
+    code, _, _ = run_cli(capsys, *args, "--forget-draft-memory")
+    assert code == 0
+    assert len(DraftMemory.load(memory).outputs) == 1
+
+
+def test_draft_memory_without_suffix_is_refused(gguf_files, capsys, tmp_path):
+    code, _, err = run_cli(capsys, "run", "-m", str(gguf_files[0]), "--ngram",
+                           "--draft-memory", str(tmp_path / "m.json"), "-p", "x", "-n", "2")
+    assert code != 0 and "--suffix" in err
+
+
+def test_bench_prompts_draft_from_earlier_prompts_never_their_own(gguf_files, capsys,
+                                                                  tmp_path):
+    memory = tmp_path / "memory.json"
+    code, out, _ = run_cli(capsys, "bench", "-m", str(gguf_files[0]), "--suffix",
+                           "--draft-memory", str(memory), "-p", "a tiny prompt", "-p",
+                           "a tiny prompt", "-n", "16", "--json", "--exact-kernels")
+    assert code == 0
+    report = json.loads(out)
+    assert report["identical"] is True
+    kept = DraftMemory.load(memory)
+    # one speculative run per prompt is kept; plain runs never write
+    assert len(kept.outputs) == 2
+
+
+def test_a_benchmarked_prompt_never_drafts_from_its_own_earlier_answer(gguf_files, tmp_path):
+    spec = ModelSpec(str(gguf_files[0]), suffix=True, draft_memory=str(tmp_path / "m.json"))
+    pair = load_pair(spec)
+    try:
+        config = DecodeConfig(n_predict=12, draft_max=8)
+        mine = pair.target.tokenize("a tiny prompt")
+        other = pair.target.tokenize("another prompt")
+        timed_run(pair, config, mine, plain=True, tally=Tally())
+        memory = draft_memory(pair)
+        assert memory is not None and memory.outputs == []  # a plain run never writes
+        timed_run(pair, config, mine, plain=False, tally=Tally())
+        assert len(memory.outputs) == 1
+        assert len(suffix_drafter(pair, avoid_prompt=mine).memory) == 0
+        assert len(suffix_drafter(pair, avoid_prompt=other).memory) > 0
+    finally:
+        pair.close()
