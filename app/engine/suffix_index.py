@@ -35,6 +35,8 @@ _PAIR_SHIFT = 32  # a pair of tokens (a, b) is indexed as a << 32 | b
 # SuffixDecoding tries every match length; the longest few carry nearly all the score, and
 # each try costs a trie
 _MATCH_LENGTHS_TRIED = 4
+# tokens compared for every occurrence; only those that agree on all are compared further
+_FIRST_COMPARED = 8
 
 
 @dataclass(frozen=True)
@@ -213,9 +215,12 @@ class SuffixIndex:
             ends = buffer.ends_of(context)[-self.max_occurrences:]  # [c]
             if ends.size == 0:
                 continue
-            back = ends[:, None] - np.arange(tail.shape[0])[None, :]  # [c, m]
-            agree = (buffer.tokens[np.maximum(back, 0)] == tail[None, :]) & (back >= 0)
-            matches = np.where(agree.all(axis=1), tail.shape[0], agree.argmin(axis=1))
+            matches = _agreement(buffer.tokens, ends, tail[:_FIRST_COMPARED])
+            longer = np.flatnonzero(matches == _FIRST_COMPARED)
+            if longer.size and tail.shape[0] > _FIRST_COMPARED:
+                # only those that agree so far are compared further
+                matches[longer] += _agreement(buffer.tokens, ends[longer] - _FIRST_COMPARED,
+                                              tail[_FIRST_COMPARED:])
             parts.append((np.full_like(ends, b), ends, matches))
         if not parts:
             empty = np.empty(0, dtype=np.int64)
@@ -242,10 +247,16 @@ class SuffixIndex:
             depth = min(budget.depth, int(budget.factor * m + 1e-6))
             if depth < 1:
                 break
+            # the occurrences matching m tokens or more, each distinct continuation once
+            distinct: dict[tuple[int, ...], tuple[Occurrence, int]] = {}
             while n < min(len(found), self.tree_occurrences) and found.matches[n] >= m:
                 o = found.at(n)
-                trie.insert(self._continuation(o, depth), o)
+                tokens = self._continuation(o, depth)
+                first, count = distinct.get(tokens, (o, 0))
+                distinct[tokens] = (first, count + 1)
                 n += 1
+            for tokens, (first, count) in distinct.items():
+                trie.insert(tokens, first, count)
             kept = trie.best_nodes(n, replace(budget, depth=depth))
             score = sum(trie.counts[node] for node in kept) / n
             if score > best.score:
@@ -253,9 +264,16 @@ class SuffixIndex:
                 trie.emit(kept, n, self.buffers, best)
         return best
 
-    def _continuation(self, o: Occurrence, depth: int) -> list[int]:
+    def _continuation(self, o: Occurrence, depth: int) -> tuple[int, ...]:
         tokens: list[int] = self.buffers[o.buffer].tokens[o.end + 1 : o.end + 1 + depth].tolist()
-        return tokens[: tokens.index(SEPARATOR)] if SEPARATOR in tokens else tokens
+        return tuple(tokens[: tokens.index(SEPARATOR)] if SEPARATOR in tokens else tokens)
+
+
+def _agreement(tokens: np.ndarray, ends: np.ndarray, tail: np.ndarray) -> np.ndarray:
+    """How many tokens agree with `tail` [m] (newest first) going back from each of `ends` [c]."""
+    back = ends[:, None] - np.arange(tail.shape[0])[None, :]  # [c, m]
+    agree = (tokens[np.maximum(back, 0)] == tail[None, :]) & (back >= 0)
+    return np.where(agree.all(axis=1), tail.shape[0], agree.argmin(axis=1))
 
 
 class _Trie:
@@ -270,9 +288,10 @@ class _Trie:
         self.children: list[list[int]] = [[]]
         self._child: dict[tuple[int, int], int] = {}
 
-    def insert(self, tokens: list[int], o: Occurrence) -> None:
+    def insert(self, tokens: Sequence[int], o: Occurrence, count: int = 1) -> None:
+        """Add `count` occurrences that went on with `tokens`, `o` the first of them."""
         node = 0
-        self.counts[0] += 1
+        self.counts[0] += count
         for token in tokens:
             child = self._child.get((node, token))
             if child is None:
@@ -285,7 +304,7 @@ class _Trie:
                 self.first.append(o)
                 self.children.append([])
                 self.children[node].append(child)
-            self.counts[child] += 1
+            self.counts[child] += count
             node = child
 
     def best_nodes(self, total: int, budget: TreeBudget) -> set[int]:
