@@ -273,7 +273,7 @@ def _agreement(tokens: np.ndarray, ends: np.ndarray, tail: np.ndarray) -> np.nda
     """How many tokens agree with `tail` [m] (newest first) going back from each of `ends` [c]."""
     back = ends[:, None] - np.arange(tail.shape[0])[None, :]  # [c, m]
     agree = (tokens[np.maximum(back, 0)] == tail[None, :]) & (back >= 0)
-    return np.where(agree.all(axis=1), tail.shape[0], agree.argmin(axis=1))
+    return np.asarray(np.where(agree.all(axis=1), tail.shape[0], agree.argmin(axis=1)))
 
 
 class _Trie:
