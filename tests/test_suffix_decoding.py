@@ -14,6 +14,7 @@ from app.engine.records import COPIED_FROM_MEMORY
 from app.engine.sampling import SamplingParams
 from app.engine.session import DecodeConfig, Session
 from app.engine.suffix import RememberedRun, SuffixDrafter, memory_buffer
+from app.engine.trace import read_trace
 from app.models.loading import ModelSpec, load_pair
 from app.runs import draft_memory, suffix_drafter
 
@@ -26,9 +27,9 @@ def target(request):
     return pair[0]
 
 
-def generate(target, drafter, k=8, tree_width=1, n_predict=48):
+def generate(target, drafter, k=8, tree_width=1, n_predict=48, adaptive=False):
     config = DecodeConfig(n_predict=n_predict, draft_max=k, tree_width=tree_width,
-                          sampling=SamplingParams(temperature=0.0))
+                          adaptive=adaptive, sampling=SamplingParams(temperature=0.0))
     session = Session(target, drafter, config)
     steps = list(session.steps(target.tokenize(PROMPT)))
     return session.output_ids, steps
@@ -38,10 +39,11 @@ def drafted(steps):
     return [t for s in steps for t in s.tokens]
 
 
-@pytest.mark.parametrize("k,tree_width", [(4, 1), (16, 1), (8, 2)])
-def test_suffix_greedy_equals_plain_and_drafts(target, k, tree_width):
+@pytest.mark.parametrize("k,tree_width,adaptive", [(4, 1, False), (16, 1, False),
+                                                   (8, 2, False), (16, 1, True)])
+def test_suffix_greedy_equals_plain_and_drafts(target, k, tree_width, adaptive):
     expected, _ = generate(target, None, k=1)
-    got, steps = generate(target, SuffixDrafter(), k, tree_width)
+    got, steps = generate(target, SuffixDrafter(), k, tree_width, adaptive=adaptive)
     assert got == expected
     tokens = drafted(steps)
     assert tokens and all(t.copied_from is not None for t in tokens)
@@ -67,11 +69,6 @@ def run_cli(capsys, *argv):
     return code, out, err
 
 
-def trace_tokens(path):
-    lines = [json.loads(line) for line in path.read_text().splitlines()]
-    return [t for line in lines if line["type"] == "step" for t in line["tokens"]]
-
-
 def test_cli_run_remembers_outputs_and_the_next_run_drafts_from_them(gguf_files, capsys,
                                                                       tmp_path):
     memory = tmp_path / "memory.json"
@@ -86,8 +83,9 @@ def test_cli_run_remembers_outputs_and_the_next_run_drafts_from_them(gguf_files,
     assert outputs[0] == outputs[1]
     kept = DraftMemory.load(memory)
     assert len(kept.outputs) == 2
-    sources = [t["copied_from"] for t in trace_tokens(tmp_path / "run1.jsonl")]
-    assert any(s and s["kind"] == COPIED_FROM_MEMORY and s["run"] == kept.outputs[0].run
+    sources = [t.copied_from for s in read_trace(tmp_path / "run1.jsonl").steps
+               for t in s.tokens]
+    assert any(s and s.kind == COPIED_FROM_MEMORY and s.run == kept.outputs[0].run
                for s in sources)
 
 

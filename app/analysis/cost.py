@@ -80,7 +80,8 @@ def measure_pair_costs(pair: LoadedPair, k_max: int = COST_K_MAX) -> PairCosts:
     draft step measured now, in turns. The draft's step, in the calibrated curve's time, is
     what adaptive k starts from (pair.draft_step_seconds), so its first guess compares like
     with like too."""
-    drafter = "draft model" if pair.draft is not None else ("lookup" if pair.spec.ngram else "")
+    copying = pair.spec.ngram or pair.spec.suffix
+    drafter = "draft model" if pair.draft is not None else ("lookup" if copying else "")
     curve = cached_verify_curve(pair.target, k_max)
     conditions = conditions_now("measured side by side when the pair loaded")
     t_plain, t_draft = measure_step_costs(pair.target, pair.draft)

@@ -118,8 +118,9 @@ def sampled_tokens(pair: LoadedPair, prompt_ids: list[int], params: SamplingPara
 def check_exact(pair: LoadedPair, samples: int = 200, draft_max: int = 4,
                 temperature: float = 1.0, top_k: int = DEFAULT_TOP_K, n_predict: int = 32,
                 seed: int = 0, progress: Progress | None = None) -> ExactReport:
-    if pair.draft is None and not pair.spec.ngram:
-        raise SettingsError("check-exact needs a draft — give a draft model or --ngram")
+    if pair.draft is None and not pair.spec.ngram and not pair.spec.suffix:
+        raise SettingsError("check-exact needs a draft — give a draft model, --ngram or "
+                            "--suffix")
     if samples < 20:
         raise SettingsError(f"--samples must be at least 20 for the test to mean anything "
                             f"(got {samples})")
@@ -139,8 +140,9 @@ def check_exact(pair: LoadedPair, samples: int = 200, draft_max: int = 4,
     p_first = g_test(tokens[:, 0], first).p_value
     p_second = g_test(tokens[:, 1], second).p_value
     notes = []
-    if pair.spec.ngram and pair.draft is None:
-        notes.append("n-gram drafts are one-hot: the sampled test checks accept/reject only "
+    if (pair.spec.ngram or pair.spec.suffix) and pair.draft is None:
+        kind = "n-gram" if pair.spec.ngram else "suffix"
+        notes.append(f"{kind} drafts are one-hot: the sampled test checks accept/reject only "
                      "where the prompt repeats")
     return ExactReport(
         greedy_identical=identical, greedy_prompts=len(GREEDY_PROMPTS),
