@@ -14,10 +14,14 @@ Terms, used throughout:
 Where SuffixDecoding keeps a bounded-depth suffix tree whose node counts give the shares,
 this keeps, per token and per pair of tokens, the positions where they occur (appended in
 O(1) amortised per token), and reads the match of every occurrence of the context's last
-two tokens in one vectorised comparison: the same counts, with memory linear in the tokens.
-As SuffixDecoding, every match length among the occurrences is tried and the tree with the
-highest score (the sum of its nodes' shares: the expected number of accepted tokens if the
-shares are right) is kept; a tree from a match of m tokens is at most `factor * m` deep.
+two tokens in one vectorised comparison, with memory linear in the tokens. The counts are
+SuffixDecoding's over a window: the latest `max_occurrences` occurrences per buffer are
+compared, and at most `tree_occurrences` of them (longest match, then latest) merged.
+As SuffixDecoding, match lengths among the occurrences are tried (the longest few) and the
+tree with the highest score (the sum of its nodes' shares: the expected number of accepted
+tokens if the shares are right) is kept; a tree from a match of m tokens is at most
+`factor * m` deep. The context's last pair (else its last token) must occur: a match is at
+least two tokens long wherever the pair occurs anywhere.
 """
 
 from __future__ import annotations
