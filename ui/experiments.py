@@ -21,7 +21,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.analysis.exactness import ExactReport, check_exact
+from app.analysis.exactness import EXACTNESS_SENTENCE, ExactReport, check_exact
 from app.analysis.rank import (
     Candidate,
     DraftModelCandidate,
@@ -89,6 +89,7 @@ class ExperimentsPanel(QWidget):
         self.samples.setValue(200)
         self.samples.setToolTip("seeded speculative runs for the sampled test")
         self.exact_button = QPushButton("Check exactness")
+        self.exact_button.setToolTip(EXACTNESS_SENTENCE)
         self.exact_button.clicked.connect(self.start_check)
         self.buttons = (self.sweep_button, self.rank_button, self.exact_button)
 
@@ -99,7 +100,7 @@ class ExperimentsPanel(QWidget):
             controls.addWidget(widget)
         self.status = QLabel("Sweep: each k against plain decoding on the prompt. Rank: the "
                              "loaded draft and others, at each one's best k. Exactness: greedy "
-                             "identity and a sampled G-test.")
+                             "identity in your mode and with exact kernels, and a sampled G-test.")
         self.status.setWordWrap(True)
         self.sweep_table = make_table(["k", "measured", "predicted", "theory", "acceptance",
                                    "tokens/pass", "plain tok/s", "spec tok/s"])
@@ -285,11 +286,20 @@ class ExperimentsPanel(QWidget):
 
     def show_exact(self, report: ExactReport) -> None:
         self.exact = report
-        verdict = "PASS — exact on this pair" if report.passed else "FAIL — not exact"
-        self.status.setText(
-            f"exactness: {verdict}. Greedy identical over {report.greedy_prompts} prompts: "
-            f"{report.greedy_identical}; sampled G-test over {report.samples} runs "
-            f"(temperature {report.temperature}, top-k {report.top_k}): p = {report.p_value:.3g}"
-            f" (fails below {report.threshold:g})")
-
-
+        lines = [report.verdict()]
+        for d in report.greedy.divergences:
+            margins = d["margins"]
+            lines.append(
+                f"{report.greedy.mode}: {d['prompt']!r} parts at generated token "
+                f"{d['position']} ({d['plain_text']!r} plain, {d['other_text']!r} speculative);"
+                f" top-two margins {margins['plain']:.3f} / {margins['speculative']:.3f} logits"
+                f" against a kernel noise bound of {d['noise_bound']:.3f}: "
+                f"{'a near-tie' if d['near_tie'] else 'NOT a near-tie'}")
+        exact = ("no batch-invariant mode for this backend here" if report.exact is None else
+                 f"{report.exact.mode}: greedy output "
+                 f"{'identical to' if report.exact.identical else 'DIFFERS from'} plain "
+                 f"decoding over {report.exact.prompts} prompts")
+        lines.append(f"{exact}; sampled G-test over {report.samples} runs (temperature "
+                     f"{report.temperature}, top-k {report.top_k}): p = {report.p_value:.3g}"
+                     f" (fails below {report.threshold:g})")
+        self.status.setText("exactness — " + "\n".join(lines))
