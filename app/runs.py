@@ -96,7 +96,8 @@ def build_self_drafter(pair: LoadedPair, n_layers: int, config: DecodeConfig) ->
     return drafter
 
 
-def build_session(pair: LoadedPair, config: DecodeConfig, plain: bool = False) -> Session:
+def build_session(pair: LoadedPair, config: DecodeConfig, plain: bool = False,
+                  diagnostics: bool = True) -> Session:
     """A speculative session on the pair, or plain target decoding when plain=True.
 
     Adaptive mode starts from the verify-cost curve measured for this target and device
@@ -110,7 +111,7 @@ def build_session(pair: LoadedPair, config: DecodeConfig, plain: bool = False) -
             if not pair.draft_step_seconds:
                 pair.draft_step_seconds = measure_token_cost(pair.draft)
             drafter.cost_hint = pair.draft_step_seconds
-    return Session(pair.target, drafter, config, curve)
+    return Session(pair.target, drafter, config, curve, diagnostics)
 
 
 def prepare_run(

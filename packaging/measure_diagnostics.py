@@ -50,6 +50,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import app.engine.session as session_module  # noqa: E402
+from app.engine.diagnostics import entropy  # noqa: E402
 from app.engine.drafters import Draft  # noqa: E402
 from app.engine.heads import HeadsDrafter, HeadsWeights  # noqa: E402
 from app.engine.records import TokenRecord  # noqa: E402
@@ -174,7 +175,8 @@ class Tap:
             values = {
                 "q": record.q,
                 "q_margin": top_two_margin(q),
-                "neg_q_entropy": -record.q_entropy,
+                # the records' entropies are added after the step: computed here
+                "neg_q_entropy": -entropy(q),
                 "early_position": -float(i),
                 "overlap": float(np.minimum(p, q).sum()),
             }

@@ -15,8 +15,6 @@ A correct sampler passes when p > 1e-3.
 from __future__ import annotations
 
 import functools
-import inspect
-import textwrap
 from dataclasses import dataclass
 
 import numpy as np
@@ -28,6 +26,7 @@ from app.engine.drafters import ModelDrafter
 from app.engine.lookup import NgramDrafter
 from app.engine.sampling import SamplingParams, process
 from app.engine.session import DecodeConfig, Session
+from tests.helpers import always_accept, resample_from_p
 
 EXACT_P = 1e-3  # a correct sampler passes every test at this level (fixed seeds)
 BROKEN_P = 1e-6  # a broken sampler must be rejected at least this strongly
@@ -217,28 +216,6 @@ def test_equal_distributions_never_reject():
 # --- the tests have power: broken samplers are caught --------------------------------------
 
 
-def resample_from_p(monkeypatch):
-    """Bug: after a rejection, draw from p instead of the residual norm(max(0, p - q))."""
-    monkeypatch.setattr(speculative, "residual_distribution", lambda p, q: p)
-    return speculative.verify
-
-
-def always_accept(monkeypatch):
-    """Bug: accept every draft token (the u < p/q test replaced by True)."""
-    return mutated_verify("record.u * record.q < record.p", "True")
-
-
-def mutated_verify(old: str, new: str):
-    """speculative.verify with one expression of its source replaced."""
-    source = inspect.getsource(speculative.verify)
-    assert old in source, f"the acceptance rule no longer reads {old!r}: update this mutation"
-    namespace = dict(vars(speculative))
-    # compiled here, so it inherits this module's `from __future__ import annotations`
-    code = compile(textwrap.dedent(source.replace(old, new)), speculative.__file__, "exec")
-    exec(code, namespace)  # noqa: S102 - a test-only mutant of the engine's own function
-    return namespace["verify"]
-
-
 @pytest.mark.parametrize("case", WITH_REJECTIONS)
 def test_resampling_from_p_instead_of_residual_is_detected(case, monkeypatch):
     broken = resample_from_p(monkeypatch)
@@ -258,7 +235,8 @@ def test_always_accepting_is_detected(case, monkeypatch):
 def test_broken_samplers_agree_with_correct_one_when_p_equals_q(monkeypatch):
     # sanity check of the mutants: with q == p nothing is ever rejected, so neither bug shows
     for make in (resample_from_p, always_accept):
-        runs = simulate("p_equals_q", 2, 5000, seed=97, verify=make(monkeypatch))
+        with monkeypatch.context() as patched:
+            runs = simulate("p_equals_q", 2, 5000, seed=97, verify=make(patched))
         assert first_token_pvalue(runs) > EXACT_P
 
 

@@ -11,7 +11,7 @@ import pytest
 
 from app.engine import calibration
 from app.engine.adaptive import DraftLengthController, VerifyCostCurve
-from app.engine.speculative import top_indices
+from app.engine.diagnostics import top_indices
 from app.paths import cache_dir
 
 

@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 
 from app.engine.adaptive import DraftLengthController, VerifyCostCurve
+from app.engine.diagnostics import describe
 from app.engine.drafters import (
     EMPTY_DRAFT,
     CopyingDrafter,
@@ -89,7 +90,10 @@ class Session:
         drafter: Drafter | None,
         config: DecodeConfig,
         cost_curve: VerifyCostCurve | None = None,
+        diagnostics: bool = True,
     ) -> None:
+        """diagnostics: add each judged token's alternatives and entropies to its record
+        (after the step is timed); off where nothing shows them, as in bench timing runs."""
         config.validate()
         if isinstance(drafter, TargetHiddenDrafter) and not isinstance(target, HiddenStateModel):
             raise SettingsError(f"{drafter.name} drafts from the target's hidden states, which "
@@ -100,6 +104,7 @@ class Session:
         self.target = target
         self.drafter = drafter
         self.config = config
+        self.diagnostics = diagnostics
         self.controller = DraftLengthController(
             config.draft_max, config.adaptive, cost_curve,
             draft_cost=drafter.cost_hint if drafter else 0.0,
@@ -249,6 +254,8 @@ class Session:
         self.output_ids.extend(emitted)
         t0, t1, t2 = times
         t3 = time.perf_counter()
+        if self.diagnostics:  # outside the step's timed work
+            describe(verdict.judged, self.target.token_text)
         return StepRecord(
             index=index,
             k=k,
