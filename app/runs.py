@@ -8,9 +8,11 @@ from pathlib import Path
 from typing import Any
 
 from app.engine.calibration import cached_verify_curve, measure_token_cost
-from app.engine.drafters import Drafter, ModelDrafter
+from app.engine.draft_model import ModelDrafter
+from app.engine.drafters import Drafter
 from app.engine.heads import HeadsDrafter
-from app.engine.lookup import HybridDrafter, NgramDrafter, block_limit
+from app.engine.hybrid import HybridDrafter
+from app.engine.lookup import NgramDrafter, block_limit
 from app.engine.protocol import LanguageModel
 from app.engine.session import DecodeConfig, Session
 from app.engine.trace import MODE_PLAIN, MODE_SPECULATIVE, TraceHeader, TraceWriter

@@ -132,10 +132,11 @@ class Tap:
         self.heads: HeadsWeights | None = None
         self.fed_hidden: np.ndarray | None = None  # what the heads drafted from
 
-    def wrap_take_hidden(self, take: Callable[..., None]) -> Callable[..., None]:
-        def taped(hidden: np.ndarray, n_context: int) -> None:
-            take(hidden, n_context)
-            self.fed_hidden = np.asarray(hidden, dtype=np.float32)
+    def wrap_accept(self, accept: Callable[..., None]) -> Callable[..., None]:
+        def taped(context: list[int], hidden: np.ndarray | None) -> None:
+            accept(context, hidden)
+            if hidden is not None:
+                self.fed_hidden = np.asarray(hidden, dtype=np.float32)
         return taped
 
     def wrap_propose(self, propose: Callable[..., Draft]) -> Callable[..., Draft]:
@@ -220,8 +221,7 @@ def measure(kind: str, spec: ModelSpec, prompts: list[str], config: DecodeConfig
             drafter.propose = tap.wrap_propose(drafter.propose)  # type: ignore[method-assign]
             if isinstance(drafter, HeadsDrafter):
                 tap.heads = drafter.weights
-                drafter.take_target_hidden = tap.wrap_take_hidden(  # type: ignore[method-assign]
-                    drafter.take_target_hidden)
+                drafter.accept = tap.wrap_accept(drafter.accept)  # type: ignore[method-assign]
             with tapped(tap):
                 for _ in run.session.steps(run.prompt_ids):
                     pass

@@ -8,6 +8,15 @@ from __future__ import annotations
 
 import app.engine.acceptance as acceptance
 import app.engine.speculative as speculative
+from app.engine.draft_model import DRAFT_MODEL
+from app.engine.records import (
+    ORIGIN_ACCEPTED,
+    ORIGIN_BONUS,
+    ORIGIN_PLAIN,
+    ORIGIN_REPLACEMENT,
+    StepRecord,
+    TokenRecord,
+)
 
 
 def resample_from_p(monkeypatch):
@@ -41,3 +50,26 @@ def greedy_accepts_everything(monkeypatch):
 
     monkeypatch.setattr(acceptance, "judge", wrong)
     return speculative.verify
+
+
+def token(pos: int, accepted: bool) -> TokenRecord:
+    return TokenRecord(pos=pos, token=5, text="x", q=0.5, p=0.4, u=0.3, accepted=accepted,
+                       replacement=None if accepted else 6)
+
+
+def step(index: int, k: int, verdicts: list[bool], t_draft=0.0, t_verify=0.1,
+         source: str = DRAFT_MODEL.name) -> StepRecord:
+    """A hand-made chain step: the judged prefix of `verdicts` (up to the first rejection),
+    consulting the `source` kind of draft."""
+    judged = verdicts[: verdicts.index(False) + 1] if False in verdicts else verdicts
+    tokens = [token(i, ok) for i, ok in enumerate(judged)]
+    n_acc = sum(judged)
+    if k == 0:
+        origins = [ORIGIN_PLAIN]
+    elif n_acc == len(judged) == k:
+        origins = [ORIGIN_ACCEPTED] * n_acc + [ORIGIN_BONUS]
+    else:
+        origins = [ORIGIN_ACCEPTED] * n_acc + [ORIGIN_REPLACEMENT]
+    return StepRecord(index=index, k=k, tokens=tokens, emitted=[7] * len(origins),
+                      emitted_text=["y"] * len(origins), origins=origins, t_draft=t_draft,
+                      t_verify=t_verify, t_overhead=0.01, source=source)

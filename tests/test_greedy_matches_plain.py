@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from app.engine.drafters import ModelDrafter
+from app.engine.draft_model import ModelDrafter
 from app.engine.lookup import NgramDrafter
 from app.engine.sampling import SamplingParams
 from app.engine.session import DecodeConfig, Session
@@ -103,7 +103,7 @@ def _clone_with_eos(model, stop_token):
 
 @pytest.mark.parametrize("adaptive", [False, True])
 def test_hybrid_lookup_and_draft_model_greedy_equals_plain(pair, adaptive):
-    from app.engine.lookup import HybridDrafter
+    from app.engine.hybrid import HybridDrafter
 
     target, draft = pair
     prompt = PROMPTS[1]

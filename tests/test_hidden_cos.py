@@ -10,7 +10,7 @@ import json
 import numpy as np
 import pytest
 
-from app.engine.drafters import ModelDrafter
+from app.engine.draft_model import ModelDrafter
 from app.engine.heads import HeadsDrafter, HeadsWeights
 from app.engine.lookup import NgramDrafter
 from app.engine.protocol import HiddenStateModel

@@ -9,7 +9,7 @@ import pytest
 
 from app.engine import kernel_noise
 from app.engine.divergence import MarginTap, explain_divergence
-from app.engine.drafters import ModelDrafter
+from app.engine.draft_model import ModelDrafter
 from app.engine.kernel_noise import cached_kernel_noise, measure_kernel_noise
 from app.engine.sampling import SamplingParams
 from app.engine.session import DecodeConfig, Session

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from app.engine.drafters import ModelDrafter
-from app.engine.lookup import HybridDrafter, NgramDrafter
+from app.engine.draft_model import ModelDrafter
+from app.engine.hybrid import HybridDrafter
+from app.engine.lookup import NgramDrafter
 from app.engine.sampling import SamplingParams
 from app.engine.session import DecodeConfig, Session
 from app.models.demo import demo_installed, demo_paths

@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from app.cli.main import main
-from app.engine.drafters import ModelDrafter
+from app.engine.draft_model import ModelDrafter
 from app.engine.sampling import SamplingParams
 from app.engine.session import DecodeConfig, Session
 from app.models.loading import ModelSpec, rpc_problem

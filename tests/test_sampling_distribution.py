@@ -22,7 +22,7 @@ import pytest
 from scipy.stats import binomtest, power_divergence
 
 import app.engine.speculative as speculative
-from app.engine.drafters import ModelDrafter
+from app.engine.draft_model import ModelDrafter
 from app.engine.lookup import NgramDrafter
 from app.engine.sampling import SamplingParams, process
 from app.engine.session import DecodeConfig, Session

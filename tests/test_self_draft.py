@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from app.cli.main import main
-from app.engine.drafters import ModelDrafter
+from app.engine.draft_model import ModelDrafter
 from app.engine.protocol import EarlyExitModel
 from app.engine.sampling import SamplingParams
 from app.engine.session import DecodeConfig, Session

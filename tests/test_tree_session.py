@@ -7,8 +7,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from app.engine.drafters import ModelDrafter
-from app.engine.lookup import HybridDrafter, NgramDrafter
+from app.engine.draft_model import DRAFT_MODEL, ModelDrafter
+from app.engine.hybrid import HybridDrafter
+from app.engine.lookup import NgramDrafter
 from app.engine.sampling import SamplingParams
 from app.engine.session import DecodeConfig, Session
 from tests.test_sampling_distribution import EXACT_P, exact_distributions, gof_pvalue
@@ -135,6 +136,6 @@ def test_adaptive_tree_counts_the_extra_nodes_it_verifies(gguf_pair):
     steps = list(session.steps(target.tokenize(PROMPTS[0])))
     assert session.output_ids == plain
     assert any(s.is_tree for s in steps)
-    stats = session.controller.stats("model")
+    stats = session.controller.stats(DRAFT_MODEL)
     assert stats.extra_per_level > 0
     assert stats.pass_size(4) > 5  # the cost model prices the siblings too

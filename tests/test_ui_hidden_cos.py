@@ -11,7 +11,7 @@ import pytest
 
 pytest.importorskip("pytestqt")
 
-from app.engine.drafters import ModelDrafter  # noqa: E402
+from app.engine.draft_model import ModelDrafter  # noqa: E402
 from app.engine.heads import HeadsDrafter  # noqa: E402
 from app.engine.lookup import NgramDrafter  # noqa: E402
 from app.engine.session import DecodeConfig, Session  # noqa: E402
