@@ -10,7 +10,7 @@ import numpy as np
 from app.engine.draft_model import ModelDrafter
 from app.engine.drafters import EMPTY_DRAFT, Budget, Draft
 from app.engine.sampling import SamplingParams, choose, finite_logits, process
-from tests.test_sampling_distribution import BROKEN_P, EXACT_P, PROMPT, first_two_pvalues
+from tests.helpers import BROKEN_P, EXACT_P, PROMPT, first_two_pvalues
 
 P_MIN = 0.1
 TEMPERATURE = 0.3  # the tiny draft then gives about half its mass to tokens above P_MIN

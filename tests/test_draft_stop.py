@@ -17,7 +17,7 @@ from app.engine.drafters import EMPTY_DRAFT, Budget, Draft
 from app.engine.sampling import SamplingParams, choose, finite_logits, process
 from app.engine.session import DecodeConfig, Session
 from app.engine.trace import step_from_dict, step_to_dict
-from tests.test_sampling_distribution import BROKEN_P, EXACT_P, PROMPT, first_two_pvalues
+from tests.helpers import BROKEN_P, EXACT_P, PROMPT, assert_drafted, first_two_pvalues
 
 TEMPERATURE = 0.3  # the tiny draft is then sure of some tokens and unsure of others
 N_RUNS = 1500
@@ -119,6 +119,7 @@ def test_adaptive_session_ends_drafts_on_confidence_and_stays_greedy_exact(hf_pa
     session = adaptive_session(target, draft)
     steps = list(session.steps(prompt_ids))
     assert session.output_ids == plain.output_ids
+    assert_drafted(steps)
     ended = [s for s in steps if s.stop_chance is not None]
     assert ended and all(s.k < 8 for s in ended)
     again = step_from_dict(step_to_dict(ended[0]))

@@ -12,6 +12,7 @@ from app.engine.sampling import SamplingParams
 from app.engine.session import DecodeConfig, Session
 from app.models.demo import demo_installed, demo_paths
 from app.models.pair_check import check_pair_files
+from tests.helpers import assert_drafted
 
 pytestmark = [
     pytest.mark.real_models,
@@ -55,4 +56,4 @@ def test_greedy_speculative_equals_plain_on_the_demo_pair(demo_pair, make_drafte
     expected, _ = _generate(target, None)
     got, steps = _generate(target, make_drafter(draft))
     assert got == expected
-    assert sum(s.n_accepted for s in steps) > 0
+    assert_drafted(steps)
