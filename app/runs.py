@@ -8,9 +8,11 @@ from pathlib import Path
 from typing import Any
 
 from app.engine.calibration import cached_verify_curve, measure_token_cost
-from app.engine.drafters import Drafter, ModelDrafter
+from app.engine.draft_model import ModelDrafter
+from app.engine.drafters import Drafter
 from app.engine.heads import HeadsDrafter
-from app.engine.lookup import HybridDrafter, NgramDrafter, block_limit
+from app.engine.hybrid import HybridDrafter
+from app.engine.lookup import NgramDrafter, block_limit
 from app.engine.protocol import LanguageModel
 from app.engine.session import DecodeConfig, Session
 from app.engine.trace import MODE_PLAIN, MODE_SPECULATIVE, TraceHeader, TraceWriter
@@ -96,7 +98,8 @@ def build_self_drafter(pair: LoadedPair, n_layers: int, config: DecodeConfig) ->
     return drafter
 
 
-def build_session(pair: LoadedPair, config: DecodeConfig, plain: bool = False) -> Session:
+def build_session(pair: LoadedPair, config: DecodeConfig, plain: bool = False,
+                  diagnostics: bool = True) -> Session:
     """A speculative session on the pair, or plain target decoding when plain=True.
 
     Adaptive mode starts from the verify-cost curve measured for this target and device
@@ -110,7 +113,7 @@ def build_session(pair: LoadedPair, config: DecodeConfig, plain: bool = False) -
             if not pair.draft_step_seconds:
                 pair.draft_step_seconds = measure_token_cost(pair.draft)
             drafter.cost_hint = pair.draft_step_seconds
-    return Session(pair.target, drafter, config, curve)
+    return Session(pair.target, drafter, config, curve, diagnostics)
 
 
 def prepare_run(

@@ -39,7 +39,8 @@ class Tally:
 def timed_run(pair: LoadedPair, config: DecodeConfig, prompt_ids: list[int], plain: bool,
               tally: Tally) -> None:
     """One generation into `tally` (decoding time only: the prompt's prefill is left out)."""
-    session = build_session(pair, config, plain=plain)
+    # timing runs show no per-token alternatives or entropies: none are computed
+    session = build_session(pair, config, plain=plain, diagnostics=False)
     start = time.perf_counter()
     for step in session.steps(prompt_ids):
         tally.stats.add(step)
