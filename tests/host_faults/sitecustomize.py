@@ -1,0 +1,46 @@
+"""Test-only: a fault planted in the engine host's llama.cpp backend, for tests/test_host.py.
+
+The tests put this folder on the host's PYTHONPATH, so Python imports this module when the
+host starts; outside those tests it is never on a path. With DRAFTLENS_TEST_FAULT set, the
+target's verify pass after step DRAFTLENS_TEST_FAULT_AFTER (default 2) has been reported:
+  abort  writes a llama.cpp-style assert line to stderr and calls os.abort() (SIGABRT)
+  kill   SIGKILLs its own process, as the out-of-memory killer does
+  sleep  sleeps DRAFTLENS_TEST_FAULT_SECONDS (default 60) inside the pass: a pass that
+         cannot be interrupted, for Stop
+"""
+
+import os
+
+_FAULT = os.environ.get("DRAFTLENS_TEST_FAULT", "")
+
+if _FAULT:
+    import signal
+    import sys
+    import time
+
+    from app.engine import trace
+    from backends.llamacpp import LlamaCppModel
+
+    _after = int(os.environ.get("DRAFTLENS_TEST_FAULT_AFTER", "2"))
+    _reported = [0]
+    _step_to_dict = trace.step_to_dict
+    _extend = LlamaCppModel.extend
+
+    def _counting_step_to_dict(step):  # the host reports each step through this
+        _reported[0] += 1
+        return _step_to_dict(step)
+
+    def _faulty_extend(self, ids, n_logits, *args, **kwargs):
+        if _reported[0] >= _after and n_logits > 1:
+            if _FAULT == "abort":
+                sys.stderr.write("llama.cpp/ggml/src/ggml.c:1234: GGML_ASSERT(planted) failed\n")
+                sys.stderr.flush()
+                os.abort()
+            elif _FAULT == "kill":
+                os.kill(os.getpid(), signal.SIGKILL)
+            elif _FAULT == "sleep":
+                time.sleep(float(os.environ.get("DRAFTLENS_TEST_FAULT_SECONDS", "60")))
+        return _extend(self, ids, n_logits, *args, **kwargs)
+
+    trace.step_to_dict = _counting_step_to_dict
+    LlamaCppModel.extend = _faulty_extend
