@@ -77,3 +77,24 @@ def test_stop_during_a_pass_that_does_not_end_gives_control_back_within_a_second
     monkeypatch.delenv("DRAFTLENS_TEST_FAULT")
     run(window, qtbot)
     assert dialogs == [] and window.run.stats.emitted == 40
+
+
+def test_an_analysis_whose_engine_dies_is_one_dialog_and_the_window_stays_usable(
+    window, qtbot, gguf_files, dialogs, plant, monkeypatch
+):
+    choose_pair(window, qtbot, *gguf_files, backend="llamacpp")
+    set_decoding(window, tokens=12, k=3, prompt="the cat")
+    plant("abort", after=0)  # the first pass that verifies a draft aborts
+    panel = window.why.experiments
+    panel.ks.setText("1,2")
+    with qtbot.waitSignal(window.worker.job_done, timeout=RUN_TIMEOUT_MS) as done:
+        panel.sweep_button.click()
+    qtbot.waitUntil(lambda: not panel.busy_with, timeout=5000)  # job_done reached the panel
+    assert done.args[1] is None
+    assert len(dialogs) == 1 and "the engine process ended with SIGABRT" in dialogs[0]
+
+    monkeypatch.delenv("DRAFTLENS_TEST_FAULT")
+    with qtbot.waitSignal(window.worker.job_done, timeout=RUN_TIMEOUT_MS):
+        panel.sweep_button.click()
+    qtbot.waitUntil(lambda: not panel.busy_with, timeout=5000)
+    assert len(dialogs) == 1 and [r.k for r in panel.sweep_rows] == [1, 2]

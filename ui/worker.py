@@ -8,9 +8,8 @@ host dies (a native abort, a signal, an out-of-memory kill) the worker finalises
 itself, says what happened with the engine's last lines on stderr, and the next run starts a
 new host. The host keeps the pair loaded between runs and reloads when the choice changes.
 
-Analyses (sweep, ranking, exactness check) still run in this process on a pair loaded here:
-they take a callable, which does not cross a process boundary; the host is closed first so
-only one pair is in memory.
+Analyses (sweep, ranking, exactness check) run in the host too, as jobs (app.host.jobs) on the
+same loaded pair; the worker forwards their progress and their result.
 """
 
 from __future__ import annotations
@@ -18,30 +17,24 @@ from __future__ import annotations
 import sys
 import threading
 import traceback
-from collections.abc import Callable
-from dataclasses import astuple, dataclass, field
+from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
-from PySide6.QtCore import QObject, QSemaphore, Signal, Slot
+from PySide6.QtCore import QObject, Signal, Slot
 
-from app.analysis.cost import measure_pair_costs
 from app.engine.session import DecodeConfig
 from app.errors import DraftLensError, TraceWriteError
 from app.host import protocol
 from app.host.client import EXITED, EngineHost
+from app.host.jobs import Job
 from app.host.keeper import TraceKeeper, cut_off_note, death_message
-from app.models.loading import LoadedPair, ModelSpec, load_pair
+from app.models.loading import ModelSpec
 from app.paths import data_dir
-from app.runs import NGRAM_LABEL
 from ui.latency import freeze_heap
 from ui.run_data import KIND_SPECULATIVE, CompareResult
 
 _POLL_MS = 50
-
-
-class _Stopped(Exception):
-    """The user pressed Stop while the pair was loading."""
 
 
 @dataclass
@@ -56,12 +49,13 @@ class RunRequest:
 
 @dataclass
 class JobRequest:
-    """An analysis on the loaded pair (sweep, ranking, exactness check) on the worker thread:
-    `work(pair, cancelled, progress)` returns the result that `job_done` carries."""
+    """An analysis on the loaded pair (sweep, ranking, exactness check), run in the engine
+    host: `work(pair, cancelled, progress)` (a picklable job of app.host.jobs) returns the
+    result that `job_done` carries."""
 
     spec: ModelSpec
     name: str
-    work: Callable[[LoadedPair, Callable[[], bool], Callable[[str], None]], object]
+    work: Job
 
 
 @dataclass(frozen=True)
@@ -98,11 +92,6 @@ def plain_trace_path(path: Path) -> Path:
     return path.with_name(path.stem + ".plain.jsonl")
 
 
-def _pair_key(spec: ModelSpec) -> tuple:
-    """Every choice that changes what is loaded: a new key means a reload."""
-    return astuple(spec)
-
-
 class RunWorker(QObject):
     """Lives on a QThread; `run` is invoked through a queued signal from the window."""
 
@@ -122,13 +111,10 @@ class RunWorker(QObject):
         super().__init__()
         self._cancel = threading.Event()
         self._step_mode = threading.Event()
-        self._permits = QSemaphore(0)  # for analyses in this process
         self._lock = threading.Lock()  # the host and the Step releases it has not seen yet
         self._host: EngineHost | None = None
         self._host_busy = False
         self._early_steps = 0  # Step presses before the host had the run
-        self._pair: LoadedPair | None = None  # analyses only
-        self._pair_key: tuple | None = None
         self.steps_emitted = 0  # in this request; read by the UI thread (atomic under the GIL)
 
     # --- called from the UI thread ------------------------------------------------------
@@ -136,7 +122,6 @@ class RunWorker(QObject):
         """Reset the controls before a run is queued (the worker is idle then)."""
         self._cancel.clear()
         self.steps_emitted = 0
-        self._permits.tryAcquire(self._permits.available())
         with self._lock:
             self._early_steps = 0
         self.set_step_mode(step_mode)
@@ -161,7 +146,6 @@ class RunWorker(QObject):
                 self._host.send(protocol.STEP_MODE, on=on)
 
     def release_step(self) -> None:
-        self._permits.release()
         with self._lock:
             if self._host is not None and self._host_busy:
                 self._host.send(protocol.STEP)
@@ -174,7 +158,10 @@ class RunWorker(QObject):
         trace_path: Path | None = None
         try:
             trace_path = request.trace_path or default_trace_path()
-            host = self._start_run(request)
+            host = self._send(protocol.RUN, spec=request.spec,
+                              config=protocol.config_to_dict(request.config),
+                              prompt=request.prompt, chat=request.chat,
+                              compare=request.compare)
             try:
                 self._follow(host, request, trace_path)
             except BaseException:
@@ -190,18 +177,16 @@ class RunWorker(QObject):
                 self._host_busy = False
             self.done.emit(str(trace_path) if trace_path is not None else "")
 
-    def _start_run(self, request: RunRequest) -> EngineHost:
-        self._close_pair()  # an analysis's pair: one pair in memory at a time
+    def _send(self, command: str, spec: ModelSpec, **data: object) -> EngineHost:
+        """A run or a job to the host, started first if there is none (or it died)."""
         with self._lock:
             if self._host is None or not self._host.alive:
                 self._host = EngineHost()
                 self._host.start()
             host = self._host
             host.ready_for_next()
-            host.send(protocol.RUN, spec=protocol.spec_to_dict(request.spec),
-                      config=protocol.config_to_dict(request.config), prompt=request.prompt,
-                      chat=request.chat, compare=request.compare, costs=True,
-                      step_mode=self._step_mode.is_set(), permits=self._early_steps)
+            host.send(command, spec=protocol.spec_to_dict(spec), costs=True,
+                      step_mode=self._step_mode.is_set(), permits=self._early_steps, **data)
             self._early_steps = 0
             self._host_busy = True
             if self._cancel.is_set():
@@ -292,61 +277,49 @@ class RunWorker(QObject):
 
     @Slot()
     def close_models(self) -> None:
-        """End the host (it closes its models) and free an analysis's pair."""
+        """End the host; it closes its models."""
         with self._lock:
             host, self._host = self._host, None
         if host is not None:
             host.close()
-        self._close_pair()
 
-    # --- on the worker thread: analyses in this process ---------------------------------
+    # --- on the worker thread: analyses, in the host too --------------------------------
     @Slot(object)
     def run_job(self, job: JobRequest) -> None:
         result: object = None
         try:
-            with self._lock:
-                host, self._host = self._host, None
-            if host is not None:
-                host.close()  # one pair in memory at a time
-            pair = self._ensure_pair(job.spec)
-            result = job.work(pair, self._cancel.is_set, self.progress.emit)
-        except _Stopped:
-            pass
+            host = self._send(protocol.JOB, spec=job.spec,
+                              job=protocol.pack_object(job.work))
+            try:
+                result = self._follow_job(host)
+            except BaseException:
+                self._discard(host)
+                raise
         except DraftLensError as exc:
             self.failed.emit(str(exc))
         except Exception as exc:  # noqa: BLE001 - any failure becomes a dialog
             traceback.print_exc(file=sys.stderr)
             self.failed.emit(f"{type(exc).__name__}: {exc}")
         finally:
+            with self._lock:
+                self._host_busy = False
             self.job_done.emit(job.name, result)
 
-    def _close_pair(self) -> None:
-        if self._pair is not None:
-            self._pair.close()
-        self._pair = None
-        self._pair_key = None
-
-    def _ensure_pair(self, spec: ModelSpec) -> LoadedPair:
-        key = _pair_key(spec)
-        if self._pair is not None and self._pair_key == key:
-            return self._pair
-        self._close_pair()
-
-        def say(message: str) -> None:
-            if self._cancel.is_set():
-                raise _Stopped
-            self.progress.emit(message)
-
-        pair = load_pair(spec, say)
-        if self._cancel.is_set():
-            pair.close()
-            raise _Stopped
-        self._pair, self._pair_key = pair, key
-        freeze_heap()  # before decoding starts: later GC pauses only walk new objects
-        draft_name = pair.draft.name if pair.draft else (NGRAM_LABEL if spec.ngram else "")
-        self.loaded.emit(LoadInfo(pair.target.name, draft_name, pair.target.backend,
-                                  pair.target.device, tuple(pair.warnings)))
-        if pair.draft is not None or spec.ngram:
-            self.progress.emit("timing a target step and a draft step side by side")
-            self.costs.emit(measure_pair_costs(pair))
-        return pair
+    def _follow_job(self, host: EngineHost) -> object:
+        result: object = None
+        while True:
+            event = host.next_event(_POLL_MS / 1000)
+            if event is None:
+                if self._cancel.is_set() and host.overdue():
+                    host.kill()
+                continue
+            name = event["event"]
+            if name == protocol.RESULT:
+                result = protocol.unpack_object(event["pickle"])
+            elif name == protocol.DONE:
+                return result
+            elif name == EXITED:
+                self._host_ended(host, event["returncode"], {})
+                return None
+            else:
+                self._note(event)

@@ -58,7 +58,7 @@ class EngineHost:
         self._proc = subprocess.Popen(
             host_command(), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
             stderr=subprocess.PIPE, text=True, encoding="utf-8", errors="replace", bufsize=1,
-            env=env, cwd=str(_PROJECT_ROOT),
+            env=env,  # and the parent's cwd: relative model and trace paths mean the same
             start_new_session=True,  # the terminal's Ctrl+C is the parent's to handle
         )
         stderr_done = threading.Event()

@@ -5,6 +5,8 @@ Commands (parent -> host, on the host's stdin), each {"cmd": NAME, ...}:
              `compare` adds the plain baseline; `step_mode` waits for `step` before each
              speculative step, `permits` steps are released already
   load       load the pair only
+  job        load the pair if need be, then run `job` on it (base64 pickle of a callable from
+             app.host.jobs, bound to its settings): job(pair, cancelled, progress)
   step       release one step (Step mode)
   step_mode  `on`: pause before each speculative step, or not
   stop       end the run after the step in progress (a pass cannot be interrupted: the parent
@@ -14,15 +16,16 @@ Commands (parent -> host, on the host's stdin), each {"cmd": NAME, ...}:
 Events (host -> parent, on the host's stdout), each {"event": NAME, ...}:
   progress   `message` while loading
   loaded     `target`, `draft`, `backend`, `device`, `warnings`
-  costs      `pickle`: the pair's PairCosts (base64 pickle: the one object without a text
-             format; both ends are the same installed app)
+  costs      `pickle`: the pair's PairCosts (base64 pickle, as are jobs and their results:
+             objects without a text format; both ends are the same installed app)
   started    `run` (the trace mode: speculative or plain), `header`: the trace's header line,
              `t_target`: one plain target step in seconds if known (for a summary the parent
              writes when the run is cut off)
   step       `run`, `line`: the trace's step line, `text`: the new text it adds
   waiting    Step mode: the next step waits for `step`
   finished   `run`, `summary`: the trace's summary line
-  compared   the speculative run against its plain baseline (see `compare_event`)
+  compared   the speculative run against its plain baseline (Host._run in app.host.server)
+  result     `pickle`: what a job returned (base64 pickle)
   error      `message`: one line a user can act on
   done       the command has ended; the host waits for the next one
 
@@ -44,11 +47,12 @@ from app.engine.session import DecodeConfig
 from app.models.loading import ModelSpec
 
 # commands
-RUN, LOAD, STEP, STEP_MODE, STOP, QUIT = "run", "load", "step", "step_mode", "stop", "quit"
+RUN, LOAD, JOB, STEP, STEP_MODE, STOP, QUIT = (
+    "run", "load", "job", "step", "step_mode", "stop", "quit")
 # events
 PROGRESS, LOADED, COSTS, STARTED = "progress", "loaded", "costs", "started"
-STEP_DONE, WAITING, FINISHED, COMPARED, ERROR, DONE = (
-    "step", "waiting", "finished", "compared", "error", "done")
+STEP_DONE, WAITING, FINISHED, COMPARED, RESULT, ERROR, DONE = (
+    "step", "waiting", "finished", "compared", "result", "error", "done")
 
 
 def write_line(stream: IO[str], message: dict[str, Any]) -> None:

@@ -71,7 +71,7 @@ class Host:
             elif name == p.STEP_MODE:
                 (self.step_mode.set if command.get("on") else self.step_mode.clear)()
             else:
-                if name in (p.RUN, p.LOAD):  # a stop sent after this command is for it
+                if name in (p.RUN, p.LOAD, p.JOB):  # a stop sent after this command is for it
                     self.stop.clear()
                     self._reset_permits()
                     (self.step_mode.set if command.get("step_mode") else self.step_mode.clear)()
@@ -95,6 +95,8 @@ class Host:
             try:
                 if name == p.RUN:
                     self.run(command)
+                elif name == p.JOB:
+                    self.job(command)
                 elif name == p.LOAD:
                     self.ensure_pair(p.spec_from_dict(command["spec"]), command.get("costs", False))
                 else:
@@ -147,6 +149,15 @@ class Host:
             self.emit(p.PROGRESS, message="timing a target step and a draft step side by side")
             self.emit(p.COSTS, pickle=p.pack_object(measure_pair_costs(pair)))
         return pair
+
+    # --- a job (an analysis the window asked for) ---------------------------------------
+    def job(self, command: dict[str, Any]) -> None:
+        pair = self.ensure_pair(p.spec_from_dict(command["spec"]), command.get("costs", False))
+        work = p.unpack_object(command["job"])
+        assert callable(work)
+        result = work(pair, self.stop.is_set, lambda message: self.emit(p.PROGRESS,
+                                                                         message=message))
+        self.emit(p.RESULT, pickle=p.pack_object(result))
 
     # --- a run -------------------------------------------------------------------------
     def run(self, command: dict[str, Any]) -> None:
