@@ -124,3 +124,36 @@ def test_the_cli_runs_through_the_host_after_an_engine_death(gguf_files, capsys,
     code, out, err = run_cli(capsys, *args)
     assert code == 0, err
     assert "30 tokens" in err
+
+
+def test_ctrl_c_during_a_pass_that_does_not_end_stops_the_cli_within_a_second(
+    gguf_files, tmp_path, plant
+):
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    plant("sleep")
+    trace = tmp_path / "run.jsonl"
+    root = Path(__file__).resolve().parent.parent
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join((str(root), os.environ["PYTHONPATH"])))
+    proc = subprocess.Popen([sys.executable, "-m", "app.cli.main", "run", "-m", str(gguf_files[0]),
+                             "-md", str(gguf_files[1]), "-p", "the cat", "-n", "40",
+                             "--draft-max", "3", "--trace", str(trace)],
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while not (trace.exists() and trace.read_text().count("\n") >= 3):  # header + 2 steps
+        assert proc.poll() is None, proc.communicate()
+        assert time.monotonic() < deadline, "the run did not start writing steps"
+        time.sleep(0.05)
+    sent = time.monotonic()
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=30)
+    took = time.monotonic() - sent
+    print(f"Ctrl+C during a 60 s pass: the CLI exited {took:.3f} s later")
+    assert took < 1.5  # the 0.5 s grace, then the kill, then the summary and the exit
+    assert proc.returncode == 130 and "Traceback" not in err, err
+    saved = read_trace(trace)
+    assert len(saved.steps) == 2 and saved.summary is not None
+    assert saved.summary["interrupted"] is True

@@ -33,7 +33,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         host.send(protocol.RUN, spec=protocol.spec_to_dict(spec),
                   config=protocol.config_to_dict(config), prompt=args.prompt, chat=args.chat,
                   stream_text=True)
-        return _follow_run(host, args.trace)
+        with interrupt.noted_only():
+            return _follow_run(host, args.trace)
     finally:
         host.close()
 
@@ -45,10 +46,12 @@ def _follow_run(host: EngineHost, trace: str | None) -> int:
     failure: DraftLensError | None = None  # what the engine (or its death) reported
     prefill = 0.0
     while True:
+        if interrupt.requested() and stopped is None:
+            stopped = KeyboardInterrupt()  # raised once the trace has its summary
+            host.stop()
         try:
             event = host.next_event(0.1)
             if event is None:
-                interrupt.check()
                 if host.overdue():
                     host.kill()  # a pass outlasts the grace period: end it here
                 continue
@@ -64,7 +67,6 @@ def _follow_run(host: EngineHost, trace: str | None) -> int:
                 keeper.add(event["line"])
                 sys.stdout.write(event["text"])
                 sys.stdout.flush()
-                interrupt.check()
             elif name == protocol.FINISHED and keeper is not None:
                 prefill = event.get("prefill_seconds", 0.0)
                 if stopped is None:
@@ -82,7 +84,7 @@ def _follow_run(host: EngineHost, trace: str | None) -> int:
                 if not (host.killed_by_us and stopped is not None):
                     failure = DraftLensError(death_message(host, code))
                 break
-        except (KeyboardInterrupt, TraceWriteError) as exc:
+        except TraceWriteError as exc:
             stopped = stopped or exc  # the trace still gets its summary line, then exc is raised
             host.stop()
     if keeper is not None:
