@@ -197,6 +197,7 @@ class RunWorker(QObject):
         """Events until the host says the run is done, or ends."""
         keepers: dict[str, TraceKeeper] = {}
         dropped = False  # steps the host made after Stop: not shown, not kept
+        error = ""
         while True:
             event = host.next_event(_POLL_MS / 1000)
             if event is None:
@@ -227,12 +228,21 @@ class RunWorker(QObject):
                 summary = keeper.cut_off() if dropped else keeper.finish(event["summary"])
                 self.run_finished.emit(event["run"], summary)
             elif name == protocol.DONE:
+                self._unfinished(keepers, error)
                 return
             elif name == EXITED:
                 self._host_ended(host, event["returncode"], keepers)
                 return
             else:
+                if name == protocol.ERROR:
+                    error = event["message"]
                 self._note(event)
+
+    def _unfinished(self, keepers: dict[str, TraceKeeper], error: str) -> None:
+        """A run the host ended without its summary (an unexpected error): end it here."""
+        for kind, keeper in keepers.items():
+            if keeper.summary is None:
+                self.run_finished.emit(kind, keeper.cut_off(error))
 
     def _discard(self, host: EngineHost) -> None:
         with self._lock:

@@ -89,7 +89,7 @@ def _follow_run(host: EngineHost, trace: str | None) -> int:
             host.stop()
     if keeper is not None:
         if keeper.summary is None:
-            keeper.cut_off()
+            keeper.cut_off(str(failure) if failure is not None else "")
         sys.stdout.write("\n")
         print_stats(keeper.stats, keeper.summary or {}, prefill, keeper.header.prompt_tokens)
     if stopped is not None:

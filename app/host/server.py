@@ -30,6 +30,7 @@ from app.errors import DraftLensError
 from app.host import protocol as p
 from app.models.loading import LoadedPair, ModelSpec, load_pair
 from app.runs import NGRAM_LABEL, Run, prepare_run
+from backends.base import BackendError
 
 _POLL_S = 0.05
 
@@ -103,7 +104,7 @@ class Host:
                     self.emit(p.ERROR, message=f"the engine host has no command {name!r}")
             except _Stopped:
                 pass
-            except DraftLensError as exc:
+            except (DraftLensError, BackendError) as exc:
                 self.emit(p.ERROR, message=str(exc))
             except MemoryError:
                 self.emit(p.ERROR, message="out of memory — try a smaller model, fewer GPU "
@@ -237,7 +238,7 @@ class Host:
                     return
                 text = stream.push(step.emitted) if stream is not None else ""
                 self.emit(p.STEP_DONE, run=mode, line=step_to_dict(step), text=text)
-        except DraftLensError as exc:
+        except (DraftLensError, BackendError) as exc:
             self._finish(run, error=str(exc))
             raise
         finally:
