@@ -157,3 +157,13 @@ def test_ctrl_c_during_a_pass_that_does_not_end_stops_the_cli_within_a_second(
     saved = read_trace(trace)
     assert len(saved.steps) == 2 and saved.summary is not None
     assert saved.summary["interrupted"] is True
+
+
+def test_the_cli_names_an_engine_that_died_loading_over_a_memory_limit(gguf_files, capsys,
+                                                                       plant):
+    plant("memory")
+    code, _, err = run_cli(capsys, "run", "-m", str(gguf_files[0]), "-md", str(gguf_files[1]),
+                           "-p", "the cat", "-n", "8")
+    line = one_error_line(code, err)
+    print(line)
+    assert "the engine process ended with" in line

@@ -98,3 +98,18 @@ def test_an_analysis_whose_engine_dies_is_one_dialog_and_the_window_stays_usable
         panel.sweep_button.click()
     qtbot.waitUntil(lambda: not panel.busy_with, timeout=5000)
     assert len(dialogs) == 1 and [r.k for r in panel.sweep_rows] == [1, 2]
+
+
+def test_a_load_over_a_memory_limit_is_one_dialog_and_the_next_run_works(
+    window, qtbot, gguf_files, dialogs, plant, monkeypatch
+):
+    choose_pair(window, qtbot, *gguf_files, backend="llamacpp")
+    set_decoding(window, tokens=12, k=3, prompt="the cat")
+    plant("memory")  # the host's address space capped just before llama.cpp loads the target
+    run(window, qtbot)
+    assert len(dialogs) == 1 and "the engine process ended with" in dialogs[0], dialogs
+    assert window.run is None and not window.running and window.act_run.isEnabled()
+
+    monkeypatch.delenv("DRAFTLENS_TEST_FAULT")
+    run(window, qtbot)
+    assert len(dialogs) == 1 and window.run.stats.emitted == 12

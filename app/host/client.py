@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import queue
+import re
 import signal
 import subprocess
 import sys
@@ -55,6 +56,9 @@ class EngineHost:
         env["PYTHONPATH"] = os.pathsep.join(
             path for path in (str(_PROJECT_ROOT), env.get("PYTHONPATH", "")) if path)
         env["PYTHONUNBUFFERED"] = "1"
+        # ggml's abort would start gdb for a backtrace: seconds, pages of output that push the
+        # assert line out of the tail, and memory, at the worst moment
+        env.setdefault("GGML_NO_BACKTRACE", "1")
         self._proc = subprocess.Popen(
             host_command(), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
             stderr=subprocess.PIPE, text=True, encoding="utf-8", errors="replace", bufsize=1,
@@ -131,7 +135,7 @@ class EngineHost:
     # --- how it ended -------------------------------------------------------------------
     def last_lines(self, n: int = 3) -> list[str]:
         """The engine's last words on stderr, blank lines and bare progress dots left out."""
-        lines = [" ".join(line.split()) for line in self.tail]
+        lines = [_tidy(line) for line in self.tail]
         return [line for line in lines if line.strip(". ")][-n:]
 
     # --- readers ------------------------------------------------------------------------
@@ -156,6 +160,14 @@ class EngineHost:
         returncode = proc.wait()
         stderr_done.wait(timeout=5)
         self.events.put({"event": EXITED, "returncode": returncode})
+
+
+def _tidy(line: str, limit: int = 240) -> str:
+    """One line of the engine's log for a message: spaces collapsed, a build folder's path
+    cut to the source file's place in llama.cpp, clipped."""
+    line = " ".join(line.split())
+    line = re.sub(r"\S*/vendor/llama\.cpp/", "llama.cpp/", line)
+    return line if len(line) <= limit else line[: limit - 1] + "…"
 
 
 def ending(returncode: int, killed_by_us: bool = False) -> str:

@@ -7,6 +7,8 @@ target's verify pass after step DRAFTLENS_TEST_FAULT_AFTER (default 2) has been 
   kill   SIGKILLs its own process, as the out-of-memory killer does
   sleep  sleeps DRAFTLENS_TEST_FAULT_SECONDS (default 60) inside the pass: a pass that
          cannot be interrupted, for Stop
+  memory limits the host's address space to what it uses plus 16 MiB just before it loads
+         a model: a load over a memory limit
 """
 
 import os
@@ -44,3 +46,17 @@ if _FAULT:
 
     trace.step_to_dict = _counting_step_to_dict
     LlamaCppModel.extend = _faulty_extend
+
+    if _FAULT == "memory":
+        import resource
+        from pathlib import Path
+
+        _init = LlamaCppModel.__init__
+
+        def _init_under_a_limit(self, *args, **kwargs):
+            used = int(Path("/proc/self/statm").read_text().split()[0]) * resource.getpagesize()
+            limit = used + 16 * 2**20
+            resource.setrlimit(resource.RLIMIT_AS, (limit, resource.RLIM_INFINITY))
+            _init(self, *args, **kwargs)
+
+        LlamaCppModel.__init__ = _init_under_a_limit
