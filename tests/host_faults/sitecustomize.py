@@ -16,9 +16,12 @@ import os
 _FAULT = os.environ.get("DRAFTLENS_TEST_FAULT", "")
 
 if _FAULT:
+    import resource
     import signal
     import sys
     import time
+
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))  # a planted abort leaves no core file
 
     from app.engine import trace
     from backends.llamacpp import LlamaCppModel
@@ -48,7 +51,6 @@ if _FAULT:
     LlamaCppModel.extend = _faulty_extend
 
     if _FAULT == "memory":
-        import resource
         from pathlib import Path
 
         _init = LlamaCppModel.__init__
