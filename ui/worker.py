@@ -196,7 +196,7 @@ class RunWorker(QObject):
     def _follow(self, host: EngineHost, request: RunRequest, trace_path: Path) -> None:
         """Events until the host says the run is done, or ends."""
         keepers: dict[str, TraceKeeper] = {}
-        dropped = False  # steps the host made after Stop: not shown, not kept
+        dropped: set[str] = set()  # runs with steps made after Stop: not shown, not kept
         error = ""
         while True:
             event = host.next_event(_POLL_MS / 1000)
@@ -207,7 +207,7 @@ class RunWorker(QObject):
             name = event["event"]
             if name == protocol.STEP_DONE:
                 if self._cancel.is_set():
-                    dropped = True
+                    dropped.add(event["run"])
                     continue
                 keeper = keepers[event["run"]]
                 try:
@@ -225,7 +225,8 @@ class RunWorker(QObject):
                 self.run_started.emit(kind, keepers[kind].header)
             elif name == protocol.FINISHED:
                 keeper = keepers[event["run"]]
-                summary = keeper.cut_off() if dropped else keeper.finish(event["summary"])
+                summary = (keeper.cut_off() if event["run"] in dropped
+                           else keeper.finish(event["summary"]))
                 self.run_finished.emit(event["run"], summary)
             elif name == protocol.DONE:
                 self._unfinished(keepers, error)
