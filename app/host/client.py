@@ -25,7 +25,7 @@ from typing import IO, Any
 from app.host import protocol as p
 
 EXITED = "exited"  # the parent's own event: the host process has ended (`returncode`)
-GRACE_S = 0.5  # Stop waits this long for the step in progress, then ends the host
+GRACE_S = 0.5  # after Stop, a host silent this long is in a pass that will not end: kill it
 TAIL_LINES = 60
 _PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
@@ -49,6 +49,7 @@ class EngineHost:
         self._send_lock = threading.Lock()
         self.killed_by_us = False
         self.stop_sent_at: float | None = None
+        self.last_event_at = 0.0  # monotonic; written by the events reader
 
     # --- life ----------------------------------------------------------------------------
     def start(self) -> None:
@@ -97,7 +98,11 @@ class EngineHost:
         self.send(p.STOP)
 
     def overdue(self, grace_s: float = GRACE_S) -> bool:
-        return self.stop_sent_at is not None and time.monotonic() - self.stop_sent_at > grace_s
+        """Stop was sent and the host has said nothing for the grace period since: it is in a
+        pass. (A host still sending the steps it made before the stop is not stuck.)"""
+        if self.stop_sent_at is None:
+            return False
+        return time.monotonic() - max(self.stop_sent_at, self.last_event_at) > grace_s
 
     def ready_for_next(self) -> None:
         """A command has ended: a later Stop starts its own grace period."""
@@ -156,6 +161,7 @@ class EngineHost:
                 self.tail.append(line.rstrip("\n"))  # not ours: keep it with the log
                 continue
             if isinstance(event, dict) and "event" in event:
+                self.last_event_at = time.monotonic()
                 self.events.put(event)
         returncode = proc.wait()
         stderr_done.wait(timeout=5)

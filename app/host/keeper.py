@@ -70,5 +70,8 @@ def death_message(host: EngineHost, returncode: int) -> str:
 
 
 def cut_off_note(steps: int, returncode: int, host: EngineHost) -> str:
-    """What the summary's "error" says of a run its host took down."""
-    return f"cut off after step {steps}: the engine process {ending(returncode, host.killed_by_us)}"
+    """What the summary's "error" says of a run its host took down; nothing when the parent
+    ended the host itself after Stop (the run was interrupted, as asked, a pass early)."""
+    if host.killed_by_us:
+        return ""
+    return f"cut off after step {steps}: the engine process {ending(returncode)}"
