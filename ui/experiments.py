@@ -1,10 +1,11 @@
-"""Experiments on the loaded pair, run on the worker thread: the draft-length sweep, the draft
-ranking and the exactness check (app.analysis does the work; this module starts it, shows
-progress and puts the results in tables and a chart)."""
+"""Experiments on the loaded pair, run in the engine host through the worker thread: the
+draft-length sweep, the draft ranking and the exactness check (app.analysis does the work, as
+the jobs of app.host.jobs; this module starts them, shows progress and puts the results in
+tables and a chart)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from functools import partial
 from typing import Protocol
 
 import pyqtgraph as pg
@@ -21,7 +22,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.analysis.exactness import EXACTNESS_SENTENCE, ExactReport, check_exact
+from app.analysis.exactness import EXACTNESS_SENTENCE, ExactReport
 from app.analysis.rank import (
     Candidate,
     DraftModelCandidate,
@@ -29,21 +30,19 @@ from app.analysis.rank import (
     NgramCandidate,
     RankRow,
     SelfDraftCandidate,
-    rank_candidates,
 )
-from app.analysis.sweep import SweepRow, parse_ks, run_sweep
+from app.analysis.sweep import SweepRow, parse_ks
 from app.engine.session import DecodeConfig
 from app.errors import DraftLensError
-from app.models.loading import LoadedPair, ModelSpec
-from app.runs import draft_label, encode_prompt
+from app.host.jobs import Job, exactness_job, rank_job, sweep_job
+from app.models.loading import ModelSpec
+from app.runs import draft_label
 from ui.decode_panel import DecodePanel
 from ui.pair_picker import PairPicker
 from ui.rejection_view import fill, make_table
 from ui.run_control import RunControl
 from ui.theme import LIGHT, Colours
 from ui.worker import JobRequest
-
-Work = Callable[[LoadedPair, Callable[[], bool], Callable[[str], None]], object]
 
 
 class ExperimentWindow(Protocol):
@@ -163,7 +162,7 @@ class ExperimentsPanel(QWidget):
             return None
         return picker.model_spec(), config, choices.prompt, choices.chat
 
-    def _start(self, name: str, spec: ModelSpec, work: Work) -> None:
+    def _start(self, name: str, spec: ModelSpec, work: Job) -> None:
         self.busy_with = name
         for button in self.buttons:
             button.setEnabled(False)
@@ -184,12 +183,8 @@ class ExperimentsPanel(QWidget):
             self.window.show_error(str(exc))
             return
 
-        def work(pair: LoadedPair, cancelled: Callable[[], bool],
-                 progress: Callable[[str], None]) -> object:
-            ids = encode_prompt(pair.target, prompt, chat)
-            return run_sweep(pair, config, [ids], ks, 1, progress, cancelled)
-
-        self._start("sweep", spec, work)
+        self._start("sweep", spec, partial(sweep_job, config=config, prompt=prompt, chat=chat,
+                                           ks=ks))
 
     def candidate_list(self, spec: ModelSpec) -> list[Candidate]:
         found: list[Candidate] = []
@@ -212,12 +207,8 @@ class ExperimentsPanel(QWidget):
         spec, config, prompt, chat = inputs
         candidates = self.candidate_list(spec)
 
-        def work(pair: LoadedPair, cancelled: Callable[[], bool],
-                 progress: Callable[[str], None]) -> object:
-            ids = encode_prompt(pair.target, prompt, chat)
-            return rank_candidates(pair, candidates, config, [ids], 1, progress, cancelled)
-
-        self._start("rank", spec, work)
+        self._start("rank", spec, partial(rank_job, candidates=candidates, config=config,
+                                          prompt=prompt, chat=chat))
 
     def start_check(self) -> None:
         inputs = self._inputs()
@@ -226,11 +217,7 @@ class ExperimentsPanel(QWidget):
         spec = inputs[0]
         samples = self.samples.value()
 
-        def work(pair: LoadedPair, cancelled: Callable[[], bool],
-                 progress: Callable[[str], None]) -> object:
-            return check_exact(pair, samples=samples, progress=progress)
-
-        self._start("exactness check", spec, work)
+        self._start("exactness check", spec, partial(exactness_job, samples=samples))
 
     # --- results ----------------------------------------------------------------------
     def _job_done(self, name: str, result: object) -> None:

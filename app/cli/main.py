@@ -40,7 +40,7 @@ from backends.base import BackendError
 
 COMMANDS = ("run", "bench", "sweep", "rank", "check-exact", "models", "heads", "trace")
 ANALYSES = {"sweep": cmd_sweep, "rank": cmd_rank, "check-exact": cmd_check_exact}
-_HEADLESS_FIRST = {"-h", "--help", "--version", "--preflight-child", *COMMANDS}
+_HEADLESS_FIRST = {"-h", "--help", "--version", "--preflight-child", "--engine-host", *COMMANDS}
 
 
 def wants_window(argv: Sequence[str]) -> bool:
@@ -115,6 +115,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from backends.llamacpp_preflight import main as preflight_child
 
         return preflight_child(argv[1:])
+    if argv[:1] == ["--engine-host"]:  # hidden: app.host's child in a packaged app
+        from app.host.server import main as engine_host
+
+        return engine_host()
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.command is None:
