@@ -10,9 +10,11 @@ from typing import Any
 
 from app.draft_memory import DraftMemory, prompt_fingerprint
 from app.engine.calibration import cached_verify_curve, measure_token_cost
-from app.engine.drafters import Drafter, ModelDrafter
+from app.engine.draft_model import ModelDrafter
+from app.engine.drafters import Drafter
 from app.engine.heads import HeadsDrafter
-from app.engine.lookup import HybridDrafter, NgramDrafter, block_limit
+from app.engine.hybrid import HybridDrafter
+from app.engine.lookup import NgramDrafter, block_limit
 from app.engine.protocol import LanguageModel
 from app.engine.session import DecodeConfig, Session
 from app.engine.suffix import SUFFIX_LABEL, RememberedRun, SuffixDrafter, memory_buffer
@@ -150,6 +152,7 @@ def build_self_drafter(pair: LoadedPair, n_layers: int, config: DecodeConfig) ->
 
 
 def build_session(pair: LoadedPair, config: DecodeConfig, plain: bool = False,
+                  diagnostics: bool = True,
                   avoid_prompt: Sequence[int] | None = None) -> Session:
     """A speculative session on the pair, or plain target decoding when plain=True
     (`avoid_prompt`: see build_drafter).
@@ -165,7 +168,7 @@ def build_session(pair: LoadedPair, config: DecodeConfig, plain: bool = False,
             if not pair.draft_step_seconds:
                 pair.draft_step_seconds = measure_token_cost(pair.draft)
             drafter.cost_hint = pair.draft_step_seconds
-    return Session(pair.target, drafter, config, curve)
+    return Session(pair.target, drafter, config, curve, diagnostics)
 
 
 def prepare_run(

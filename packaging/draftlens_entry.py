@@ -2,7 +2,9 @@
 
 `draftlens` with no arguments opens the window; `draftlens run|bench|models|trace ...` work as in
 the pip install, and the hidden `--preflight-child PATH` is how the app checks a model file in a
-child process when there is no `python -m` (see app/models/preflight.py).
+child process when there is no `python -m` (see app/models/preflight.py); the hidden
+`--engine-host` starts the engine host, the child process that decodes for the window and
+`draftlens run` (app/host/).
 """
 
 import sys

@@ -50,6 +50,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import app.engine.session as session_module  # noqa: E402
+from app.engine.diagnostics import entropy  # noqa: E402
 from app.engine.drafters import Draft  # noqa: E402
 from app.engine.heads import HeadsDrafter, HeadsWeights  # noqa: E402
 from app.engine.records import TokenRecord  # noqa: E402
@@ -131,10 +132,11 @@ class Tap:
         self.heads: HeadsWeights | None = None
         self.fed_hidden: np.ndarray | None = None  # what the heads drafted from
 
-    def wrap_take_hidden(self, take: Callable[..., None]) -> Callable[..., None]:
-        def taped(hidden: np.ndarray, n_context: int) -> None:
-            take(hidden, n_context)
-            self.fed_hidden = np.asarray(hidden, dtype=np.float32)
+    def wrap_accept(self, accept: Callable[..., None]) -> Callable[..., None]:
+        def taped(context: list[int], hidden: np.ndarray | None) -> None:
+            accept(context, hidden)
+            if hidden is not None:
+                self.fed_hidden = np.asarray(hidden, dtype=np.float32)
         return taped
 
     def wrap_propose(self, propose: Callable[..., Draft]) -> Callable[..., Draft]:
@@ -174,7 +176,8 @@ class Tap:
             values = {
                 "q": record.q,
                 "q_margin": top_two_margin(q),
-                "neg_q_entropy": -record.q_entropy,
+                # the records' entropies are added after the step: computed here
+                "neg_q_entropy": -entropy(q),
                 "early_position": -float(i),
                 "overlap": float(np.minimum(p, q).sum()),
             }
@@ -218,8 +221,7 @@ def measure(kind: str, spec: ModelSpec, prompts: list[str], config: DecodeConfig
             drafter.propose = tap.wrap_propose(drafter.propose)  # type: ignore[method-assign]
             if isinstance(drafter, HeadsDrafter):
                 tap.heads = drafter.weights
-                drafter.take_target_hidden = tap.wrap_take_hidden(  # type: ignore[method-assign]
-                    drafter.take_target_hidden)
+                drafter.accept = tap.wrap_accept(drafter.accept)  # type: ignore[method-assign]
             with tapped(tap):
                 for _ in run.session.steps(run.prompt_ids):
                     pass

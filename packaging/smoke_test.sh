@@ -127,6 +127,13 @@ step "draftlens run (headless, llama.cpp, tiny pair)"
   > "$WORK/run.out" 2> "$WORK/run.err" || { tail -n 20 "$WORK/run.err" >&2; fail "draftlens run failed"; }
 ok "$(grep -E '^ *generated ' "$WORK/run.err" | tail -n1 | tr -s ' ' | sed 's/^ //')"
 
+step "draftlens check-exact (both kernel modes: the exact one in a child of the packaged binary)"
+"$APP" check-exact -m "$TARGET" -md "$DRAFT" --samples 60 -n 12 --json \
+  > "$WORK/exact.out" 2> "$WORK/exact.err" || { tail -n 20 "$WORK/exact.err" >&2; cat "$WORK/exact.out" >&2; fail "check-exact failed"; }
+grep -q '"exact_kernels_identical": true' "$WORK/exact.out" \
+  || { cat "$WORK/exact.out" >&2; fail "check-exact did not run the exact-kernels suite"; }
+ok "$(grep -o '"verdict": "[^"]*"' "$WORK/exact.out" | cut -c1-160)"
+
 step "draftlens run --backend torch (must explain that PyTorch is not in this build)"
 set +e
 "$APP" run --backend torch -m "$TARGET" -md "$DRAFT" -p "def" -n 4 > /dev/null 2> "$WORK/torch.err"

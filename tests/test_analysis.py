@@ -14,7 +14,7 @@ from app.analysis.rank import best_k
 from app.analysis.rejections import analyse, report_lines, token_class
 from app.analysis.stats import chi2_sf, g_test
 from app.engine.adaptive import VerifyCostCurve
-from app.engine.drafters import ModelDrafter
+from app.engine.draft_model import ModelDrafter
 from app.engine.metrics import RunStats, predicted_speedup
 from app.engine.records import StepRecord, TokenRecord
 from app.engine.sampling import SamplingParams

@@ -7,9 +7,8 @@ import json
 
 import pytest
 
-import app.engine.session as session_module
 from app.cli.main import main
-from tests.test_sampling_distribution import always_accept, mutated_verify, resample_from_p
+from tests.helpers import always_accept, greedy_accepts_everything, resample_from_p
 from tests.tiny_gguf import write_tiny_gguf
 
 SWEEP_ROW_KEYS = {"k", "measured_speedup", "predicted_speedup", "theory_speedup",
@@ -83,19 +82,18 @@ def test_check_exact_passes_on_a_correct_engine(files, capsys):
 
 
 def test_check_exact_fails_when_greedy_verify_accepts_everything(hf_dirs, capsys, monkeypatch):
-    monkeypatch.setattr(session_module, "verify",
-                        mutated_verify("record.accepted = token == target_choice",
-                                       "record.accepted = True"))
+    greedy_accepts_everything(monkeypatch)
     target, draft = hf_dirs
     code, out, _ = run_cli(capsys, "check-exact", "-m", target, "-md", draft, "--samples", 40,
                            "-n", 16, "--json")
     report = json.loads(out)
     assert code != 0 and report["passed"] is False
-    assert report["greedy_identical"] is False and report["first_difference"]
+    assert report["greedy_identical"] is False and report["exact_kernels_identical"] is False
+    assert report["divergences"] and not any(d["near_tie"] for d in report["divergences"])
 
 
 def test_check_exact_sampled_test_catches_always_accepting(hf_dirs, capsys, monkeypatch):
-    monkeypatch.setattr(session_module, "verify", always_accept(monkeypatch))
+    always_accept(monkeypatch)
     target, draft = hf_dirs
     code, out, _ = run_cli(capsys, "check-exact", "-m", target, "-md", draft, "--samples", 200,
                            "--top-k", 5, "-n", 8, "--json")

@@ -23,6 +23,7 @@ FLOORS = [
     ("app.models", 3),
     ("app.runs", 4),
     ("app.analysis", 4),  # analyses over runs (cost model, sweeps, ranking, exactness)
+    ("app.host", 5),  # the engine's child process and the parent's handle on it
     ("app.cli", 5),
     ("ui", 6),
 ]

@@ -7,12 +7,13 @@ import pytest
 
 from app.engine.adaptive import DraftLengthController, VerifyCostCurve
 from app.engine.divergence import MarginTap, TopTwo, explain_divergence, top_two
+from app.engine.drafters import Budget, DraftKind
 from app.engine.kernel_noise import measure_kernel_noise
-from app.engine.lookup import NgramDrafter, block_limit
+from app.engine.lookup import NGRAM_COPY, NGRAM_EDIT, NGRAM_GUESS, NgramDrafter, block_limit
 from app.engine.records import ORIGIN_ACCEPTED, ORIGIN_BONUS, ORIGIN_REPLACEMENT, StepRecord
 from app.engine.sampling import SamplingParams
 from app.engine.session import DecodeConfig, Session
-from tests.test_trace_and_metrics import step, token
+from tests.helpers import step, token
 
 
 def test_top_two_and_gaps():
@@ -78,14 +79,14 @@ def test_ngram_lookup_calls_a_long_anchored_match_a_copy():
     drafter = NgramDrafter()
     line = list(range(100, 130))
     context = [1, 2, 3, *line, 4, 5, *line[:12]]
-    assert drafter.source_for(context) == "ngram"
-    assert drafter.propose(context, 5, SamplingParams(), np.random.default_rng()).tokens == \
+    assert drafter.kind_for(context) is NGRAM_COPY
+    assert proposed(drafter, context, 5) == \
         line[12:17]
     short = [1, 2, 3, 9, 8, 7, 3]  # only one token anchors the match
-    assert NgramDrafter().source_for(short) == "ngram-weak"
+    assert NgramDrafter().kind_for(short) is NGRAM_GUESS
     # six agreeing tokens make a copy (one passed 4-token guess after a 2-token match)
-    assert NgramDrafter().source_for([1, 2, 3, *line, 4, 5, *line[:6]]) == "ngram"
-    assert NgramDrafter().source_for([1, 2, 3, *line, 4, 5, *line[:5]]) == "ngram-weak"
+    assert NgramDrafter().kind_for([1, 2, 3, *line, 4, 5, *line[:6]]) is NGRAM_COPY
+    assert NgramDrafter().kind_for([1, 2, 3, *line, 4, 5, *line[:5]]) is NGRAM_GUESS
 
 
 def test_a_copy_goes_on_past_a_rename_and_makes_it_again():
@@ -96,26 +97,26 @@ def test_a_copy_goes_on_past_a_rename_and_makes_it_again():
     source = [*head, old, *middle, old, *tail]
     context = [1, 2, 3, *source, 4, 5, *head, new]
     drafter = NgramDrafter()
-    assert drafter.source_for(context) == "ngram-edit"
-    draft = drafter.propose(context, 14, SamplingParams(), np.random.default_rng()).tokens
+    assert drafter.kind_for(context) is NGRAM_EDIT
+    draft = proposed(drafter, context, 14)
     assert draft == [*middle, new, *tail[:3]]
     # further on, the copy's anchor reaches back past the edit: a copy again, renamed too
     further = [*context, *middle[:3]]
-    assert drafter.source_for(further) == "ngram"
-    assert drafter.propose(further, 9, SamplingParams(), np.random.default_rng()).tokens == \
+    assert drafter.kind_for(further) is NGRAM_COPY
+    assert proposed(drafter, further, 9) == \
         [*middle[3:], new, *tail[:1]]
     # a two-token name for a one-token one
     two = [1, 2, 3, *source, 4, 5, *head, 61, 62]
-    assert NgramDrafter().propose(two, 12, SamplingParams(), np.random.default_rng()).tokens \
+    assert proposed(NgramDrafter(), two, 12) \
         == [*middle, 61, 62]
     # no edit after a short anchor: that is a guess, not a copy
-    assert NgramDrafter().source_for([1, 2, 3, *source, 4, 5, *head[-3:], new]) != "ngram-edit"
+    assert NgramDrafter().kind_for([1, 2, 3, *source, 4, 5, *head[-3:], new]) is not NGRAM_EDIT
     # nor past an edit that closed the block (here token 99 is its fence)
     fenced = NgramDrafter(limit=lambda tokens: tokens.index(99) + 1 if 99 in tokens
                           else len(tokens))
     closed = [1, 2, 3, *source, 4, 5, *head, 99]
-    assert fenced.source_for(closed) != "ngram-edit"
-    assert NgramDrafter().source_for(closed) == "ngram-edit"
+    assert fenced.kind_for(closed) is not NGRAM_EDIT
+    assert NgramDrafter().kind_for(closed) is NGRAM_EDIT
 
 
 def test_a_two_token_name_renamed_to_one_token_is_learnt_whole():
@@ -129,28 +130,28 @@ def test_a_two_token_name_renamed_to_one_token_is_learnt_whole():
     context = [1, 2, 3, *source, 4, 5, *head, new]
     drafter = NgramDrafter()
     rng = np.random.default_rng()
-    assert drafter.source_for(context) == "ngram-edit"
-    guess = drafter.propose(context, 4, SamplingParams(), rng).tokens
+    assert drafter.kind_for(context) is NGRAM_EDIT
+    guess = drafter.propose(context, Budget(4), SamplingParams(), rng).tokens
     assert guess in ([second, *middle[:3]], middle[:4])
     context += middle[:1]  # the target wrote what follows the whole name
-    assert drafter.source_for(context) == "ngram"
-    draft = drafter.propose(context, 12, SamplingParams(), rng).tokens
+    assert drafter.kind_for(context) is NGRAM_COPY
+    draft = drafter.propose(context, Budget(12), SamplingParams(), rng).tokens
     assert draft == [*middle[1:], new, *tail[:2]]
     # the token after the name is itself one the target renamed earlier (`a` -> 70)
     a, renamed_a = 52, 70
     uses = [*head, a, *middle, first, second, a, *tail, first, second, 7, 8, 9]
     drafter = NgramDrafter()
     context = [1, 2, 3, *uses, 4, 5, *head, renamed_a]
-    assert drafter.source_for(context) == "ngram-edit"
+    assert drafter.kind_for(context) is NGRAM_EDIT
     context += [*middle, new]
-    assert drafter.source_for(context) == "ngram-edit"
+    assert drafter.kind_for(context) is NGRAM_EDIT
     context += [renamed_a, *tail]
-    assert drafter.propose(context, 3, SamplingParams(), rng).tokens == [new, 7, 8]
+    assert drafter.propose(context, Budget(3), SamplingParams(), rng).tokens == [new, 7, 8]
     # a one-token rename that keeps the second token stays one
     drafter = NgramDrafter()
     context = [1, 2, 3, *source, 4, 5, *head, new, second]
-    drafter.source_for(context[:-1])
-    assert drafter.propose(context, 12, SamplingParams(), rng).tokens == \
+    drafter.kind_for(context[:-1])
+    assert drafter.propose(context, Budget(12), SamplingParams(), rng).tokens == \
         [*middle, new, second]
 
 
@@ -163,25 +164,25 @@ def test_a_copy_is_found_again_where_two_edits_meet_by_undoing_the_renames():
     source = [*head, old, *middle, 7, old2, 8, old, *tail, old]
     drafter = NgramDrafter()
     context = [1, 2, 3, *source, 4, 5, *head, new]
-    assert drafter.source_for(context) == "ngram-edit"  # learns old -> new
+    assert drafter.kind_for(context) is NGRAM_EDIT  # learns old -> new
     context += [*middle, 7, new2]
-    assert drafter.source_for(context) == "ngram-edit"  # learns old2 -> new2
+    assert drafter.kind_for(context) is NGRAM_EDIT  # learns old2 -> new2
     context += [8, new]
-    assert drafter.source_for(context) == "ngram"
-    draft = drafter.propose(context, 11, SamplingParams(), np.random.default_rng()).tokens
+    assert drafter.kind_for(context) is NGRAM_COPY
+    draft = proposed(drafter, context, 11)
     assert draft == [*tail, new]
     # a drafter that knows no renames finds no copy there
-    assert NgramDrafter().source_for(context) != "ngram"
+    assert NgramDrafter().kind_for(context) is not NGRAM_COPY
     # a tree drafts from the same match first
     assert drafter.ranked_matches(context)[0] == drafter.find(context).start
     # a two-token name for a one-token one: the undone tail is shorter than the context's
     drafter = NgramDrafter()
     context = [1, 2, 3, *source, 4, 5, *head, 60, 61]
-    assert drafter.source_for(context) == "ngram-edit"
+    assert drafter.kind_for(context) is NGRAM_EDIT
     context += [*middle, 7, new2]
-    assert drafter.source_for(context) == "ngram-edit"
+    assert drafter.kind_for(context) is NGRAM_EDIT
     context += [8, 60, 61]
-    assert drafter.propose(context, 11, SamplingParams(), np.random.default_rng()).tokens == \
+    assert proposed(drafter, context, 11) == \
         [*tail, 60]
 
 
@@ -196,12 +197,12 @@ def test_a_copy_counts_the_tokens_it_would_have_predicted_as_evidence():
     # a copy 26 tokens in drafts longer than a fresh one with the same (no) passes behind it
     curve = VerifyCostCurve({1: 41, 5: 139, 16: 393, 32: 570, 64: 1116})
     fresh, shown = (DraftLengthController(64, adaptive=True, curve=curve) for _ in range(2))
-    assert shown.next_k(1000, "ngram", copied=26) > fresh.next_k(1000, "ngram")
+    assert shown.next_k(1000, NGRAM_COPY, copied=26) > fresh.next_k(1000, NGRAM_COPY)
     # a rejection the pool remembers is not outweighed by a short run
-    shown.stats("ngram").observe([True] * 10 + [False])
-    before = shown.stats("ngram").pooled()
-    shown.next_k(1000, "ngram", copied=2)
-    assert shown.stats("ngram").pooled() == before
+    shown.stats(NGRAM_COPY).observe([True] * 10 + [False])
+    before = shown.stats(NGRAM_COPY).pooled()
+    shown.next_k(1000, NGRAM_COPY, copied=2)
+    assert shown.stats(NGRAM_COPY).pooled() == before
 
 
 def test_a_source_that_finds_nothing_does_not_reset_anothers_probes():
@@ -212,15 +213,15 @@ def test_a_source_that_finds_nothing_does_not_reset_anothers_probes():
     probes = 0
     for i in range(256):
         if i % 2:
-            assert ctl.next_k(1000, "ngram") > 0  # no match: nothing drafted after all
-            ctl.observe(full_pass(i, 0))
+            assert ctl.next_k(1000, NGRAM_COPY) > 0  # no match: nothing drafted after all
+            ctl.observe(full_pass(i, 0, NGRAM_COPY))
             continue
-        k = ctl.next_k(1000, "ngram-weak")
+        k = ctl.next_k(1000, NGRAM_GUESS)
         if k:
             probes += 1
-            ctl.observe(step(i, k, [False], t_verify=costs[k + 1]))
+            ctl.observe(step(i, k, [False], t_verify=costs[k + 1], source=NGRAM_GUESS.name))
         else:
-            ctl.observe(full_pass(i, 0))
+            ctl.observe(full_pass(i, 0, NGRAM_GUESS))
     assert 3 <= probes <= 4  # gaps of 8, 16, 32, 64 of the guesses' own steps
 
 
@@ -231,11 +232,10 @@ def test_a_copy_stops_at_the_fence_that_closes_its_block(gguf_pair):
                      if "```" in target.detokenize(block[: i + 1]))
     drafter = NgramDrafter(limit=block_limit(target))
     context = [*block, 7, 7, *block[:3]]
-    tokens = drafter.propose(context, 30, SamplingParams(), np.random.default_rng()).tokens
+    tokens = proposed(drafter, context, 30)
     assert tokens == block[3 : fence_end + 1]
     # without the cut the draft runs on into the words after the fence
-    assert NgramDrafter().propose(context, 30, SamplingParams(),
-                                  np.random.default_rng()).tokens[: fence_end + 2 - 3] == \
+    assert proposed(NgramDrafter(), context, 30)[: fence_end + 2 - 3] == \
         block[3 : fence_end + 2]
 
 
@@ -245,7 +245,7 @@ def test_a_copy_stops_at_an_end_of_generation(gguf_pair):
     words = target.tokenize("hello world the code", add_special=False)
     context = [*words, eos, 9, *words[:2]]
     drafter = NgramDrafter(limit=block_limit(target))
-    tokens = drafter.propose(context, 10, SamplingParams(), np.random.default_rng()).tokens
+    tokens = proposed(drafter, context, 10)
     assert tokens == [*words[2:], eos]
 
 
@@ -254,36 +254,42 @@ def test_a_copy_starts_from_the_guesses_that_opened_it():
                                 curve=VerifyCostCurve({1: 41, 5: 139, 16: 393, 32: 570,
                                                        64: 1116}))
     for _ in range(2):
-        ctl.stats("ngram-weak").observe([True] * 4)
-    assert ctl.stats("ngram").pooled() > 0.98
-    assert ctl.next_k(1000, "ngram") >= 15
+        ctl.stats(NGRAM_GUESS).observe([True] * 4)
+    assert ctl.stats(NGRAM_COPY).pooled() > 0.98
+    assert ctl.next_k(1000, NGRAM_COPY) >= 15
     # and never the other way: a copy's evidence does not lift the guesses
-    ctl.stats("ngram").observe([True] * 64)
-    assert ctl.stats("ngram-weak").pooled() < ctl.stats("ngram").pooled()
+    ctl.stats(NGRAM_COPY).observe([True] * 64)
+    assert ctl.stats(NGRAM_GUESS).pooled() < ctl.stats(NGRAM_COPY).pooled()
 
 
 def test_what_a_source_learnt_fades_while_others_decode():
     ctl = DraftLengthController(8, adaptive=True, curve=VerifyCostCurve({1: 1.0, 9: 2.0}))
-    ctl.next_k(1000, "ngram-weak")
-    ctl.observe(full_pass(0, 4))
-    learnt = ctl.stats("ngram-weak").pooled()
+    ctl.next_k(1000, NGRAM_GUESS)
+    ctl.observe(full_pass(0, 4, NGRAM_GUESS))
+    learnt = ctl.stats(NGRAM_GUESS).pooled()
     for i in range(150):  # a long copy, and plain steps
-        ctl.next_k(1000, "ngram")
-        ctl.observe(full_pass(i + 1, 8 if i % 2 else 0))
-    faded = ctl.stats("ngram-weak").pooled()
+        ctl.next_k(1000, NGRAM_COPY)
+        ctl.observe(full_pass(i + 1, 8 if i % 2 else 0, NGRAM_COPY))
+    faded = ctl.stats(NGRAM_GUESS).pooled()
     assert learnt > 0.85 and faded == pytest.approx(0.5, abs=0.01)
 
 
 CURVE = {n: 1.0 + 0.2 * (n - 1) for n in (1, 2, 3, 5, 9, 17, 33)}
 
 
-def full_pass(index: int, k: int) -> StepRecord:
+def proposed(drafter: NgramDrafter, context: list[int], n: int) -> list[int]:
+    """What the lookup drafts for `context` within a budget of n tokens."""
+    return drafter.propose(context, Budget(n), SamplingParams(), np.random.default_rng()).tokens
+
+
+def full_pass(index: int, k: int, kind: DraftKind) -> StepRecord:
+    """A chain step of `kind` whose k draft tokens all passed (k = 0: a plain step)."""
     tokens = [token(i, True) for i in range(k)]
     return StepRecord(index=index, k=k, tokens=tokens, emitted=[7] * (k + 1),
                       emitted_text=["y"] * (k + 1),
                       origins=[ORIGIN_ACCEPTED] * k + [ORIGIN_BONUS], t_draft=0.0,
                       t_verify=VerifyCostCurve(dict(CURVE)).cost(k + 1),
-                      t_overhead=0.0)
+                      t_overhead=0.0, source=kind.name)
 
 
 def test_draft_length_grows_within_a_few_passes_while_copies_pass():
@@ -291,23 +297,24 @@ def test_draft_length_grows_within_a_few_passes_while_copies_pass():
     ctl = DraftLengthController(32, adaptive=True, curve=VerifyCostCurve(dict(CURVE)))
     ks = []
     for i in range(4):
-        k = ctl.next_k(1000, "ngram")
+        k = ctl.next_k(1000, NGRAM_COPY)
         ks.append(k)
-        ctl.observe(full_pass(i, k))
+        ctl.observe(full_pass(i, k, NGRAM_COPY))
     assert ks[0] > 0 and ks[-1] >= 3 * ks[0] and ks == sorted(ks), ks
 
 
 def test_a_rejection_shortens_the_next_draft():
     ctl = DraftLengthController(32, adaptive=True, curve=VerifyCostCurve(dict(CURVE)))
     for i in range(4):
-        ctl.observe(full_pass(i, ctl.next_k(1000, "ngram")))
-    long_k = ctl.next_k(1000, "ngram")
+        ctl.observe(full_pass(i, ctl.next_k(1000, NGRAM_COPY), NGRAM_COPY))
+    long_k = ctl.next_k(1000, NGRAM_COPY)
     for i in range(3):
-        ctl.next_k(1000, "ngram")
-        rejected = step(i, long_k, [True, True, False], t_verify=CURVE[17])
+        ctl.next_k(1000, NGRAM_COPY)
+        rejected = step(i, long_k, [True, True, False], t_verify=CURVE[17],
+                        source=NGRAM_COPY.name)
         rejected.origins = [ORIGIN_ACCEPTED] * 2 + [ORIGIN_REPLACEMENT]
         ctl.observe(rejected)
-    assert ctl.next_k(1000, "ngram") < long_k
+    assert ctl.next_k(1000, NGRAM_COPY) < long_k
 
 
 def test_compare_view_names_the_first_difference_and_the_near_tie():

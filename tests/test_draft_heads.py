@@ -14,9 +14,10 @@ from app.engine.session import DecodeConfig, Session
 from app.errors import ModelFileError
 from app.models.draft_heads import BUILTIN_PROMPTS, collect, load_heads, save_heads
 from backends.heads_train import train_heads
-from tests.test_sampling_distribution import (
+from tests.helpers import (
     EXACT_P,
     PROMPT,
+    assert_drafted,
     exact_distributions,
     first_two_tokens,
     gof_pvalue,
@@ -110,14 +111,13 @@ def greedy(target, drafter, prompt, n=40, k=3):
 @pytest.mark.parametrize("which", ["gguf", "hf"])
 def test_greedy_with_heads_equals_plain(which, gguf_target, hf_target, gguf_heads, hf_heads):
     target, (weights, _) = (gguf_target, gguf_heads) if which == "gguf" else (hf_target, hf_heads)
-    drafted = accepted = 0
+    runs = []
     for prompt in [*PROMPTS, "x = [1, 2, 3]\nfor"]:
         plain, _ = greedy(target, None, prompt)
         got, steps = greedy(target, HeadsDrafter(weights), prompt)
         assert got == plain, prompt
-        drafted += sum(s.k for s in steps)
-        accepted += sum(t.accepted for s in steps for t in s.tokens)
-    assert drafted > 0 and accepted > 0
+        runs.extend(steps)
+    assert_drafted(runs)  # over the prompts: heads trained briefly may miss on one
 
 
 def test_sampling_with_heads_is_exact(hf_target, hf_heads):

@@ -7,9 +7,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from app.engine.drafters import EMPTY_DRAFT, Draft, ModelDrafter
+from app.engine.draft_model import ModelDrafter
+from app.engine.drafters import EMPTY_DRAFT, Budget, Draft
 from app.engine.sampling import SamplingParams, choose, finite_logits, process
-from tests.test_sampling_distribution import BROKEN_P, EXACT_P, PROMPT, first_two_pvalues
+from tests.helpers import BROKEN_P, EXACT_P, PROMPT, first_two_pvalues
 
 P_MIN = 0.1
 TEMPERATURE = 0.3  # the tiny draft then gives about half its mass to tokens above P_MIN
@@ -19,7 +20,8 @@ N_RUNS = 1500
 class StopsOnTheDrawnToken(ModelDrafter):
     """The broken rule: draw, then stop if the drawn token's q is below p-min."""
 
-    def propose(self, context, k, params, rng, stop=None):
+    def propose(self, context, budget, params, rng):
+        k = budget.max_tokens
         logits = self._sync(context)
         tokens, rows = [], []
         while True:
@@ -55,4 +57,5 @@ def test_p_min_that_stops_at_once_drafts_nothing(hf_pair):
     target, draft = hf_pair
     drafter = ModelDrafter(draft, p_min=0.999)
     rng = np.random.default_rng(0)
-    assert drafter.propose(target.tokenize(PROMPT), 4, SamplingParams(1.0), rng) is EMPTY_DRAFT
+    draft = drafter.propose(target.tokenize(PROMPT), Budget(4), SamplingParams(1.0), rng)
+    assert draft is EMPTY_DRAFT

@@ -11,12 +11,13 @@ from __future__ import annotations
 import numpy as np
 
 from app.engine.adaptive import VerifyCostCurve
+from app.engine.draft_model import ModelDrafter
 from app.engine.draft_stop import ConfidenceCalibration, ConfidenceStop
-from app.engine.drafters import EMPTY_DRAFT, Draft, ModelDrafter
+from app.engine.drafters import EMPTY_DRAFT, Budget, Draft
 from app.engine.sampling import SamplingParams, choose, finite_logits, process
 from app.engine.session import DecodeConfig, Session
 from app.engine.trace import step_from_dict, step_to_dict
-from tests.test_sampling_distribution import BROKEN_P, EXACT_P, PROMPT, first_two_pvalues
+from tests.helpers import BROKEN_P, EXACT_P, PROMPT, assert_drafted, first_two_pvalues
 
 TEMPERATURE = 0.3  # the tiny draft is then sure of some tokens and unsure of others
 N_RUNS = 1500
@@ -30,14 +31,17 @@ def a_stop(limit: int = 3) -> ConfidenceStop:
 
 
 class StopsOnConfidence(ModelDrafter):
-    def propose(self, context, k, params, rng, stop=None):
-        return super().propose(context, k, params, rng, a_stop())
+    """A draft model whose every draft may end on its confidence (up to three tokens)."""
+
+    def propose(self, context, budget, params, rng):
+        stop = a_stop()
+        return super().propose(context, Budget(stop.limit, stop), params, rng)
 
 
 class LeavesOutTheUnsureToken(ModelDrafter):
     """The broken rule: when a drawn token's confidence ends the draft, drop that token."""
 
-    def propose(self, context, k, params, rng, stop=None):
+    def propose(self, context, budget, params, rng):
         stop = a_stop()
         logits = self._sync(context)
         tokens, rows = [], []
@@ -57,7 +61,7 @@ def test_the_rule_ends_some_drafts_and_not_others(hf_pair):
     target, draft = hf_pair
     params = SamplingParams(temperature=TEMPERATURE, seed=1)
     rng = np.random.default_rng(1)
-    lengths = {len(StopsOnConfidence(draft).propose(target.tokenize(PROMPT), 3, params, rng)
+    lengths = {len(StopsOnConfidence(draft).propose(target.tokenize(PROMPT), Budget(3), params, rng)
                    .tokens) for _ in range(200)}
     assert {1, 2} <= lengths  # otherwise the tests below test nothing
 
@@ -115,6 +119,7 @@ def test_adaptive_session_ends_drafts_on_confidence_and_stays_greedy_exact(hf_pa
     session = adaptive_session(target, draft)
     steps = list(session.steps(prompt_ids))
     assert session.output_ids == plain.output_ids
+    assert_drafted(steps)
     ended = [s for s in steps if s.stop_chance is not None]
     assert ended and all(s.k < 8 for s in ended)
     again = step_from_dict(step_to_dict(ended[0]))

@@ -10,8 +10,8 @@ import json
 import numpy as np
 import pytest
 
-from app.engine.drafters import ModelDrafter
-from app.engine.heads import HeadsDrafter, HeadsWeights
+from app.engine.draft_model import ModelDrafter
+from app.engine.heads import HeadsDrafter
 from app.engine.lookup import NgramDrafter
 from app.engine.protocol import HiddenStateModel
 from app.engine.records import StepRecord
@@ -19,6 +19,7 @@ from app.engine.sampling import SamplingParams
 from app.engine.session import DecodeConfig, Session
 from app.engine.similarity import auc_interval, roc_auc
 from app.engine.trace import TraceWriter, read_trace, step_to_dict
+from tests.helpers import assert_drafted, random_heads
 
 PROMPT = "def add(a, b):\n    return"
 
@@ -26,17 +27,6 @@ PROMPT = "def add(a, b):\n    return"
 @pytest.fixture(params=["torch", "llamacpp"])
 def pair(request):
     return request.getfixturevalue("hf_pair" if request.param == "torch" else "gguf_pair")
-
-
-def random_heads(target, n_heads=3, rank=8, seed=0):
-    """Heads with random weights over the whole vocabulary: they draft real (mostly rejected)
-    tokens from the target's hidden states, with a q of their own."""
-    rng = np.random.default_rng(seed)
-    d, v = target.n_embd, target.n_vocab
-    return HeadsWeights(
-        (rng.standard_normal((n_heads, rank, d)) / np.sqrt(d)).astype(np.float32),
-        (rng.standard_normal((n_heads, d, rank)) / np.sqrt(rank)).astype(np.float32),
-        np.arange(v), (rng.standard_normal((v, d)) / np.sqrt(d)).astype(np.float32), v)
 
 
 def run(target, drafter, n=24, k=4, temperature=0.0, prompt=PROMPT):
@@ -164,6 +154,7 @@ def test_self_draft_compares_hidden_states(deep_torch, temperature):
     if temperature == 0.0:
         plain_session, _ = run(target, None, temperature=0.0)
         assert session.output_ids == plain_session.output_ids
+        assert_drafted(steps)
     fit = auc_interval([t.hidden_cos for t in judged], [t.accepted for t in judged])
     assert session.summary().get("hidden_cos_auc") == (None if fit is None
                                                        else pytest.approx(fit[0]))

@@ -6,7 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from app.engine.drafters import ModelDrafter
+from app.engine.draft_model import ModelDrafter
+from app.engine.drafters import Budget
 from app.engine.sampling import SamplingParams, softmax
 from app.engine.session import DecodeConfig, Session
 
@@ -119,7 +120,7 @@ def test_draft_cache_inside_model_drafter_matches_fresh_model(pair):
             # the drafter's cache still holds the rejected draft tokens of this step; its
             # next proposal must first roll them back
             context = prompt + session.output_ids
-            proposal = drafter.propose(context, 1, greedy, rng)
+            proposal = drafter.propose(context, Budget(1), greedy, rng)
             want = softmax(fresh_logits(fresh, context))
             np.testing.assert_allclose(proposal.q_rows[0], want, rtol=10 * TOLERANCE[backend],
                                        atol=TOLERANCE[backend] / 10)

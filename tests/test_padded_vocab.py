@@ -12,13 +12,14 @@ import pytest
 
 import app.engine.session as session_module
 from app.cli.main import main
-from app.engine.drafters import ModelDrafter
+from app.engine.draft_model import ModelDrafter
 from app.engine.sampling import SamplingParams
 from app.engine.session import DecodeConfig, Session
 from app.models.pair_check import MAX_VOCAB_SIZE_DIFFERENCE, check_pair_files
-from tests.test_sampling_distribution import (
+from tests.helpers import (
     BROKEN_P,
     EXACT_P,
+    assert_drafted,
     exact_distributions,
     first_two_tokens,
     gof_pvalue,
@@ -127,7 +128,8 @@ def test_llamacpp_padded_pair_greedy_equals_plain(gguf_models, target_name, draf
     expected, _ = run(target, None)
     got, steps = run(target, ModelDrafter(draft, target_vocab=target.n_vocab))
     assert got == expected
-    assert sum(s.k for s in steps) > 0
+    # the padded target drafts for a noisy draft: its tokens may all be rejected here
+    assert_drafted(steps, accepted=False)
     if target_name == "target_pad_mass":  # this case must exercise the draft falling silent
         assert max(expected) >= draft.n_vocab
 
@@ -163,7 +165,7 @@ def test_torch_padded_pair_greedy_equals_plain(hf_padded):
     expected, _ = run(target, None)
     got, steps = run(target, ModelDrafter(draft, target_vocab=target.n_vocab))
     assert got == expected
-    assert sum(s.k for s in steps) > 0
+    assert_drafted(steps, accepted=False)  # a draft with noise 0.3: often every token fails
 
 
 # --- sampling stays exact when the widths differ ----------------------------------------------

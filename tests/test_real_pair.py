@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import pytest
 
-from app.engine.drafters import ModelDrafter
-from app.engine.lookup import HybridDrafter, NgramDrafter
+from app.engine.draft_model import ModelDrafter
+from app.engine.hybrid import HybridDrafter
+from app.engine.lookup import NgramDrafter
 from app.engine.sampling import SamplingParams
 from app.engine.session import DecodeConfig, Session
 from app.models.demo import demo_installed, demo_paths
 from app.models.pair_check import check_pair_files
+from tests.helpers import assert_drafted
 
 pytestmark = [
     pytest.mark.real_models,
@@ -54,4 +56,4 @@ def test_greedy_speculative_equals_plain_on_the_demo_pair(demo_pair, make_drafte
     expected, _ = _generate(target, None)
     got, steps = _generate(target, make_drafter(draft))
     assert got == expected
-    assert sum(s.n_accepted for s in steps) > 0
+    assert_drafted(steps)

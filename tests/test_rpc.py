@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from app.cli.main import main
-from app.engine.drafters import ModelDrafter
+from app.engine.draft_model import ModelDrafter
 from app.engine.sampling import SamplingParams
 from app.engine.session import DecodeConfig, Session
 from app.models.loading import ModelSpec, rpc_problem
@@ -36,6 +36,7 @@ from backends.llamacpp_rpc import (
     parse_rpc_servers,
     rpc_supported,
 )
+from tests.helpers import assert_drafted
 
 RPC_SERVER_ENV = "DRAFTLENS_RPC_SERVER"
 PROMPT = "the cat sat on the mat. the cat"
@@ -95,7 +96,9 @@ def greedy(target, draft, n_predict: int = 40) -> list[int]:
     config = DecodeConfig(n_predict=n_predict, draft_max=4,
                           sampling=SamplingParams(temperature=0.0))
     session = Session(target, ModelDrafter(draft) if draft is not None else None, config)
-    list(session.steps(target.tokenize(PROMPT)))
+    steps = list(session.steps(target.tokenize(PROMPT)))
+    if draft is not None:
+        assert_drafted(steps)
     return session.output_ids
 
 

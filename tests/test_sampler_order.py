@@ -12,10 +12,10 @@ import numpy as np
 import pytest
 
 from app.cli.main import main
-from app.engine.drafters import ModelDrafter
+from app.engine.draft_model import ModelDrafter
 from app.engine.sampling import ORDER_LLAMACPP, ORDER_TRANSFORMERS, SamplingParams, process
 from app.engine.session import DecodeConfig, Session
-from tests.test_sampling_distribution import (
+from tests.helpers import (
     EXACT_P,
     exact_distributions,
     first_two_tokens,

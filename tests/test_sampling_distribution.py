@@ -15,22 +15,29 @@ A correct sampler passes when p > 1e-3.
 from __future__ import annotations
 
 import functools
-import inspect
-import textwrap
 from dataclasses import dataclass
 
 import numpy as np
 import pytest
-from scipy.stats import binomtest, power_divergence
+from scipy.stats import binomtest
 
 import app.engine.speculative as speculative
-from app.engine.drafters import ModelDrafter
+from app.engine.draft_model import ModelDrafter
 from app.engine.lookup import NgramDrafter
-from app.engine.sampling import SamplingParams, process
+from app.engine.sampling import SamplingParams
 from app.engine.session import DecodeConfig, Session
+from tests.helpers import (
+    BROKEN_P,
+    EXACT_P,
+    PROMPT,
+    Exact,
+    always_accept,
+    exact_distributions,
+    first_two_tokens,
+    gof_pvalue,
+    resample_from_p,
+)
 
-EXACT_P = 1e-3  # a correct sampler passes every test at this level (fixed seeds)
-BROKEN_P = 1e-6  # a broken sampler must be rejected at least this strongly
 N_DRAWS = 20_000  # verify-level draws per (case, k)
 # draws per broken-sampler run: the expected G-statistic (noncentrality) is then >= 160 for
 # every case and statistic; "close" (total variation 0.06) needs 4x the draws for that
@@ -40,31 +47,6 @@ SAMPLING = SamplingParams(temperature=1.0)
 
 
 # --- the statistics ----------------------------------------------------------------------
-
-
-def gof_pvalue(samples: np.ndarray, probs: np.ndarray, min_expected: float = 5.0) -> float:
-    """G-test p-value of token samples against a distribution.
-
-    A sample on a token of probability 0 is an outright failure (p-value 0). Cells with an
-    expected count below `min_expected` are pooled so the chi-square approximation holds.
-    """
-    samples = np.asarray(samples, dtype=np.int64)
-    assert samples.size > 0, "no samples to test"
-    probs = np.asarray(probs, dtype=np.float64)
-    probs = probs / probs.sum()
-    counts = np.bincount(samples, minlength=probs.shape[0])
-    support = probs > 0
-    if counts[~support].any():
-        return 0.0
-    observed = counts[support].astype(np.float64)
-    expected = probs[support] * samples.size
-    small = expected < min_expected
-    if small.any():
-        observed = np.append(observed[~small], observed[small].sum())
-        expected = np.append(expected[~small], expected[small].sum())
-    if observed.size < 2:
-        return 1.0
-    return float(power_divergence(observed, expected, lambda_="log-likelihood").pvalue)
 
 
 def normalise(x) -> np.ndarray:
@@ -217,28 +199,6 @@ def test_equal_distributions_never_reject():
 # --- the tests have power: broken samplers are caught --------------------------------------
 
 
-def resample_from_p(monkeypatch):
-    """Bug: after a rejection, draw from p instead of the residual norm(max(0, p - q))."""
-    monkeypatch.setattr(speculative, "residual_distribution", lambda p, q: p)
-    return speculative.verify
-
-
-def always_accept(monkeypatch):
-    """Bug: accept every draft token (the u < p/q test replaced by True)."""
-    return mutated_verify("record.u * record.q < record.p", "True")
-
-
-def mutated_verify(old: str, new: str):
-    """speculative.verify with one expression of its source replaced."""
-    source = inspect.getsource(speculative.verify)
-    assert old in source, f"the acceptance rule no longer reads {old!r}: update this mutation"
-    namespace = dict(vars(speculative))
-    # compiled here, so it inherits this module's `from __future__ import annotations`
-    code = compile(textwrap.dedent(source.replace(old, new)), speculative.__file__, "exec")
-    exec(code, namespace)  # noqa: S102 - a test-only mutant of the engine's own function
-    return namespace["verify"]
-
-
 @pytest.mark.parametrize("case", WITH_REJECTIONS)
 def test_resampling_from_p_instead_of_residual_is_detected(case, monkeypatch):
     broken = resample_from_p(monkeypatch)
@@ -258,13 +218,13 @@ def test_always_accepting_is_detected(case, monkeypatch):
 def test_broken_samplers_agree_with_correct_one_when_p_equals_q(monkeypatch):
     # sanity check of the mutants: with q == p nothing is ever rejected, so neither bug shows
     for make in (resample_from_p, always_accept):
-        runs = simulate("p_equals_q", 2, 5000, seed=97, verify=make(monkeypatch))
+        with monkeypatch.context() as patched:
+            runs = simulate("p_equals_q", 2, 5000, seed=97, verify=make(patched))
         assert first_token_pvalue(runs) > EXACT_P
 
 
 # --- end to end through Session with the tiny torch models -------------------------------
 
-PROMPT = "def add(a, b):\n    return"
 NGRAM_PROMPT = "the cat sat on the mat. the cat"  # ends in a repeat, so lookup finds a draft
 N_SESSION = 1500  # Session runs per configuration (k = 3 on the first step)
 SESSION_CONFIGS = {
@@ -285,51 +245,6 @@ def _one_torch_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(before)
-
-
-@dataclass
-class Exact:
-    first: np.ndarray  # target's processed distribution of the first generated token
-    second: np.ndarray  # marginal of the second: sum_x p(x) p(. | prompt + x)
-
-
-def exact_distributions(target, prompt_ids: list[int], params: SamplingParams) -> Exact:
-    target.truncate(0)
-    first = process(target.extend(prompt_ids, 1)[0], params)
-    second = np.zeros_like(first)
-    for token in np.flatnonzero(first):
-        second += first[token] * process(target.extend([int(token)], 1)[0], params)
-        target.truncate(len(prompt_ids))
-    target.truncate(0)
-    return Exact(first, second)
-
-
-def first_two_pvalues(target, drafter, params, n, seed0) -> tuple[float, float]:
-    """G-test p-values of the first and the second token of n sessions on PROMPT against
-    the target's exact distributions."""
-    prompt_ids = target.tokenize(PROMPT)
-    exact = exact_distributions(target, prompt_ids, params)
-    tokens = first_two_tokens(target, drafter, prompt_ids, params, n, seed0)
-    return gof_pvalue(tokens[:, 0], exact.first), gof_pvalue(tokens[:, 1], exact.second)
-
-
-def first_two_tokens(target, drafter, prompt_ids, params, n, seed0):
-    """The first two generated tokens of n independent sessions (seeds seed0, seed0+1, ...)."""
-    out = np.empty((n, 2), dtype=np.int64)
-    for i in range(n):
-        config = DecodeConfig(
-            n_predict=4, draft_max=3, stop_at_eos=False,
-            sampling=SamplingParams(
-                temperature=params.temperature, top_k=params.top_k, top_p=params.top_p,
-                seed=seed0 + i,
-            ),
-        )
-        session = Session(target, drafter, config)
-        for _ in session.steps(prompt_ids):
-            if len(session.output_ids) >= 2:
-                break
-        out[i] = session.output_ids[:2]
-    return out
 
 
 @pytest.fixture(scope="module")

@@ -14,16 +14,17 @@ import numpy as np
 import pytest
 
 from app.cli.main import main
-from app.engine.drafters import ModelDrafter
+from app.engine.draft_model import ModelDrafter
 from app.engine.protocol import EarlyExitModel
 from app.engine.sampling import SamplingParams
 from app.engine.session import DecodeConfig, Session
 from app.errors import ModelFileError, SettingsError
 from app.models.early_exit import truncated_gguf
 from app.models.loading import ModelSpec, load_pair
-from tests.test_sampling_distribution import (
+from tests.helpers import (
     EXACT_P,
     PROMPT,
+    assert_drafted,
     exact_distributions,
     first_two_tokens,
     gof_pvalue,
@@ -87,7 +88,7 @@ def test_torch_self_draft_greedy_equals_plain(deep_hf, prompt, n_layers):
     expected, _ = greedy(deep_hf, None, prompt)
     got, steps = greedy(deep_hf, ModelDrafter(deep_hf.early_exit(n_layers)), prompt)
     assert got == expected
-    assert any(s.k > 0 for s in steps)
+    assert_drafted(steps)
 
 
 def test_torch_layer_count_out_of_range(deep_hf):
@@ -129,7 +130,7 @@ def test_llamacpp_self_draft_greedy_equals_plain(deep_gguf, prompt, n_layers):
         expected, _ = greedy(pair.target, None, prompt)
         got, steps = greedy(pair.target, ModelDrafter(pair.draft), prompt)
         assert got == expected
-        assert any(s.k > 0 for s in steps)
+        assert_drafted(steps)
     finally:
         pair.close()
 

@@ -7,10 +7,16 @@ import time
 
 import numpy as np
 
-from app.engine.drafters import TreeShape
+from app.engine.drafters import Budget, TreeShape
 from app.engine.records import COPIED_FROM_MEMORY, COPIED_FROM_OUTPUT, COPIED_FROM_PROMPT
 from app.engine.sampling import SamplingParams
-from app.engine.suffix import RememberedRun, SuffixDrafter, memory_buffer
+from app.engine.suffix import (
+    SUFFIX_COPY,
+    SUFFIX_GUESS,
+    RememberedRun,
+    SuffixDrafter,
+    memory_buffer,
+)
 
 GREEDY = SamplingParams()
 RNG = np.random.default_rng(0)
@@ -20,13 +26,15 @@ def test_drafts_say_whether_they_came_from_the_prompt_this_output_or_an_earlier_
     memory = memory_buffer([RememberedRun(41, [10, 11, 12, 13, 14])])
     drafter = SuffixDrafter(memory)
     prompt = [1, 2, 3, 4, 10, 11]
-    draft = drafter.propose(prompt, 8, GREEDY, RNG)
+    drafter.begin(prompt)
+    draft = drafter.propose(prompt, Budget(8), GREEDY, RNG)
     assert draft.tokens == [12, 13]
     assert draft.copied_from is not None
     assert {(s.kind, s.run) for s in draft.copied_from} == {(COPIED_FROM_MEMORY, 41)}
     # the output repeats the prompt: copied from the prompt, then from the output itself
     context = [*prompt, 1, 2, 3, 4, 10, 11, 1, 2]
-    draft = drafter.propose(context, 8, GREEDY, RNG)
+    drafter.accept(context, None)
+    draft = drafter.propose(context, Budget(8), GREEDY, RNG)
     kinds = [s.kind for s in draft.copied_from or []]
     assert draft.tokens[:2] == [3, 4] and kinds[0] in (COPIED_FROM_PROMPT, COPIED_FROM_OUTPUT)
 
@@ -34,20 +42,41 @@ def test_drafts_say_whether_they_came_from_the_prompt_this_output_or_an_earlier_
 def test_a_tree_draft_keeps_the_first_path_first_and_carries_each_branch_count():
     memory = memory_buffer([RememberedRun(1, [7, 8, 1, 2]), RememberedRun(2, [7, 8, 3]),
                             RememberedRun(3, [7, 8, 1, 5])])
-    tree = SuffixDrafter(memory).propose_tree([0, 7, 8], 2, TreeShape(2, 8), GREEDY, RNG)
+    drafter = SuffixDrafter(memory)
+    drafter.begin([0, 7, 8])
+    tree = drafter.propose_tree([0, 7, 8], 2, TreeShape(2, 8), GREEDY, RNG)
     assert tree.tokens[0] == 1 and tree.parents[:2] == [-1, 0]
     assert tree.copied_from is not None
     assert tree.copied_from[0].count == 2 and tree.copied_from[0].of == 3
     assert 3 in tree.tokens and tree.parents[tree.tokens.index(3)] == -1
 
 
-def test_a_new_prompt_after_reset_forgets_the_last_run_but_not_the_memory():
+def test_a_new_prompt_after_begin_forgets_the_last_run_but_not_the_memory():
     memory = memory_buffer([RememberedRun(5, [20, 21, 22])])
     drafter = SuffixDrafter(memory)
-    assert drafter.propose([1, 2, 3, 1, 2], 4, GREEDY, RNG).tokens == [3, 1]
-    drafter.reset()
-    assert drafter.propose([9, 1, 2], 4, GREEDY, RNG).tokens == []
-    assert drafter.propose([9, 20, 21], 4, GREEDY, RNG).tokens == [22]
+    drafter.begin([1, 2, 3, 1, 2])
+    assert drafter.propose([1, 2, 3, 1, 2], Budget(4), GREEDY, RNG).tokens == [3, 1]
+    drafter.begin([9, 1, 2])
+    assert drafter.propose([9, 1, 2], Budget(4), GREEDY, RNG).tokens == []
+    drafter.begin([9, 20, 21])
+    assert drafter.propose([9, 20, 21], Budget(4), GREEDY, RNG).tokens == [22]
+
+
+def test_accepted_tokens_are_indexed_as_output_and_the_outlook_names_copy_or_guess():
+    drafter = SuffixDrafter()
+    prompt = [5, 6, 7, 8, 9, 10, 11, 12, 1]
+    drafter.begin(prompt)
+    assert drafter.outlook(prompt).kind == SUFFIX_GUESS  # nothing to copy yet
+    assert drafter.propose(prompt, Budget(4), GREEDY, RNG).tokens == []
+    # the target wrote the prompt's run again: a long match, a copy, whose evidence is it
+    context = [*prompt, 5, 6, 7, 8, 9, 10, 11]
+    drafter.accept(context, None)
+    outlook = drafter.outlook(context)
+    assert outlook.kind == SUFFIX_COPY and outlook.copied >= 6
+    assert SUFFIX_COPY.free and SUFFIX_GUESS.free and SUFFIX_COPY.at_least == SUFFIX_GUESS
+    draft = drafter.propose(context, Budget(3), GREEDY, RNG)
+    assert draft.tokens == [12, 1, 5]
+    assert draft.copied_from is not None and draft.copied_from[0].kind == COPIED_FROM_PROMPT
 
 
 def test_a_query_on_a_ten_thousand_token_history_takes_well_under_a_target_step():
@@ -58,9 +87,11 @@ def test_a_query_on_a_ten_thousand_token_history_takes_well_under_a_target_step(
     while len(history) < 10_200:
         history.extend(phrases[int(rng.integers(0, 200))])
     drafter = SuffixDrafter(memory_buffer([RememberedRun(1, history[:5000])]))
-    drafter.propose(history[5000:9000], 16, GREEDY, RNG)
+    drafter.begin(history[5000:9000])
+    drafter.propose(history[5000:9000], Budget(16), GREEDY, RNG)
     start = time.perf_counter()
     for end in range(9000, 9200):
+        drafter.accept(history[5000:end], None)
         drafter.propose_tree(history[5000:end], 16, TreeShape(3, 16), GREEDY, RNG)
     per_query = (time.perf_counter() - start) / 200
     assert per_query < 0.005  # a CPU target step is tens of milliseconds

@@ -11,20 +11,16 @@ import numpy as np
 import pytest
 
 from app.engine.adaptive import DraftLengthController, VerifyCostCurve
-from app.engine.drafters import ModelDrafter
+from app.engine.draft_model import DRAFT_MODEL, ModelDrafter
 from app.engine.metrics import RunStats, expected_tokens_per_pass, predicted_speedup, theory_speedup
 from app.engine.records import (
-    ORIGIN_ACCEPTED,
-    ORIGIN_BONUS,
-    ORIGIN_PLAIN,
-    ORIGIN_REPLACEMENT,
     StepRecord,
-    TokenRecord,
 )
 from app.engine.sampling import SamplingParams
 from app.engine.session import DecodeConfig, Session
 from app.engine.trace import TraceHeader, TraceWriter, export_csv, read_trace
 from app.errors import DraftLensError
+from tests.helpers import step
 
 PROMPT = "def add(a, b):\n    return"
 STEP_KEYS = {"type", "k", "tokens", "emitted", "t_draft", "t_verify", "t_overhead"}
@@ -94,10 +90,10 @@ def test_trace_file_format(run, request, tmp_path):
     step_lines = lines[1:-1]
     assert len(step_lines) == len(steps)
     judged = 0
-    for line, step in zip(step_lines, steps, strict=True):
+    for line, record in zip(step_lines, steps, strict=True):
         assert line["type"] == "step"
         assert STEP_KEYS <= set(line)
-        assert line["emitted"] == step.emitted and line["k"] == step.k
+        assert line["emitted"] == record.emitted and line["k"] == record.k
         for token in line["tokens"]:
             judged += 1
             assert TOKEN_KEYS <= set(token)
@@ -174,8 +170,8 @@ def test_export_csv_has_one_row_per_judged_draft_token(sampled_run, tmp_path):
         rows = list(csv.DictReader(f))
     records = [(s, t) for s in steps for t in s.tokens]
     assert len(rows) == len(records) > 0
-    for row, (step, token) in zip(rows, records, strict=True):
-        assert int(row["step"]) == step.index and int(row["k"]) == step.k
+    for row, (record, token) in zip(rows, records, strict=True):
+        assert int(row["step"]) == record.index and int(row["k"]) == record.k
         assert int(row["pos"]) == token.pos and int(row["token"]) == token.token
         assert int(row["accepted"]) == int(token.accepted)
         assert float(row["p"]) == pytest.approx(token.p)
@@ -229,26 +225,6 @@ def test_predicted_speedup_uses_measured_verify_cost():
     # a verify pass as cheap as one step and free drafts: speedup is E itself
     assert predicted_speedup(0.5, 2, 0.1, 0.0, 0.1) == pytest.approx(1.75)
     assert predicted_speedup(0.5, 2, 0.1, 0.0, 0.0) == 0.0
-
-
-def token(pos: int, accepted: bool) -> TokenRecord:
-    return TokenRecord(pos=pos, token=5, text="x", q=0.5, p=0.4, u=0.3, accepted=accepted,
-                       replacement=None if accepted else 6)
-
-
-def step(index: int, k: int, verdicts: list[bool], t_draft=0.0, t_verify=0.1) -> StepRecord:
-    judged = verdicts[: verdicts.index(False) + 1] if False in verdicts else verdicts
-    tokens = [token(i, ok) for i, ok in enumerate(judged)]
-    n_acc = sum(judged)
-    if k == 0:
-        origins = [ORIGIN_PLAIN]
-    elif n_acc == len(judged) == k:
-        origins = [ORIGIN_ACCEPTED] * n_acc + [ORIGIN_BONUS]
-    else:
-        origins = [ORIGIN_ACCEPTED] * n_acc + [ORIGIN_REPLACEMENT]
-    return StepRecord(index=index, k=k, tokens=tokens, emitted=[7] * len(origins),
-                      emitted_text=["y"] * len(origins), origins=origins, t_draft=t_draft,
-                      t_verify=t_verify, t_overhead=0.01)
 
 
 @pytest.fixture
@@ -341,44 +317,44 @@ def test_verify_cost_curve_observe_smooths():
 def controller(accept: float, draft_cost: float, costs: dict[int, float], draft_max: int = 8):
     ctl = DraftLengthController(draft_max, adaptive=True, curve=VerifyCostCurve(dict(costs)),
                                 draft_cost=draft_cost)
-    ctl.stats("model").accept_at[:] = [accept] * draft_max
+    ctl.stats(DRAFT_MODEL).accept_at[:] = [accept] * draft_max
     return ctl
 
 
 def test_controller_picks_plain_decoding_when_drafting_costs_more_than_it_saves():
     steep = {n: 1.0 + 0.8 * (n - 1) for n in range(1, 10)}
     ctl = controller(0.3, 0.6, steep)
-    assert ctl.best_k("model") == 0
-    assert ctl.next_k(100, "model") == 0
+    assert ctl.best_k(DRAFT_MODEL) == 0
+    assert ctl.next_k(100, DRAFT_MODEL) == 0
 
 
 def test_controller_picks_long_drafts_when_verify_is_flat_and_acceptance_high():
     flat = {n: 1.0 + 0.01 * (n - 1) for n in range(1, 10)}
     ctl = controller(0.95, 0.02, flat)
-    assert ctl.best_k("model") >= 6
-    assert ctl.next_k(100, "model") >= 6
-    assert ctl.next_k(3, "model") <= 2  # never past the tokens still wanted
+    assert ctl.best_k(DRAFT_MODEL) >= 6
+    assert ctl.next_k(100, DRAFT_MODEL) >= 6
+    assert ctl.next_k(3, DRAFT_MODEL) <= 2  # never past the tokens still wanted
 
 
 def test_controller_best_k_maximises_throughput():
     ctl = controller(0.7, 0.1, {n: 1.0 + 0.1 * (n - 1) for n in range(1, 10)})
-    rates = [ctl.throughput(k, "model") for k in range(9)]
-    assert ctl.best_k("model") == int(np.argmax(rates))
-    assert ctl.throughput(0, "model") == pytest.approx(1.0)
+    rates = [ctl.throughput(k, DRAFT_MODEL) for k in range(9)]
+    assert ctl.best_k(DRAFT_MODEL) == int(np.argmax(rates))
+    assert ctl.throughput(0, DRAFT_MODEL) == pytest.approx(1.0)
 
 
 def test_fixed_k_controller_ignores_costs():
     ctl = DraftLengthController(5, adaptive=False, curve=VerifyCostCurve({1: 1.0, 6: 100.0}),
                                 draft_cost=10.0)
-    assert ctl.next_k(100, "model") == 5
-    assert ctl.next_k(3, "model") == 2
-    assert ctl.next_k(1, "model") == 0
+    assert ctl.next_k(100, DRAFT_MODEL) == 5
+    assert ctl.next_k(3, DRAFT_MODEL) == 2
+    assert ctl.next_k(1, DRAFT_MODEL) == 0
 
 
 def test_controller_probes_again_when_a_better_acceptance_could_pay():
     gentle = {n: 1.0 + 0.1 * (n - 1) for n in range(1, 10)}
     ctl = controller(0.05, 0.1, gentle)  # acceptance looks hopeless, costs do not
-    choices = [ctl.next_k(100, "model") for _ in range(40)]
+    choices = [ctl.next_k(100, DRAFT_MODEL) for _ in range(40)]
     assert choices[0] == 0
     assert any(k > 0 for k in choices), "a wrong estimate must be able to recover"
     assert sum(k > 0 for k in choices) <= 5  # but rarely
@@ -387,19 +363,19 @@ def test_controller_probes_again_when_a_better_acceptance_could_pay():
 def test_controller_never_probes_when_no_acceptance_could_pay():
     steep = {n: 1.0 + 0.8 * (n - 1) for n in range(1, 10)}
     ctl = controller(0.3, 0.6, steep)  # even 95% acceptance would lose to plain decoding
-    assert all(ctl.next_k(100, "model") == 0 for _ in range(300))
+    assert all(ctl.next_k(100, DRAFT_MODEL) == 0 for _ in range(300))
 
 
 def test_controller_learns_acceptance_from_observed_steps():
     ctl = DraftLengthController(4, adaptive=True, draft_cost=0.01)
-    ctl.next_k(100, "model")
-    before = list(ctl.stats("model").accept_at)
+    ctl.next_k(100, DRAFT_MODEL)
+    before = list(ctl.stats(DRAFT_MODEL).accept_at)
     for i in range(30):
         ctl.observe(step(i, 4, [False], t_draft=0.04, t_verify=0.2))
-    after = ctl.stats("model").accept_at
+    after = ctl.stats(DRAFT_MODEL).accept_at
     assert after[0] < before[0] * 0.1  # always rejected at position 0
     # positions never reached follow the pooled rate, which the rejections pulled down
     assert all(a < b for a, b in zip(after[1:], before[1:], strict=True))
     for i in range(30):
         ctl.observe(step(i, 4, [True] * 4, t_draft=0.04, t_verify=0.2))
-    assert all(a > 0.9 for a in ctl.stats("model").accept_at)
+    assert all(a > 0.9 for a in ctl.stats(DRAFT_MODEL).accept_at)

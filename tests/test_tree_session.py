@@ -7,11 +7,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from app.engine.drafters import ModelDrafter
-from app.engine.lookup import HybridDrafter, NgramDrafter
+from app.engine.draft_model import DRAFT_MODEL, ModelDrafter
+from app.engine.hybrid import HybridDrafter
+from app.engine.lookup import NgramDrafter
 from app.engine.sampling import SamplingParams
 from app.engine.session import DecodeConfig, Session
-from tests.test_sampling_distribution import EXACT_P, exact_distributions, gof_pvalue
+from tests.helpers import EXACT_P, assert_drafted, exact_distributions, gof_pvalue
 
 PROMPTS = ["def add(a, b):\n    return", "the cat sat on the mat. the cat"]
 
@@ -49,6 +50,7 @@ def test_model_tree_greedy_equals_plain(pair, width, prompt):
     plain, _ = generate(target, None, 40, prompt, 1)
     got, steps = generate(target, ModelDrafter(draft), 40, prompt, width)
     assert got == plain
+    assert_drafted(steps)
     assert any(s.is_tree and len(s.tokens) > s.draft_depth for s in steps)
 
 
@@ -58,6 +60,7 @@ def test_paths_through_siblings_are_taken_and_stay_exact(pair):
     plain, _ = generate(target, None, 60, prompt, 1)
     got, steps = generate(target, ModelDrafter(draft), 60, prompt, 4, depth=3, nodes=12)
     assert got == plain
+    assert_drafted(steps)
     assert went_through_a_sibling(steps)
     # the cache afterwards holds exactly the committed text, whatever the path
     assert target.n_cached <= len(target.tokenize(prompt)) + len(got) - 1
@@ -70,14 +73,16 @@ def test_ngram_tree_greedy_equals_plain(pair, width):
     plain, _ = generate(target, None, 50, prompt, 1)
     got, steps = generate(target, NgramDrafter(n_min=1), 50, prompt, width, depth=6)
     assert got == plain
+    assert_drafted(steps)
     assert any(s.is_tree for s in steps)
 
 
 def test_hybrid_tree_greedy_equals_plain(pair):
     target, draft = pair
     plain, _ = generate(target, None, 40, PROMPTS[1], 1)
-    got, _ = generate(target, HybridDrafter(ModelDrafter(draft)), 40, PROMPTS[1], 3)
+    got, steps = generate(target, HybridDrafter(ModelDrafter(draft)), 40, PROMPTS[1], 3)
     assert got == plain
+    assert_drafted(steps)
 
 
 def test_width_one_is_the_chain(pair):
@@ -134,7 +139,8 @@ def test_adaptive_tree_counts_the_extra_nodes_it_verifies(gguf_pair):
     session = Session(target, ModelDrafter(draft), config)
     steps = list(session.steps(target.tokenize(PROMPTS[0])))
     assert session.output_ids == plain
+    assert_drafted(steps)
     assert any(s.is_tree for s in steps)
-    stats = session.controller.stats("model")
+    stats = session.controller.stats(DRAFT_MODEL)
     assert stats.extra_per_level > 0
     assert stats.pass_size(4) > 5  # the cost model prices the siblings too

@@ -11,6 +11,7 @@ from scipy.stats import chisquare
 from app.engine import tree as tree_module
 from app.engine.sampling import SamplingParams
 from app.engine.tree import DraftTree, verify_tree
+from tests.helpers import always_accept, resample_from_p
 
 VOCAB = 6
 LAST = 0  # the last committed token
@@ -88,7 +89,12 @@ def test_tree_sampling_matches_the_target_distribution():
 
 
 def test_power_a_missing_residual_update_is_caught(monkeypatch):
-    monkeypatch.setattr(tree_module, "residual_distribution", lambda p, q: p)
+    resample_from_p(monkeypatch)
+    assert _p_value(_first_two(N_DRAWS)) < 1e-6
+
+
+def test_power_a_wrong_accept_rule_is_caught(monkeypatch):
+    always_accept(monkeypatch)  # the same judge as the chain's: one swap breaks both
     assert _p_value(_first_two(N_DRAWS)) < 1e-6
 
 

@@ -11,12 +11,12 @@ import pytest
 
 pytest.importorskip("pytestqt")
 
-from app.engine.drafters import ModelDrafter  # noqa: E402
+from app.engine.draft_model import ModelDrafter  # noqa: E402
 from app.engine.heads import HeadsDrafter  # noqa: E402
 from app.engine.lookup import NgramDrafter  # noqa: E402
 from app.engine.session import DecodeConfig, Session  # noqa: E402
 from app.engine.similarity import auc_interval  # noqa: E402
-from tests.test_hidden_cos import random_heads  # noqa: E402
+from tests.helpers import random_heads  # noqa: E402
 from ui.rejection_view import (  # noqa: E402
     CONFIDENCE_NOTE,
     HIDDEN_NOTE,

@@ -11,7 +11,11 @@ import pytest
 
 from app.engine import calibration
 from app.engine.adaptive import DraftLengthController, VerifyCostCurve
-from app.engine.speculative import top_indices
+from app.engine.diagnostics import top_indices
+from app.engine.draft_model import DRAFT_MODEL
+from app.engine.drafters import DraftKind
+from app.engine.heads import DRAFT_HEADS
+from app.engine.lookup import NGRAM_COPY, NGRAM_EDIT, NGRAM_GUESS
 from app.paths import cache_dir
 
 
@@ -34,13 +38,15 @@ def test_a_cheap_batch_size_stays_cheap_after_rescaling():
     assert curve.cost(16) < curve.cost(9)
 
 
-@pytest.mark.parametrize("source,prior", [("model", 0.6), ("ngram", 0.875), ("ngram-weak", 0.5)])
-def test_a_fresh_controller_prices_a_chain_pass_at_k_plus_one_tokens(source, prior):
-    ctl = DraftLengthController(16, adaptive=True, curve=VerifyCostCurve({1: 1.0, 17: 2.0}))
-    stats = ctl.stats(source)
+@pytest.mark.parametrize("kind", [DRAFT_MODEL, NGRAM_COPY, NGRAM_GUESS, NGRAM_EDIT, DRAFT_HEADS])
+def test_a_fresh_controller_starts_from_the_declared_prior_and_k_plus_one_passes(kind):
+    ctl = DraftLengthController(16, adaptive=True, curve=VerifyCostCurve({1: 1.0, 17: 2.0}),
+                                draft_cost=0.3)
+    stats = ctl.stats(kind)
     assert stats.extra_per_level == 0.0
     assert [stats.pass_size(k) for k in (1, 4, 16)] == [2, 5, 17]
-    assert stats.prior == prior and stats.accept_at == [prior] * 16
+    assert stats.prior == kind.prior and stats.accept_at == [kind.prior] * 16
+    assert stats.draft_cost == (0.0 if kind.free else 0.3)  # a free kind costs no steps
 
 
 def test_copies_on_a_cpu_curve_reach_the_cheap_long_passes():
@@ -50,9 +56,9 @@ def test_copies_on_a_cpu_curve_reach_the_cheap_long_passes():
     ctl = DraftLengthController(32, adaptive=True, curve=VerifyCostCurve(dict(ms)))
     ks = []
     for _ in range(5):
-        k = ctl.next_k(1000, "ngram")
+        k = ctl.next_k(1000, NGRAM_COPY)
         ks.append(k)
-        ctl.stats("ngram").observe([True] * k)
+        ctl.stats(NGRAM_COPY).observe([True] * k)
     assert ks[0] >= 1 and max(ks) >= 31, ks
 
 
@@ -64,8 +70,8 @@ DEMO_CURVE = {1: 41, 2: 81, 3: 106, 4: 143, 5: 139, 8: 337, 9: 352, 16: 393, 17:
 
 def test_a_copy_is_drafted_from_its_first_strong_match():
     ctl = DraftLengthController(64, adaptive=True, curve=VerifyCostCurve(dict(DEMO_CURVE)))
-    assert ctl.next_k(1000, "ngram") >= 1
-    assert ctl.next_k(1000, "ngram-weak") == 0
+    assert ctl.next_k(1000, NGRAM_COPY) >= 1
+    assert ctl.next_k(1000, NGRAM_GUESS) == 0
 
 
 def test_near_the_end_the_best_k_is_chosen_within_what_is_left():
@@ -74,9 +80,9 @@ def test_near_the_end_the_best_k_is_chosen_within_what_is_left():
     curve = VerifyCostCurve({1: 40, 16: 390, 17: 400, 32: 550, 33: 800, 64: 1000, 65: 1200})
     ctl = DraftLengthController(64, adaptive=True, curve=curve)
     for _ in range(4):
-        ctl.stats("ngram").observe([True] * 64)
-    assert ctl.next_k(1000, "ngram") == 63
-    assert ctl.next_k(50, "ngram") == 31
+        ctl.stats(NGRAM_COPY).observe([True] * 64)
+    assert ctl.next_k(1000, NGRAM_COPY) == 63
+    assert ctl.next_k(50, NGRAM_COPY) == 31
 
 
 def test_a_curve_measured_on_a_busy_machine_is_not_cached(gguf_pair, monkeypatch):
@@ -109,12 +115,12 @@ def test_top_indices_equal_a_full_sort(peak):
         assert list(top_indices(probs, 5)) == list(expected)
 
 
-def _feed(ctl: DraftLengthController, passes: int, source: str = "model") -> list[int]:
+def _feed(ctl: DraftLengthController, passes: int, kind: DraftKind = DRAFT_MODEL) -> list[int]:
     ks = []
     for _ in range(passes):
-        k = ctl.next_k(1000, source)
+        k = ctl.next_k(1000, kind)
         ks.append(k)
-        ctl.stats(source).observe([True] * k)
+        ctl.stats(kind).observe([True] * k)
     return ks
 
 
@@ -133,7 +139,7 @@ def test_a_position_that_once_looked_bad_is_tried_again():
     ctl = DraftLengthController(16, adaptive=True, curve=VerifyCostCurve(dict(flat)),
                                 draft_cost=0.2)
     for _ in range(3):
-        ctl.stats("model").observe([True, True, False])  # position 2 fails three times
-    assert ctl.next_k(1000, "model") <= 3
+        ctl.stats(DRAFT_MODEL).observe([True, True, False])  # position 2 fails three times
+    assert ctl.next_k(1000, DRAFT_MODEL) <= 3
     ks = _feed(ctl, 15)
     assert ks[-1] > 3, ks

@@ -5,10 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from app.engine.diagnostics import describe, entropy
 from app.engine.drafters import Draft
 from app.engine.records import ORIGIN_ACCEPTED, ORIGIN_BONUS, ORIGIN_PLAIN, ORIGIN_REPLACEMENT
 from app.engine.sampling import SamplingParams
-from app.engine.speculative import entropy, verify
+from app.engine.speculative import verify
 
 GREEDY = SamplingParams(temperature=0.0)
 SAMPLE = SamplingParams(temperature=1.0)
@@ -98,7 +99,9 @@ def test_records_carry_p_q_u_position_text_and_top_alternatives():
     q_rows = np.stack([rng.dirichlet(np.ones(V)) for _ in range(3)])
     draft = [1, 4, 6]
     verdict = verify(draft, q_rows, p_rows, SAMPLE, np.random.default_rng(1), text_of,
-                     start_pos=17, top_n=3)
+                     start_pos=17)
+    assert all(not r.top and r.p_entropy == 0.0 for r in verdict.records)  # not yet: shown
+    describe(verdict.judged, text_of, top_n=3)
     assert len(verdict.records) >= 1
     for i, record in enumerate(verdict.records):
         token = draft[i]

@@ -1,10 +1,11 @@
-"""Experiments on the loaded pair, run on the worker thread: the draft-length sweep, the draft
-ranking and the exactness check (app.analysis does the work; this module starts it, shows
-progress and puts the results in tables and a chart)."""
+"""Experiments on the loaded pair, run in the engine host through the worker thread: the
+draft-length sweep, the draft ranking and the exactness check (app.analysis does the work, as
+the jobs of app.host.jobs; this module starts them, shows progress and puts the results in
+tables and a chart)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from functools import partial
 from typing import Protocol
 
 import pyqtgraph as pg
@@ -21,7 +22,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.analysis.exactness import ExactReport, check_exact
+from app.analysis.exactness import EXACTNESS_SENTENCE, ExactReport
 from app.analysis.rank import (
     Candidate,
     DraftModelCandidate,
@@ -29,21 +30,19 @@ from app.analysis.rank import (
     NgramCandidate,
     RankRow,
     SelfDraftCandidate,
-    rank_candidates,
 )
-from app.analysis.sweep import SweepRow, parse_ks, run_sweep
+from app.analysis.sweep import SweepRow, parse_ks
 from app.engine.session import DecodeConfig
 from app.errors import DraftLensError
-from app.models.loading import LoadedPair, ModelSpec
-from app.runs import draft_label, encode_prompt
+from app.host.jobs import Job, exactness_job, rank_job, sweep_job
+from app.models.loading import ModelSpec
+from app.runs import draft_label
 from ui.decode_panel import DecodePanel
 from ui.pair_picker import PairPicker
 from ui.rejection_view import fill, make_table
 from ui.run_control import RunControl
 from ui.theme import LIGHT, Colours
 from ui.worker import JobRequest
-
-Work = Callable[[LoadedPair, Callable[[], bool], Callable[[str], None]], object]
 
 
 class ExperimentWindow(Protocol):
@@ -89,6 +88,7 @@ class ExperimentsPanel(QWidget):
         self.samples.setValue(200)
         self.samples.setToolTip("seeded speculative runs for the sampled test")
         self.exact_button = QPushButton("Check exactness")
+        self.exact_button.setToolTip(EXACTNESS_SENTENCE)
         self.exact_button.clicked.connect(self.start_check)
         self.buttons = (self.sweep_button, self.rank_button, self.exact_button)
 
@@ -99,7 +99,7 @@ class ExperimentsPanel(QWidget):
             controls.addWidget(widget)
         self.status = QLabel("Sweep: each k against plain decoding on the prompt. Rank: the "
                              "loaded draft and others, at each one's best k. Exactness: greedy "
-                             "identity and a sampled G-test.")
+                             "identity in your mode and with exact kernels, and a sampled G-test.")
         self.status.setWordWrap(True)
         self.sweep_table = make_table(["k", "measured", "predicted", "theory", "acceptance",
                                    "tokens/pass", "plain tok/s", "spec tok/s"])
@@ -162,7 +162,7 @@ class ExperimentsPanel(QWidget):
             return None
         return picker.model_spec(), config, choices.prompt, choices.chat
 
-    def _start(self, name: str, spec: ModelSpec, work: Work) -> None:
+    def _start(self, name: str, spec: ModelSpec, work: Job) -> None:
         self.busy_with = name
         for button in self.buttons:
             button.setEnabled(False)
@@ -183,12 +183,8 @@ class ExperimentsPanel(QWidget):
             self.window.show_error(str(exc))
             return
 
-        def work(pair: LoadedPair, cancelled: Callable[[], bool],
-                 progress: Callable[[str], None]) -> object:
-            ids = encode_prompt(pair.target, prompt, chat)
-            return run_sweep(pair, config, [ids], ks, 1, progress, cancelled)
-
-        self._start("sweep", spec, work)
+        self._start("sweep", spec, partial(sweep_job, config=config, prompt=prompt, chat=chat,
+                                           ks=ks))
 
     def candidate_list(self, spec: ModelSpec) -> list[Candidate]:
         found: list[Candidate] = []
@@ -211,12 +207,8 @@ class ExperimentsPanel(QWidget):
         spec, config, prompt, chat = inputs
         candidates = self.candidate_list(spec)
 
-        def work(pair: LoadedPair, cancelled: Callable[[], bool],
-                 progress: Callable[[str], None]) -> object:
-            ids = encode_prompt(pair.target, prompt, chat)
-            return rank_candidates(pair, candidates, config, [ids], 1, progress, cancelled)
-
-        self._start("rank", spec, work)
+        self._start("rank", spec, partial(rank_job, candidates=candidates, config=config,
+                                          prompt=prompt, chat=chat))
 
     def start_check(self) -> None:
         inputs = self._inputs()
@@ -225,11 +217,7 @@ class ExperimentsPanel(QWidget):
         spec = inputs[0]
         samples = self.samples.value()
 
-        def work(pair: LoadedPair, cancelled: Callable[[], bool],
-                 progress: Callable[[str], None]) -> object:
-            return check_exact(pair, samples=samples, progress=progress)
-
-        self._start("exactness check", spec, work)
+        self._start("exactness check", spec, partial(exactness_job, samples=samples))
 
     # --- results ----------------------------------------------------------------------
     def _job_done(self, name: str, result: object) -> None:
@@ -285,11 +273,20 @@ class ExperimentsPanel(QWidget):
 
     def show_exact(self, report: ExactReport) -> None:
         self.exact = report
-        verdict = "PASS — exact on this pair" if report.passed else "FAIL — not exact"
-        self.status.setText(
-            f"exactness: {verdict}. Greedy identical over {report.greedy_prompts} prompts: "
-            f"{report.greedy_identical}; sampled G-test over {report.samples} runs "
-            f"(temperature {report.temperature}, top-k {report.top_k}): p = {report.p_value:.3g}"
-            f" (fails below {report.threshold:g})")
-
-
+        lines = [report.verdict()]
+        for d in report.greedy.divergences:
+            margins = d["margins"]
+            lines.append(
+                f"{report.greedy.mode}: {d['prompt']!r} parts at generated token "
+                f"{d['position']} ({d['plain_text']!r} plain, {d['other_text']!r} speculative);"
+                f" top-two margins {margins['plain']:.3f} / {margins['speculative']:.3f} logits"
+                f" against a kernel noise bound of {d['noise_bound']:.3f}: "
+                f"{'a near-tie' if d['near_tie'] else 'NOT a near-tie'}")
+        exact = ("no batch-invariant mode for this backend here" if report.exact is None else
+                 f"{report.exact.mode}: greedy output "
+                 f"{'identical to' if report.exact.identical else 'DIFFERS from'} plain "
+                 f"decoding over {report.exact.prompts} prompts")
+        lines.append(f"{exact}; sampled G-test over {report.samples} runs (temperature "
+                     f"{report.temperature}, top-k {report.top_k}): p = {report.p_value:.3g}"
+                     f" (fails below {report.threshold:g})")
+        self.status.setText("exactness — " + "\n".join(lines))

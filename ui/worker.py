@@ -1,10 +1,15 @@
-"""The worker that loads a model pair and runs the engine on its own thread.
+"""The worker thread that drives the engine host (app.host) for the window.
 
-It only iterates `Session.steps(...)` and forwards each StepRecord as a signal; the records
-are also appended to the trace file as they come (a crash loses at most the last step).
-Stop is a flag checked between steps (and between loading phases); Step mode waits on a
-semaphore for the UI to release one step at a time. The loaded pair is kept between runs and
-reloaded only when the model choice changes.
+A run is a command to the host, a child process that owns the loaded pair; the worker reads
+its events (the trace's own header, step and summary lines), writes the trace, and forwards
+one signal per step, so the UI thread never waits on the engine. Stop asks the host to end
+after the step in progress and ends the host when a pass outlasts the grace period. If the
+host dies (a native abort, a signal, an out-of-memory kill) the worker finalises the trace
+itself, says what happened with the engine's last lines on stderr, and the next run starts a
+new host. The host keeps the pair loaded between runs and reloads when the choice changes.
+
+Analyses (sweep, ranking, exactness check) run in the host too, as jobs (app.host.jobs) on the
+same loaded pair; the worker forwards their progress and their result.
 """
 
 from __future__ import annotations
@@ -12,30 +17,24 @@ from __future__ import annotations
 import sys
 import threading
 import traceback
-from collections.abc import Callable
-from dataclasses import astuple, dataclass, field
+from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
-from PySide6.QtCore import QObject, QSemaphore, Signal, Slot
+from PySide6.QtCore import QObject, Signal, Slot
 
-from app.analysis.cost import measure_pair_costs
-from app.engine.divergence import MarginTap, explain_divergence
-from app.engine.kernel_noise import cached_kernel_noise
-from app.engine.session import DecodeConfig, Session
-from app.engine.trace import TraceWriter
-from app.errors import DraftLensError
-from app.models.loading import LoadedPair, ModelSpec, load_pair
+from app.engine.session import DecodeConfig
+from app.errors import DraftLensError, TraceWriteError
+from app.host import protocol
+from app.host.client import EXITED, EngineHost
+from app.host.jobs import Job
+from app.host.keeper import TraceKeeper, cut_off_note, death_message
+from app.models.loading import ModelSpec
 from app.paths import data_dir
-from app.runs import NGRAM_LABEL, Run, finish_trace, prepare_run
 from ui.latency import freeze_heap
-from ui.run_data import KIND_PLAIN, KIND_SPECULATIVE, CompareResult
+from ui.run_data import KIND_SPECULATIVE, CompareResult
 
 _POLL_MS = 50
-
-
-class _Stopped(Exception):
-    """The user pressed Stop while the pair was loading."""
 
 
 @dataclass
@@ -50,12 +49,13 @@ class RunRequest:
 
 @dataclass
 class JobRequest:
-    """An analysis on the loaded pair (sweep, ranking, exactness check) on the worker thread:
-    `work(pair, cancelled, progress)` returns the result that `job_done` carries."""
+    """An analysis on the loaded pair (sweep, ranking, exactness check), run in the engine
+    host: `work(pair, cancelled, progress)` (a picklable job of app.host.jobs) returns the
+    result that `job_done` carries."""
 
     spec: ModelSpec
     name: str
-    work: Callable[[LoadedPair, Callable[[], bool], Callable[[str], None]], object]
+    work: Job
 
 
 @dataclass(frozen=True)
@@ -92,11 +92,6 @@ def plain_trace_path(path: Path) -> Path:
     return path.with_name(path.stem + ".plain.jsonl")
 
 
-def _pair_key(spec: ModelSpec) -> tuple:
-    """Every choice that changes what is loaded: a new key means a reload."""
-    return astuple(spec)
-
-
 class RunWorker(QObject):
     """Lives on a QThread; `run` is invoked through a queued signal from the window."""
 
@@ -116,9 +111,10 @@ class RunWorker(QObject):
         super().__init__()
         self._cancel = threading.Event()
         self._step_mode = threading.Event()
-        self._permits = QSemaphore(0)
-        self._pair: LoadedPair | None = None
-        self._pair_key: tuple | None = None
+        self._lock = threading.Lock()  # the host and the Step releases it has not seen yet
+        self._host: EngineHost | None = None
+        self._host_busy = False
+        self._early_steps = 0  # Step presses before the host had the run
         self.steps_emitted = 0  # in this request; read by the UI thread (atomic under the GIL)
 
     # --- called from the UI thread ------------------------------------------------------
@@ -126,11 +122,15 @@ class RunWorker(QObject):
         """Reset the controls before a run is queued (the worker is idle then)."""
         self._cancel.clear()
         self.steps_emitted = 0
-        self._permits.tryAcquire(self._permits.available())
+        with self._lock:
+            self._early_steps = 0
         self.set_step_mode(step_mode)
 
     def cancel(self) -> None:
         self._cancel.set()
+        with self._lock:
+            if self._host is not None and self._host_busy:
+                self._host.stop()
 
     @property
     def cancelled(self) -> bool:
@@ -141,171 +141,196 @@ class RunWorker(QObject):
             self._step_mode.set()
         else:
             self._step_mode.clear()
+        with self._lock:
+            if self._host is not None and self._host_busy:
+                self._host.send(protocol.STEP_MODE, on=on)
 
     def release_step(self) -> None:
-        self._permits.release()
+        with self._lock:
+            if self._host is not None and self._host_busy:
+                self._host.send(protocol.STEP)
+            else:
+                self._early_steps += 1
 
-    # --- on the worker thread -----------------------------------------------------------
+    # --- on the worker thread: runs through the host ------------------------------------
     @Slot(object)
     def run(self, request: RunRequest) -> None:
         trace_path: Path | None = None
         try:
-            pair = self._ensure_pair(request.spec)
             trace_path = request.trace_path or default_trace_path()
-            self._generate(pair, request, trace_path)
-        except _Stopped:
-            pass
+            host = self._send(protocol.RUN, spec=request.spec,
+                              config=protocol.config_to_dict(request.config),
+                              prompt=request.prompt, chat=request.chat,
+                              compare=request.compare)
+            try:
+                self._follow(host, request, trace_path)
+            except BaseException:
+                self._discard(host)  # its events for this run would reach the next one
+                raise
         except DraftLensError as exc:
             self.failed.emit(str(exc))
-        except MemoryError:
-            self.failed.emit("out of memory — try a smaller model, fewer GPU layers or a "
-                             "shorter context")
-        except Exception as exc:  # noqa: BLE001 - any engine failure becomes a dialog
+        except Exception as exc:  # noqa: BLE001 - any failure here becomes a dialog
             traceback.print_exc(file=sys.stderr)
-            message = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-            self.failed.emit(f"{type(exc).__name__}: {message}" if message else type(exc).__name__)
+            self.failed.emit(f"{type(exc).__name__}: {exc}")
         finally:
+            with self._lock:
+                self._host_busy = False
             self.done.emit(str(trace_path) if trace_path is not None else "")
 
+    def _send(self, command: str, spec: ModelSpec, **data: object) -> EngineHost:
+        """A run or a job to the host, started first if there is none (or it died)."""
+        with self._lock:
+            if self._host is None or not self._host.alive:
+                self._host = EngineHost()
+                self._host.start()
+            host = self._host
+            host.ready_for_next()
+            host.send(command, spec=protocol.spec_to_dict(spec), costs=True,
+                      step_mode=self._step_mode.is_set(), permits=self._early_steps, **data)
+            self._early_steps = 0
+            self._host_busy = True
+            if self._cancel.is_set():
+                host.stop()
+        return host
+
+    def _follow(self, host: EngineHost, request: RunRequest, trace_path: Path) -> None:
+        """Events until the host says the run is done, or ends."""
+        keepers: dict[str, TraceKeeper] = {}
+        dropped: set[str] = set()  # runs with steps made after Stop: not shown, not kept
+        error = ""
+        while True:
+            event = host.next_event(_POLL_MS / 1000)
+            if event is None:
+                if self._cancel.is_set() and host.overdue():
+                    host.kill()  # a pass outlasts the grace period
+                continue
+            name = event["event"]
+            if name == protocol.STEP_DONE:
+                if self._cancel.is_set():
+                    dropped.add(event["run"])
+                    continue
+                keeper = keepers[event["run"]]
+                try:
+                    step = keeper.add(event["line"])
+                except TraceWriteError as exc:
+                    self.failed.emit(str(exc))
+                    self.cancel()
+                    continue
+                self.steps_emitted += 1
+                self.step.emit(event["run"], step)
+            elif name == protocol.STARTED:
+                kind = event["run"]
+                path = trace_path if kind == KIND_SPECULATIVE else plain_trace_path(trace_path)
+                keepers[kind] = TraceKeeper(path, event["header"], event.get("t_target"))
+                self.run_started.emit(kind, keepers[kind].header)
+            elif name == protocol.FINISHED:
+                keeper = keepers[event["run"]]
+                summary = (keeper.cut_off() if event["run"] in dropped
+                           else keeper.finish(event["summary"]))
+                self.run_finished.emit(event["run"], summary)
+            elif name == protocol.DONE:
+                self._unfinished(keepers, error)
+                return
+            elif name == EXITED:
+                self._host_ended(host, event["returncode"], keepers)
+                return
+            else:
+                if name == protocol.ERROR:
+                    error = event["message"]
+                self._note(event)
+
+    def _unfinished(self, keepers: dict[str, TraceKeeper], error: str) -> None:
+        """A run the host ended without its summary (an unexpected error): end it here."""
+        for kind, keeper in keepers.items():
+            if keeper.summary is None:
+                self.run_finished.emit(kind, keeper.cut_off(error))
+
+    def _discard(self, host: EngineHost) -> None:
+        with self._lock:
+            if self._host is host:
+                self._host = None
+        host.kill()
+
+    def _note(self, event: dict) -> None:
+        """The events that carry no records."""
+        name = event["event"]
+        if name == protocol.PROGRESS:
+            self.progress.emit(event["message"])
+        elif name == protocol.LOADED:
+            self.loaded.emit(LoadInfo(event["target"], event["draft"], event["backend"],
+                                      event["device"], tuple(event["warnings"])))
+            freeze_heap()  # the window's own heap: later GC pauses only walk new objects
+        elif name == protocol.COSTS:
+            self.costs.emit(protocol.unpack_object(event["pickle"]))
+        elif name == protocol.WAITING:
+            if not self._cancel.is_set():
+                self.waiting.emit()
+        elif name == protocol.COMPARED and not self._cancel.is_set():
+            self.compared.emit(CompareResult(
+                event["speculative_tok_s"], event["plain_tok_s"], event["identical"],
+                event["greedy"], event["speculative_tokens"], event["plain_tokens"],
+                protocol.divergence_from_dict(event["divergence"])))
+        elif name == protocol.ERROR:
+            self.failed.emit(event["message"])
+
+    def _host_ended(self, host: EngineHost, returncode: int,
+                    keepers: dict[str, TraceKeeper]) -> None:
+        """The host is gone mid-command: finalise its traces here and say how it ended."""
+        with self._lock:
+            if self._host is host:
+                self._host = None  # the next run starts a new one
+        for kind, keeper in keepers.items():
+            if keeper.summary is None:
+                note = cut_off_note(keeper.steps, returncode, host)
+                self.run_finished.emit(kind, keeper.cut_off(note))
+        if not host.killed_by_us:
+            self.failed.emit(death_message(host, returncode))
+
+    @Slot()
+    def close_models(self) -> None:
+        """End the host; it closes its models."""
+        with self._lock:
+            host, self._host = self._host, None
+        if host is not None:
+            host.close()
+
+    # --- on the worker thread: analyses, in the host too --------------------------------
     @Slot(object)
     def run_job(self, job: JobRequest) -> None:
         result: object = None
         try:
-            pair = self._ensure_pair(job.spec)
-            result = job.work(pair, self._cancel.is_set, self.progress.emit)
-        except _Stopped:
-            pass
+            host = self._send(protocol.JOB, spec=job.spec,
+                              job=protocol.pack_object(job.work))
+            try:
+                result = self._follow_job(host)
+            except BaseException:
+                self._discard(host)
+                raise
         except DraftLensError as exc:
             self.failed.emit(str(exc))
         except Exception as exc:  # noqa: BLE001 - any failure becomes a dialog
             traceback.print_exc(file=sys.stderr)
             self.failed.emit(f"{type(exc).__name__}: {exc}")
         finally:
+            with self._lock:
+                self._host_busy = False
             self.job_done.emit(job.name, result)
 
-    @Slot()
-    def close_models(self) -> None:
-        if self._pair is not None:
-            self._pair.close()
-        self._pair = None
-        self._pair_key = None
-
-    def _ensure_pair(self, spec: ModelSpec) -> LoadedPair:
-        key = _pair_key(spec)
-        if self._pair is not None and self._pair_key == key:
-            return self._pair
-        self.close_models()
-
-        def say(message: str) -> None:
-            if self._cancel.is_set():
-                raise _Stopped
-            self.progress.emit(message)
-
-        pair = load_pair(spec, say)
-        if self._cancel.is_set():
-            pair.close()
-            raise _Stopped
-        self._pair, self._pair_key = pair, key
-        freeze_heap()  # before decoding starts: later GC pauses only walk new objects
-        draft_name = pair.draft.name if pair.draft else (NGRAM_LABEL if spec.ngram else "")
-        self.loaded.emit(LoadInfo(pair.target.name, draft_name, pair.target.backend,
-                                  pair.target.device, tuple(pair.warnings)))
-        if pair.draft is not None or spec.ngram:
-            self.progress.emit("timing a target step and a draft step side by side")
-            self.costs.emit(measure_pair_costs(pair))
-        return pair
-
-    def _generate(self, pair: LoadedPair, request: RunRequest, trace_path: Path) -> None:
-        greedy = request.config.sampling.greedy
-        model = pair.target
-        # a greedy compare notes the target's top two per position, to explain a difference
-        tap = MarginTap(model) if request.compare and greedy else None
-        if tap is not None:
-            pair.target = tap
-        try:
-            self._generate_runs(pair, request, trace_path, tap)
-        finally:
-            pair.target = model
-
-    def _generate_runs(self, pair: LoadedPair, request: RunRequest, trace_path: Path,
-                       tap: MarginTap | None) -> None:
-        run = self._prepare(pair, request)
-        session = run.session
-        kind = KIND_SPECULATIVE if session.drafter else KIND_PLAIN
-        with TraceWriter(trace_path) as writer:
-            writer.header(run.header)
-            self.run_started.emit(kind, run.header)
-            self._decode(kind, run, writer)
-            interrupted = self._cancel.is_set()
-            baseline = None
-            spec_top = tap.top if tap is not None else {}
-            if tap is not None:
-                tap.top = {}
-            if request.compare and session.drafter is not None and not interrupted:
-                baseline = self._baseline(pair, request, trace_path)
-                if self._cancel.is_set():
-                    baseline = None  # cut short: no fair comparison
-            summary = finish_trace(writer, session, baseline, interrupted=interrupted)
-        self.run_finished.emit(kind, summary)
-        if baseline is not None and not self._cancel.is_set():
-            greedy = request.config.sampling.greedy
-            divergence = None
-            if tap is not None and session.output_ids != baseline.output_ids:
-                self.progress.emit("texts differ: measuring how far verify passes stray from "
-                                   "single steps on this model (once; cached)")
-                bound = cached_kernel_noise(tap.model).bound
-                divergence = explain_divergence(len(run.prompt_ids), baseline.output_ids,
-                                                session.output_ids, tap.top, spec_top,
-                                                pair.target.token_text, bound)
-            self.compared.emit(CompareResult(
-                session.stats.tokens_per_second, baseline.stats.tokens_per_second,
-                session.output_ids == baseline.output_ids, greedy,
-                len(session.output_ids), len(baseline.output_ids), divergence,
-            ))  # fmt: skip
-
-    def _prepare(self, pair: LoadedPair, request: RunRequest, plain: bool = False) -> Run:
-        return prepare_run(pair, request.config, request.prompt, request.chat, plain=plain,
-                           extra_settings={"compare": request.compare})
-
-    def _baseline(self, pair: LoadedPair, request: RunRequest, trace_path: Path) -> Session:
-        """The plain target run on the same prompt and settings, for the speedup."""
-        run = self._prepare(pair, request, plain=True)
-        with TraceWriter(plain_trace_path(trace_path)) as writer:
-            writer.header(run.header)
-            self.run_started.emit(KIND_PLAIN, run.header)
-            self._decode(KIND_PLAIN, run, writer)
-            summary = finish_trace(writer, run.session, interrupted=self._cancel.is_set())
-        self.run_finished.emit(KIND_PLAIN, summary)
-        return run.session
-
-    def _decode(self, kind: str, run: Run, writer: TraceWriter) -> None:
-        """Iterate the run into the trace and the window; a fault mid-run (a trace that can no
-        longer be written, a model's garbage output) still ends the trace with a summary."""
-        steps = run.session.steps(run.prompt_ids)
-        try:
-            while self._wait_turn(kind):
-                step = next(steps, None)
-                if step is None:
-                    return
-                writer.step(step)
-                self.steps_emitted += 1
-                self.step.emit(kind, step)
-        except DraftLensError as exc:
-            finish_trace(writer, run.session, error=str(exc))
-            raise
-        finally:
-            steps.close()
-
-    def _wait_turn(self, kind: str) -> bool:
-        """False when stopped; in Step mode, blocks until the UI releases one step."""
-        if self._cancel.is_set():
-            return False
-        if kind != KIND_SPECULATIVE or not self._step_mode.is_set():
-            return True
-        if self._permits.tryAcquire(1):
-            return True
-        self.waiting.emit()
-        while not self._cancel.is_set():
-            if self._permits.tryAcquire(1, _POLL_MS) or not self._step_mode.is_set():
-                return not self._cancel.is_set()
-        return False
+    def _follow_job(self, host: EngineHost) -> object:
+        result: object = None
+        while True:
+            event = host.next_event(_POLL_MS / 1000)
+            if event is None:
+                if self._cancel.is_set() and host.overdue():
+                    host.kill()
+                continue
+            name = event["event"]
+            if name == protocol.RESULT:
+                result = protocol.unpack_object(event["pickle"])
+            elif name == protocol.DONE:
+                return result
+            elif name == EXITED:
+                self._host_ended(host, event["returncode"], {})
+                return None
+            else:
+                self._note(event)

@@ -41,7 +41,9 @@ def timed_run(pair: LoadedPair, config: DecodeConfig, prompt_ids: list[int], pla
     """One generation into `tally` (decoding time only: the prompt's prefill is left out).
     With a draft memory, a speculative run drafts from earlier prompts' speculative runs,
     never from an answer to its own prompt, and is remembered for the prompts after it."""
-    session = build_session(pair, config, plain=plain, avoid_prompt=prompt_ids)
+    # timing runs show no per-token alternatives or entropies: none are computed
+    session = build_session(pair, config, plain=plain, diagnostics=False,
+                            avoid_prompt=prompt_ids)
     start = time.perf_counter()
     for step in session.steps(prompt_ids):
         tally.stats.add(step)

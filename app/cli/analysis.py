@@ -11,7 +11,15 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
-from app.analysis.exactness import DEFAULT_TOP_K, check_exact
+from app.analysis.exactness import (
+    DEFAULT_TOP_K,
+    GREEDY_PROMPTS,
+    ExactReport,
+    GreedySuite,
+    check_exact,
+    greedy_suite,
+    user_mode,
+)
 from app.analysis.rank import (
     Candidate,
     DraftModelCandidate,
@@ -65,6 +73,9 @@ def add_check_flags(parser: argparse.ArgumentParser) -> None:
                         help="tokens per prompt in the greedy identity test")
     parser.add_argument("-s", "--seed", type=int, default=0)
     parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument("--greedy-only", action="store_true",
+                        help="only the greedy suite, in this process's kernel mode (what "
+                             "check-exact runs in its exact-kernels child)")
 
 
 def cmd_sweep(args: Namespace) -> int:
@@ -151,6 +162,11 @@ def cmd_check_exact(args: Namespace) -> int:
     spec = model_spec(args)
     pair = load_pair(spec, progress=_say("check-exact"))
     try:
+        if args.greedy_only:
+            suite = greedy_suite(pair, args.draft_max, args.n_predict, GREEDY_PROMPTS,
+                                 user_mode(pair)[0], spec.batch_invariant)
+            print(json.dumps({"greedy_suite": suite.to_dict()}))
+            return 0 if suite.identical else EXIT_NOT_EXACT
         report = check_exact(pair, samples=args.samples, draft_max=args.draft_max,
                              temperature=args.temp, top_k=args.top_k, n_predict=args.n_predict,
                              seed=args.seed, progress=_say("check-exact"))
@@ -159,17 +175,37 @@ def cmd_check_exact(args: Namespace) -> int:
     if args.json:
         print(json.dumps(report.to_dict()))
     else:
-        print(f"greedy identical to plain decoding over {report.greedy_prompts} prompts: "
-              f"{report.greedy_identical}")
-        if report.first_difference:
-            d = report.first_difference
-            print(f"  first difference at token {d['position']} of {d['prompt']!r}:\n"
-                  f"    plain       {d['plain']!r}\n    speculative {d['speculative']!r}")
-        print(f"sampled test, {report.samples} runs at temperature {report.temperature}, "
-              f"top-k {report.top_k}: p = {report.p_value:.3g} (first token "
-              f"{report.p_first:.3g}, second {report.p_second:.3g}; fails below "
-              f"{report.threshold:g})")
-        for note in report.notes:
-            print(f"note: {note}")
-        print("PASS: exact on this pair" if report.passed else "FAIL: not exact on this pair")
+        print_exact_report(report)
     return 0 if report.passed else EXIT_NOT_EXACT
+
+
+def print_exact_report(report: ExactReport) -> None:
+    def suite_line(suite: GreedySuite) -> str:
+        if suite.identical:
+            return (f"{suite.mode}: greedy output identical to plain decoding "
+                    f"({suite.prompts} prompts)")
+        return (f"{suite.mode}: greedy output differs from plain decoding on "
+                f"{len(suite.divergences)} of {suite.prompts} prompts")
+
+    print(suite_line(report.greedy))
+    for d in report.greedy.divergences:
+        margins = d["margins"]
+        print(f"  {d['prompt']!r}, generated token {d['position']}: plain {d['plain_text']!r}, "
+              f"speculative {d['other_text']!r}; top-two margins {_num(margins['plain'])} / "
+              f"{_num(margins['speculative'])} logits, kernel noise bound "
+              f"{_num(d['noise_bound'])}: {'near-tie' if d['near_tie'] else 'NOT a near-tie'}")
+    if report.exact is None:
+        print("exact mode: none for this backend and device here")
+    elif report.exact is not report.greedy:
+        print(suite_line(report.exact))
+    print(f"sampled test, {report.samples} runs at temperature {report.temperature}, "
+          f"top-k {report.top_k}: p = {report.p_value:.3g} (first token "
+          f"{report.p_first:.3g}, second {report.p_second:.3g}; fails below "
+          f"{report.threshold:g})")
+    for note in report.notes:
+        print(f"note: {note}")
+    print(report.verdict())
+
+
+def _num(value: float | None) -> str:
+    return "–" if value is None else f"{value:.3f}"

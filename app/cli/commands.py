@@ -10,14 +10,16 @@ from typing import Any
 from app.cli import interrupt
 from app.cli.options import decode_config, forget_draft_memory, model_spec, self_draft_layers
 from app.engine.metrics import RunStats
-from app.engine.text_stream import TextStream
-from app.engine.trace import TraceWriter, read_trace
-from app.errors import DraftLensError, SettingsError
-from app.models.loading import load_pair
-from app.runs import finish_trace, prepare_run, remember_output
+from app.engine.trace import read_trace
+from app.errors import DraftLensError, SettingsError, TraceWriteError
+from app.host import protocol
+from app.host.client import EXITED, EngineHost
+from app.host.keeper import TraceKeeper, cut_off_note, death_message
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    """Decode in an engine host (app.host): if the runtime ends its process, this command
+    still prints one error line naming how, and the trace still gets its summary."""
     config = decode_config(args)
     spec = model_spec(args)
     if len(self_draft_layers(args)) > 1:
@@ -26,40 +28,76 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.trace:
         ensure_writable(args.trace)
     forget_draft_memory(args)
-    pair = load_pair(spec, progress=lambda m: print(f"[draftlens] {m}", file=sys.stderr))
-    for warning in pair.warnings:
-        print(f"[draftlens] warning: {warning}", file=sys.stderr)
+    # the host keeps the run's output in the draft memory (--draft-memory) before it ends
+    host = EngineHost()
+    host.start()
     try:
-        run = prepare_run(pair, config, args.prompt, args.chat)
-        session = run.session
-        writer = TraceWriter(args.trace) if args.trace else None
-        stream = TextStream(pair.target)
-        stopped: BaseException | None = None
-        try:
-            if writer:
-                writer.header(run.header)
-            try:
-                for step in session.steps(run.prompt_ids):
-                    sys.stdout.write(stream.push(step.emitted))
-                    sys.stdout.flush()
-                    if writer:
-                        writer.step(step)
-                    interrupt.check()
-            except (KeyboardInterrupt, DraftLensError) as exc:
-                stopped = exc  # the trace still gets its summary line, then exc is raised
-            sys.stdout.write("\n")
-            error = str(stopped) if isinstance(stopped, DraftLensError) else ""
-            summary = finish_trace(writer, session, interrupted=stopped is not None, error=error)
-            if not error:
-                remember_output(pair, session, run.prompt_ids)
-        finally:
-            if writer:
-                writer.close()
-        print_stats(session.stats, summary, session.prefill_seconds, len(run.prompt_ids))
-        if stopped is not None:
-            raise stopped
+        host.send(protocol.RUN, spec=protocol.spec_to_dict(spec),
+                  config=protocol.config_to_dict(config), prompt=args.prompt, chat=args.chat,
+                  stream_text=True)
+        with interrupt.noted_only():
+            return _follow_run(host, args.trace)
     finally:
-        pair.close()
+        host.close()
+
+
+def _follow_run(host: EngineHost, trace: str | None) -> int:
+    """Stream the host's run to stdout and the trace until it is done, stopped or dead."""
+    keeper: TraceKeeper | None = None
+    stopped: BaseException | None = None  # Ctrl+C, or the trace that could not be written
+    failure: DraftLensError | None = None  # what the engine (or its death) reported
+    prefill = 0.0
+    while True:
+        if interrupt.requested() and stopped is None:
+            stopped = KeyboardInterrupt()  # raised once the trace has its summary
+            host.stop()
+        try:
+            event = host.next_event(0.1)
+            if event is None:
+                if host.overdue():
+                    host.kill()  # a pass outlasts the grace period: end it here
+                continue
+            name = event["event"]
+            if name == protocol.PROGRESS:
+                print(f"[draftlens] {event['message']}", file=sys.stderr)
+            elif name == protocol.LOADED:
+                for warning in event["warnings"]:
+                    print(f"[draftlens] warning: {warning}", file=sys.stderr)
+            elif name == protocol.STARTED:
+                keeper = TraceKeeper(trace, event["header"], event.get("t_target"))
+            elif name == protocol.STEP_DONE and keeper is not None and stopped is None:
+                keeper.add(event["line"])
+                sys.stdout.write(event["text"])
+                sys.stdout.flush()
+            elif name == protocol.FINISHED and keeper is not None:
+                prefill = event.get("prefill_seconds", 0.0)
+                if stopped is None:
+                    keeper.finish(event["summary"])
+                else:  # the steps kept here, not those the host made after the stop
+                    keeper.cut_off(str(stopped) if isinstance(stopped, DraftLensError) else "")
+            elif name == protocol.ERROR:
+                failure = DraftLensError(event["message"])
+            elif name == protocol.DONE:
+                break
+            elif name == EXITED:
+                code = event["returncode"]
+                if keeper is not None:
+                    keeper.cut_off(cut_off_note(keeper.steps, code, host))
+                if not (host.killed_by_us and stopped is not None):
+                    failure = DraftLensError(death_message(host, code))
+                break
+        except TraceWriteError as exc:
+            stopped = stopped or exc  # the trace still gets its summary line, then exc is raised
+            host.stop()
+    if keeper is not None:
+        if keeper.summary is None:
+            keeper.cut_off(str(failure) if failure is not None else "")
+        sys.stdout.write("\n")
+        print_stats(keeper.stats, keeper.summary or {}, prefill, keeper.header.prompt_tokens)
+    if stopped is not None:
+        raise stopped
+    if failure is not None:
+        raise failure
     return 0
 
 

@@ -44,3 +44,22 @@ def stop_between_steps() -> Iterator[None]:
     finally:
         for s, handler in previous.items():
             signal.signal(s, handler)
+
+
+def _note(signum: int, frame: object) -> None:
+    global _requested
+    _requested = True
+
+
+@contextmanager
+def noted_only() -> Iterator[None]:
+    """A stop is only noted (`requested()`), never raised: for a loop that waits on another
+    thread's queue, where an exception raised inside the queue's lock would leave it held."""
+    signals = (signal.SIGINT, signal.SIGTERM)
+    previous: dict[int, Callable[[int, Any], Any] | int | None] = {
+        s: signal.signal(s, _note) for s in signals}
+    try:
+        yield
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)

@@ -21,7 +21,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from app.engine.draft_model import DRAFT_MODEL
 from app.engine.draft_stop import ConfidenceCalibration, ConfidenceStop
+from app.engine.drafters import DraftKind
 from app.engine.metrics import (
     expected_tokens_by_position,
     expected_tokens_for_each_k,
@@ -40,16 +42,9 @@ _POOL_MEMORY = 1 / (1 - _POOL_DECAY_PER_TOKEN)  # what decayed counts add up to 
 _POSITION_DECAY = 0.8
 _PRIOR_WEIGHT = 1.0  # the source's prior, in tokens, inside the pooled rate
 _POOL_WEIGHT = 4.0  # the pooled rate, in observations, inside a position's estimate
-# a copy ("ngram": at least the last 6 tokens agree with the source, lookup._STRONG_ANCHOR)
-# continues with Laplace's rule-of-succession chance (6 + 1) / (6 + 2); at 0.8 a CPU's
-# 5-token pass (3.4 plain steps) did not pay, and a copy's first tokens were decoded plainly
-# a copy resumed past the target's edit ("ngram-edit") guesses where the edit ends, so it is
-# trusted less than a copy and more than a guess, until its own passes say
-_PRIOR_ACCEPT = {"model": 0.6, "ngram": 0.875, "ngram-weak": 0.5, "ngram-edit": 0.75}
-# a copy is a guess that kept agreeing, so it is accepted at least as often: its pooled rate
-# starts from the guesses' when theirs is higher (an edit's first copied tokens are found by
-# short matches, and at the guesses' 8 of 8 the copy drafts 31 at once instead of 4)
-_AT_LEAST_AS_GOOD_AS = {"ngram": "ngram-weak"}
+# Each kind's prior, whether drafting it is free, whether its draft may end on its own
+# confidence, and which kind it is accepted at least as often as: the drafter's declaration
+# (app.engine.drafters.DraftKind), read here, never looked up by name.
 # a probe must be able to pay: with near-perfect acceptance some k beats plain by this much,
 # because a draft model that sat idle first re-reads everything emitted since
 _OPTIMISTIC_ACCEPT = 0.95
@@ -58,9 +53,6 @@ _PROBE_MARGIN = 1.15
 # the probe does not pay (bounded), so a wrong guess costs little
 _FIRST_PROBE_GAP = 8
 _MAX_PROBE_GAP = 128
-# sources whose drafts end on the draft's own confidence (app.engine.draft_stop): a draft
-# model pays a step per token and says how sure it is; a lookup is free and always sure
-_CONFIDENCE_SOURCES = frozenset({"model"})
 
 
 @dataclass
@@ -216,85 +208,85 @@ class DraftLengthController:
         self.adaptive = adaptive
         self.curve = curve or VerifyCostCurve()
         self.draft_cost_hint = draft_cost
-        self.sources: dict[str, SourceStats] = {}
+        self.sources: dict[str, SourceStats] = {}  # by DraftKind.name
+        self.kinds: dict[str, DraftKind] = {}
         self.calibrations: dict[str, ConfidenceCalibration] = {}
-        self._source = "model"
         # per source: plain steps since its last draft, and the gap before its next probe
         # (a lookup that found nothing this step must not reset the probes of one that did)
         self._plain_streak: dict[str, int] = {}
         self._probe_gap: dict[str, int] = {}
         self._probing = False
 
-    def stats(self, source: str) -> SourceStats:
-        if source not in self.sources:
-            cost = 0.0 if source.startswith("ngram") else self.draft_cost_hint
-            prior = _PRIOR_ACCEPT.get(source, _PRIOR_ACCEPT["model"])
-            self.sources[source] = SourceStats([prior] * self.draft_max, draft_cost=cost,
-                                              prior=prior)
-        stats = self.sources[source]
-        weaker = self.sources.get(_AT_LEAST_AS_GOOD_AS.get(source, ""))
+    def stats(self, kind: DraftKind = DRAFT_MODEL) -> SourceStats:
+        """What this kind of draft has been measured to deliver (its prior, unmeasured)."""
+        if kind.name not in self.sources:
+            self.kinds[kind.name] = kind
+            cost = 0.0 if kind.free else self.draft_cost_hint
+            self.sources[kind.name] = SourceStats([kind.prior] * self.draft_max,
+                                                  draft_cost=cost, prior=kind.prior)
+        stats = self.sources[kind.name]
+        weaker = None if kind.at_least is None else self.sources.get(kind.at_least.name)
         if weaker is not None:
             stats.raise_pool_to(weaker)
         return stats
 
-    def expected_tokens(self, k: int, source: str = "model") -> float:
-        return expected_tokens_by_position(self.stats(source).accept_at[:k])
+    def expected_tokens(self, k: int, kind: DraftKind = DRAFT_MODEL) -> float:
+        return expected_tokens_by_position(self.stats(kind).accept_at[:k])
 
-    def throughput(self, k: int, source: str = "model") -> float:
-        stats = self.stats(source)
-        return self.expected_tokens(k, source) / _pass_cost(stats, k, self.curve.current())
+    def throughput(self, k: int, kind: DraftKind = DRAFT_MODEL) -> float:
+        stats = self.stats(kind)
+        return self.expected_tokens(k, kind) / _pass_cost(stats, k, self.curve.current())
 
-    def best_k(self, source: str = "model", limit: int | None = None) -> int:
+    def best_k(self, kind: DraftKind = DRAFT_MODEL, limit: int | None = None) -> int:
         """The k with the best expected rate, among k <= limit: near the end of the output
         a shorter draft may fit a cheaper pass size than the unlimited best cut short."""
-        return self._best(source, limit)[0]
+        return self._best(kind, limit)[0]
 
-    def _best(self, source: str, limit: int | None) -> tuple[int, float]:
+    def _best(self, kind: DraftKind, limit: int | None) -> tuple[int, float]:
         """best_k and its expected tokens per second (throughput() for every k at once:
         this runs before every step)."""
         top = self.draft_max if limit is None else min(limit, self.draft_max)
-        stats = self.stats(source)
+        stats = self.stats(kind)
         merged = self.curve.current()
         costs = [_pass_cost(stats, k, merged) for k in range(top + 1)]
         rates = expected_tokens_for_each_k(stats.accept_at[:top]) / np.asarray(costs)
         k = int(np.argmax(rates))
         return k, float(rates[k])
 
-    def next_k(self, remaining: int, source: str = "model", copied: int = 0) -> int:
+    def next_k(self, remaining: int, kind: DraftKind = DRAFT_MODEL, copied: int = 0) -> int:
         """The draft length for this step. `copied`: how many of the last tokens the target
         wrote this source's draft continues, in a row (a copy's evidence; 0 for others)."""
-        self._source = source
         limit = max(0, min(self.draft_max, remaining - 1))
         if not self.adaptive:
             return limit
         if copied:
-            self.stats(source).raise_pool_to_run(copied)
-        k = self.best_k(source, limit)
+            self.stats(kind).raise_pool_to_run(copied)
+        k = self.best_k(kind, limit)
         self._probing = False
         if k == 0:
-            k = self._maybe_probe(source)
+            k = self._maybe_probe(kind)
         else:
-            self._plain_streak[source] = 0
-            self._probe_gap[source] = _FIRST_PROBE_GAP
+            self._plain_streak[kind.name] = 0
+            self._probe_gap[kind.name] = _FIRST_PROBE_GAP
         return min(k, limit)
 
-    def confidence_stop(self, source: str, remaining: int) -> ConfidenceStop | None:
+    def confidence_stop(self, kind: DraftKind, remaining: int) -> ConfidenceStop | None:
         """In adaptive mode, for a draft model: the rule that ends this pass's draft where
         one more token would earn less than its time does at the expected rate; the pass may
         then draft up to draft_max (within what is left). None: draft the k chosen."""
-        if not self.adaptive or source not in _CONFIDENCE_SOURCES:
+        if not self.adaptive or not kind.confident:
             return None
         limit = max(0, min(self.draft_max, remaining - 1))
-        _, rate = self._best(source, limit)
-        stats = self.stats(source)
+        _, rate = self._best(kind, limit)
+        stats = self.stats(kind)
         token_seconds = (stats.draft_cost
                          + _verify_slope(self.curve.current(), stats.pass_size(limit)))
-        calibration = self.calibrations.setdefault(source, ConfidenceCalibration())
+        calibration = self.calibrations.setdefault(kind.name, ConfidenceCalibration())
         return ConfidenceStop(calibration, limit, stats.pooled(), rate, token_seconds)
 
-    def could_pay(self, source: str) -> int:
+    def could_pay(self, kind: DraftKind) -> int:
         """The best k if acceptance were near perfect, or 0 if even then drafting loses."""
-        stats = self.stats(source)
+        stats = self.stats(kind)
         merged = self.curve.current()
         plain = 1.0 / _pass_cost(stats, 0, merged)
         best_k, best_rate = 0, plain * _PROBE_MARGIN
@@ -304,17 +296,17 @@ class DraftLengthController:
                 best_k, best_rate = k, rate
         return best_k
 
-    def _maybe_probe(self, source: str) -> int:
+    def _maybe_probe(self, kind: DraftKind) -> int:
         """Now and then draft anyway, so a wrong acceptance estimate can recover; never
         when the measured costs say no acceptance rate could make drafting pay."""
-        streak = self._plain_streak.get(source, 0) + 1
-        gap = self._probe_gap.get(source, _FIRST_PROBE_GAP)
+        streak = self._plain_streak.get(kind.name, 0) + 1
+        gap = self._probe_gap.get(kind.name, _FIRST_PROBE_GAP)
         if streak < gap:
-            self._plain_streak[source] = streak
+            self._plain_streak[kind.name] = streak
             return 0
-        self._plain_streak[source] = 0
-        self._probe_gap[source] = min(2 * gap, _MAX_PROBE_GAP)
-        k = self.could_pay(source)
+        self._plain_streak[kind.name] = 0
+        self._probe_gap[kind.name] = min(2 * gap, _MAX_PROBE_GAP)
+        k = self.could_pay(kind)
         self._probing = k > 0
         return k
 
@@ -325,11 +317,11 @@ class DraftLengthController:
         # tokens earlier no longer say that a guess would pass); the consulted one keeps its
         # estimate while it decodes plainly, and its probes decide when to try again
         for name, other in self.sources.items():
-            if name != self._source:
+            if name != step.source:
                 other.fade(len(step.emitted))
-        if step.k == 0:
+        if step.k == 0 or step.source not in self.kinds:
             return
-        stats = self.stats(self._source)
+        stats = self.stats(self.kinds[step.source])
         per_token = step.t_draft / max(1, step.draft_depth)
         # a probe's draft time includes catching up on the tokens emitted while it sat idle
         if not self._probing:
@@ -340,7 +332,7 @@ class DraftLengthController:
         extra = (step.n_pass - depth - 1) / depth
         stats.extra_per_level = (1 - _EMA) * stats.extra_per_level + _EMA * extra
         stats.observe(list(step.depth_outcomes()))
-        calibration = self.calibrations.get(self._source)
+        calibration = self.calibrations.get(step.source)
         if calibration is not None and not step.is_tree:
             for token in step.tokens:
                 if token.accepted is None:

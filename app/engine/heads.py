@@ -10,12 +10,17 @@ distribution, so verification stays exact.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
-from app.engine.drafters import EMPTY_DRAFT, Draft, DraftStop
+from app.engine.drafters import EMPTY_DRAFT, Budget, Draft, Drafter, DraftKind
 from app.engine.sampling import SamplingParams, choose, process
+
+# draft heads: all their tokens from one hidden state at once (no step per token to stop
+# after), at a cost the controller measures
+DRAFT_HEADS = DraftKind("heads", free=False, prior=0.6)
 
 
 @dataclass
@@ -50,35 +55,35 @@ class HeadsWeights:
         return row
 
 
-class HeadsDrafter:
+class HeadsDrafter(Drafter):
     """Proposes up to n_heads tokens from the target's hidden state at the row that produced
     the last emitted token: head i's top-1 under greedy, else a draw from its processed row
     (the q the verifier tests). The session hands it that row after every verify pass
-    (it is a TargetHiddenDrafter)."""
+    (accept, as it wants the target's hidden states)."""
 
-    cost_hint = 0.0
+    kind = DRAFT_HEADS
+    wants_target_hidden = True
 
     def __init__(self, weights: HeadsWeights, label: str = "") -> None:
         self.weights = weights
         self.name = label or f"draft heads ({weights.n_heads})"
-        self.reset()
+        self.begin([])
 
-    def reset(self) -> None:
+    def begin(self, prompt_ids: Sequence[int]) -> None:
         self._hidden: np.ndarray | None = None
         self._n_context = -1
 
-    def take_target_hidden(self, hidden: np.ndarray, n_context: int) -> None:
-        """The target's final hidden state that produced the token at context[n_context-1]."""
-        self._hidden = np.asarray(hidden, dtype=np.float32)
-        self._n_context = n_context
-
-    def source_for(self, context: list[int]) -> str:
-        return "heads"
+    def accept(self, context: list[int], hidden: np.ndarray | None) -> None:
+        """hidden: the target's final hidden state that produced context[-1]."""
+        if hidden is not None:
+            self._hidden = np.asarray(hidden, dtype=np.float32)
+            self._n_context = len(context)
 
     def propose(
-        self, context: list[int], k: int, params: SamplingParams, rng: np.random.Generator,
-        stop: DraftStop | None = None,
+        self, context: list[int], budget: Budget, params: SamplingParams,
+        rng: np.random.Generator,
     ) -> Draft:
+        k = budget.max_tokens
         if self._hidden is None or self._n_context != len(context) or k <= 0:
             return EMPTY_DRAFT  # no hidden state for this context yet: the target decodes
         tokens: list[int] = []

@@ -1,17 +1,19 @@
-"""Drafting by lookup: prompt lookup (n-gram) and lookup with a draft model behind it."""
+"""Drafting by lookup: prompt lookup (n-gram), free, with q one-hot at each token."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 from app.engine.drafters import (
     EMPTY_DRAFT,
+    Budget,
     Draft,
-    DraftStop,
-    ModelDrafter,
+    Drafter,
+    DraftKind,
+    Outlook,
     TreeShape,
     common_prefix,
 )
@@ -25,6 +27,17 @@ _AGREEMENT_WINDOW = 64
 # it) is a copy; a shorter one a guess, whose acceptance the controller learns separately.
 # One passed 4-token guess makes an edit's copy strong (at 8 it took two, each a pass of 5)
 _STRONG_ANCHOR = 6
+
+# The three kinds of guess a lookup makes, whose acceptance the controller learns apart:
+# a guess (a short match) is trusted at even odds;
+NGRAM_GUESS = DraftKind("ngram-weak", free=True, prior=0.5)
+# a copy (anchored on at least _STRONG_ANCHOR agreeing tokens) continues with Laplace's
+# rule-of-succession chance (6 + 1) / (6 + 2), and is a guess that kept agreeing, so it is
+# accepted at least as often as the guesses are;
+NGRAM_COPY = DraftKind("ngram", free=True, prior=0.875, at_least=NGRAM_GUESS)
+# a copy resumed past the target's edit guesses where the edit ends: trusted less than a
+# copy and more than a guess, until its own passes say
+NGRAM_EDIT = DraftKind("ngram-edit", free=True, prior=0.75)
 
 
 # Past the first disagreement, an edit may be skipped once: up to two tokens on either side
@@ -121,17 +134,17 @@ def block_limit(model: LanguageModel) -> Callable[[list[int]], int]:
     return keep
 
 
-class NgramDrafter:
+class NgramDrafter(Drafter):
     """Prompt lookup: find an earlier occurrence of the context's last n tokens and propose
     what followed it. q is one-hot, so no second model is needed.
 
-    The source it reports is "ngram" for a copy (a long anchored match), "ngram-weak" for a
-    short one, and "ngram-edit" for a copy resumed past an edit the target just made, so the
+    Its outlook names a copy (NGRAM_COPY: a long anchored match), a guess (NGRAM_GUESS: a
+    short one), or a copy resumed past an edit the target just made (NGRAM_EDIT), so the
     controller learns each apart: long drafts while copying, little on a guess. An edit it
     resumed past (a rename) is applied again wherever the copy meets the old tokens.
     `limit` says how many of a continuation's tokens a draft may take (see block_limit)."""
 
-    cost_hint = 0.0
+    kind = NGRAM_COPY
 
     def __init__(self, n_max: int = 6, n_min: int = 1,
                  limit: Callable[[list[int]], int] | None = None) -> None:
@@ -139,9 +152,12 @@ class NgramDrafter:
         self.n_max = n_max
         self.n_min = n_min
         self.limit = limit
-        self.reset()
+        self._clear()
 
-    def reset(self) -> None:
+    def begin(self, prompt_ids: Sequence[int]) -> None:
+        self._clear()
+
+    def _clear(self) -> None:
         self._seen: list[int] = []
         # n -> {ngram: start indexes of its last few occurrences}
         self._index: dict[int, dict[tuple[int, ...], list[int]]] = {
@@ -158,13 +174,17 @@ class NgramDrafter:
         self._unsettled: tuple[int, int, tuple[int, ...], tuple[int, ...],
                                tuple[int, ...] | None] | None = None
 
-    def source_for(self, context: list[int]) -> str:
+    def outlook(self, context: list[int]) -> Outlook:
+        return Outlook(self.kind_for(context), self.copied(context))
+
+    def kind_for(self, context: list[int]) -> DraftKind:
+        """Which kind of guess propose() would make now."""
         found = self.find(context)
         if found is not None and found.past_edit:
-            return "ngram-edit"
+            return NGRAM_EDIT
         if found is None or found.anchor >= _STRONG_ANCHOR:
-            return "ngram"
-        return "ngram-weak"
+            return NGRAM_COPY
+        return NGRAM_GUESS
 
     def copied(self, context: list[int]) -> int:
         found = self.find(context)
@@ -327,7 +347,7 @@ class NgramDrafter:
 
     def _update(self, context: list[int]) -> None:
         if common_prefix(self._seen, context) < len(self._seen):
-            self.reset()
+            self._clear()
         # index every n-gram that ends before the last token, so a match has a continuation
         for end in range(max(1, len(self._seen)), len(context)):
             for n, table in self._index.items():
@@ -338,9 +358,10 @@ class NgramDrafter:
         self._seen = list(context)
 
     def propose(
-        self, context: list[int], k: int, params: SamplingParams, rng: np.random.Generator,
-        stop: DraftStop | None = None,
+        self, context: list[int], budget: Budget, params: SamplingParams,
+        rng: np.random.Generator,
     ) -> Draft:
+        k = budget.max_tokens
         if k <= 0:
             return EMPTY_DRAFT
         start = self.match(context)
@@ -355,41 +376,3 @@ class NgramDrafter:
     def _renamed(self, tokens: list[int]) -> list[int]:
         """The tokens with every edit the target made to a copy applied again."""
         return _replaced(tokens, self._renames) if self._renames else tokens
-
-
-class HybridDrafter:
-    """Prompt lookup when the context repeats itself (free), the draft model otherwise."""
-
-    def __init__(self, model_drafter: ModelDrafter, ngram: NgramDrafter | None = None) -> None:
-        self.model_drafter = model_drafter
-        self.ngram = ngram or NgramDrafter(n_min=2)
-        self.name = f"lookup + {model_drafter.name}"
-        self.cost_hint = model_drafter.cost_hint
-
-    def reset(self) -> None:
-        self.model_drafter.reset()
-        self.ngram.reset()
-
-    def source_for(self, context: list[int]) -> str:
-        return self.ngram.source_for(context) if self.ngram.find(context) else "model"
-
-    def copied(self, context: list[int]) -> int:
-        return self.ngram.copied(context)
-
-    def propose(
-        self, context: list[int], k: int, params: SamplingParams, rng: np.random.Generator,
-        stop: DraftStop | None = None,
-    ) -> Draft:
-        draft = self.ngram.propose(context, k, params, rng)
-        if draft.tokens:
-            return draft
-        return self.model_drafter.propose(context, k, params, rng, stop)
-
-    def propose_tree(
-        self, context: list[int], depth: int, shape: TreeShape, params: SamplingParams,
-        rng: np.random.Generator,
-    ) -> DraftTree:
-        tree = self.ngram.propose_tree(context, depth, shape, params, rng)
-        if len(tree):
-            return tree
-        return self.model_drafter.propose_tree(context, depth, shape, params, rng)

@@ -113,6 +113,11 @@ class HiddenStateModel(Protocol):
         ...
 
 
+def returns_hidden(model: LanguageModel) -> bool:
+    """Whether the model returns hidden states with its logits (a HiddenStateModel)."""
+    return isinstance(model, HiddenStateModel)
+
+
 @runtime_checkable
 class OutputHeadModel(Protocol):
     """A runtime that can hand out rows of its output matrix: the logits of a final hidden

@@ -96,7 +96,10 @@ class StepRecord:
     t_draft: float
     t_verify: float
     t_overhead: float
-    drafter: str = ""
+    drafter: str = ""  # the drafter's name when this pass drafted; "" for a plain pass
+    # the kind of draft consulted for this pass (DraftKind.name, as the drafter declared it),
+    # even where the controller then chose to draft nothing; "" without a drafter
+    source: str = ""
     # tokens the target read in this pass (0: k + 1, as in a chain step); a tree pass reads
     # every node, and may re-read committed tokens the previous tree step left uncached
     pass_tokens: int = 0

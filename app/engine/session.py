@@ -11,17 +11,10 @@ from typing import Any
 import numpy as np
 
 from app.engine.adaptive import DraftLengthController, VerifyCostCurve
-from app.engine.drafters import (
-    EMPTY_DRAFT,
-    CopyingDrafter,
-    Draft,
-    Drafter,
-    TargetHiddenDrafter,
-    TreeDrafter,
-    TreeShape,
-)
+from app.engine.diagnostics import describe
+from app.engine.drafters import EMPTY_DRAFT, Budget, Draft, Drafter, TreeShape
 from app.engine.metrics import RunStats
-from app.engine.protocol import HiddenStateModel, LanguageModel
+from app.engine.protocol import LanguageModel, returns_hidden
 from app.engine.records import ORIGIN_PLAIN, StepRecord, mark_copied
 from app.engine.sampling import SamplingParams, finite_logits, process
 from app.engine.similarity import annotate, verify_pass
@@ -89,9 +82,12 @@ class Session:
         drafter: Drafter | None,
         config: DecodeConfig,
         cost_curve: VerifyCostCurve | None = None,
+        diagnostics: bool = True,
     ) -> None:
+        """diagnostics: add each judged token's alternatives and entropies to its record
+        (after the step is timed); off where nothing shows them, as in bench timing runs."""
         config.validate()
-        if isinstance(drafter, TargetHiddenDrafter) and not isinstance(target, HiddenStateModel):
+        if drafter is not None and drafter.wants_target_hidden and not returns_hidden(target):
             raise SettingsError(f"{drafter.name} drafts from the target's hidden states, which "
                                 f"the {target.backend} backend cannot return — use a draft "
                                 "model or --ngram")
@@ -100,15 +96,15 @@ class Session:
         self.target = target
         self.drafter = drafter
         self.config = config
+        self.diagnostics = diagnostics
         self.controller = DraftLengthController(
             config.draft_max, config.adaptive, cost_curve,
             draft_cost=drafter.cost_hint if drafter else 0.0,
         )
-        # what the drafter can do, known once: a runtime-Protocol isinstance costs ~15 us
-        self._copying = drafter if isinstance(drafter, CopyingDrafter) else None
-        self._hidden_fed = drafter if isinstance(drafter, TargetHiddenDrafter) else None
-        self._tree_drafter = (drafter if config.tree_width > 1 and self._hidden_fed is None
-                              and isinstance(drafter, TreeDrafter) else None)
+        # trees unless the drafter drafts from the target's hidden state, which a tree pass
+        # does not return
+        self._trees = (config.tree_width > 1 and drafter is not None
+                       and not drafter.wants_target_hidden)
         self.rng = np.random.default_rng(config.sampling.seed)
         self.output_ids: list[int] = []
         self.stats = RunStats()
@@ -154,7 +150,7 @@ class Session:
         if len(prompt_ids) > 1:
             target.extend(prompt_ids[:-1], 0)
         if self.drafter is not None:
-            self.drafter.reset()
+            self.drafter.begin(prompt_ids)
         self.prefill_seconds = time.perf_counter() - start
         context = list(prompt_ids)
         index = 0
@@ -170,31 +166,31 @@ class Session:
     def _step(self, context: list[int], remaining: int, index: int) -> StepRecord:
         t0 = time.perf_counter()
         params = self.config.sampling
-        k = 0
-        source = ""
-        if self.drafter is not None:
-            source = self.drafter.source_for(context)
-            copied = 0
-            if self._copying is not None:
-                # only what the target wrote is evidence, not the prompt's own words
-                copied = min(self._copying.copied(context), len(self.output_ids))
-            k = self.controller.next_k(remaining, source, copied)
-        tree_drafter = self._tree_drafter
-        if tree_drafter is not None and k > 0:
-            tree = tree_drafter.propose_tree(context, k, self.config.tree_shape, params, self.rng)
-            return self._tree_step(context, tree.limited_to_depth(remaining - 1), index, t0)
-        draft = EMPTY_DRAFT
-        stop = None
-        if self.drafter is not None and k > 0:
-            stop = self.controller.confidence_stop(source, remaining)
-            draft = self.drafter.propose(context, k, params, self.rng, stop)
+        drafter = self.drafter
+        draft, source, k, stop = EMPTY_DRAFT, "", 0, None
+        if drafter is not None:
+            outlook = drafter.outlook(context)
+            source = outlook.kind.name
+            # only what the target wrote is evidence of a copy, not the prompt's own words
+            copied = min(outlook.copied, len(self.output_ids))
+            k = self.controller.next_k(remaining, outlook.kind, copied)
+            if k > 0 and self._trees:
+                tree = drafter.propose_tree(context, k, self.config.tree_shape, params, self.rng)
+                if tree is not None:
+                    return self._tree_step(context, tree.limited_to_depth(remaining - 1),
+                                           index, t0, source)
+            if k > 0:
+                # in adaptive mode a draft model may draft on, ending on its own confidence
+                stop = self.controller.confidence_stop(outlook.kind, remaining)
+                budget = Budget(k) if stop is None else Budget(stop.limit, stop)
+                draft = drafter.propose(context, budget, params, self.rng)
         draft_tokens = draft.tokens[: max(0, remaining - 1)]
         pending = context[self.target.n_cached :]
         t1 = time.perf_counter()
-        feeds_hidden = self._hidden_fed is not None
+        wants_hidden = drafter is not None and drafter.wants_target_hidden
         raw, target_hidden = verify_pass(self.target, [*pending, *draft_tokens],
                                          len(draft_tokens) + 1,
-                                         draft.hidden is not None or feeds_hidden)
+                                         draft.hidden is not None or wants_hidden)
         logits = finite_logits(raw, self.target.name)
         t2 = time.perf_counter()
         if not draft_tokens and params.greedy:
@@ -211,15 +207,19 @@ class Session:
         n_accepted = len(verdict.emitted) - 1
         self.target.truncate(len(context) + n_accepted)
         record = self._finish_step(context, verdict, index, len(draft_tokens),
-                                   len(pending) + len(draft_tokens), (t0, t1, t2))
+                                   len(pending) + len(draft_tokens), (t0, t1, t2), source)
         if stop is not None and stop.stopped:
             record.stop_chance = stop.chance
-        if self._hidden_fed is not None and target_hidden is not None:
-            # row n_accepted produced the last emitted token
-            self._hidden_fed.take_target_hidden(target_hidden[n_accepted], len(context))
+        if drafter is not None:
+            # row n_accepted of the pass produced the last emitted token
+            hidden = (target_hidden[n_accepted]
+                      if wants_hidden and target_hidden is not None else None)
+            drafter.accept(context, hidden)
         return record
 
-    def _tree_step(self, context: list[int], tree: DraftTree, index: int, t0: float) -> StepRecord:
+    def _tree_step(
+        self, context: list[int], tree: DraftTree, index: int, t0: float, source: str
+    ) -> StepRecord:
         """One pass over every node of the tree (after any committed tokens the cache lacks);
         the cache then keeps the accepted path."""
         params = self.config.sampling
@@ -240,17 +240,23 @@ class Session:
         # the cache never holds the last emitted token: the next pass starts from it
         kept = verdict.path[: len(verdict.emitted) - 1]
         self.target.keep_path([*range(offset), *(offset + i for i in kept)])
-        return self._finish_step(context, verdict, index, len(tree), len(ids), (t0, t1, t2))
+        record = self._finish_step(context, verdict, index, len(tree), len(ids), (t0, t1, t2),
+                                   source)
+        if self.drafter is not None:
+            self.drafter.accept(context, None)
+        return record
 
     def _finish_step(
         self, context: list[int], verdict: Verdict, index: int, k: int, n_pass: int,
-        times: tuple[float, float, float],
+        times: tuple[float, float, float], source: str,
     ) -> StepRecord:
         emitted, origins = self._cut_at_eos(verdict.emitted, verdict.origins)
         context.extend(emitted)
         self.output_ids.extend(emitted)
         t0, t1, t2 = times
         t3 = time.perf_counter()
+        if self.diagnostics:  # outside the step's timed work
+            describe(verdict.judged, self.target.token_text)
         return StepRecord(
             index=index,
             k=k,
@@ -262,6 +268,7 @@ class Session:
             t_verify=t2 - t1,
             t_overhead=t3 - t2,
             drafter=self.drafter.name if self.drafter and k else "",
+            source=source,
             pass_tokens=n_pass if n_pass != k + 1 else 0,
         )
 

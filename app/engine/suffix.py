@@ -14,7 +14,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from app.engine.drafters import EMPTY_DRAFT, Draft, DraftStop, TreeShape
+from app.engine.drafters import (
+    EMPTY_DRAFT,
+    Budget,
+    Draft,
+    Drafter,
+    DraftKind,
+    Outlook,
+    TreeShape,
+)
 from app.engine.records import (
     COPIED_FROM_MEMORY,
     COPIED_FROM_OUTPUT,
@@ -33,9 +41,15 @@ from app.engine.suffix_index import (
 from app.engine.tree import DraftTree
 
 SUFFIX_LABEL = "suffix decoding"
-# a match of at least this many tokens is a copy (source "suffix"), a shorter one a guess
-# ("suffix-weak"): the controller learns their acceptance apart (as lookup._STRONG_ANCHOR)
+# a match of at least this many tokens is a copy (SUFFIX_COPY), a shorter one a guess
+# (SUFFIX_GUESS): the controller learns their acceptance apart (as lookup._STRONG_ANCHOR)
 _STRONG_MATCH = 6
+# The two kinds of draft suffix decoding makes, declared as the lookup's are (and with the
+# same priors, for the same reasons): a guess from a short match is trusted at even odds;
+SUFFIX_GUESS = DraftKind("suffix-weak", free=True, prior=0.5)
+# a copy (a match of at least _STRONG_MATCH tokens) continues with Laplace's chance
+# (6 + 1) / (6 + 2), and is a guess that kept agreeing, so accepted at least as often
+SUFFIX_COPY = DraftKind("suffix", free=True, prior=0.875, at_least=SUFFIX_GUESS)
 # a branch followed by fewer than this share of the matched occurrences is not drafted
 # (SuffixDecoding's min_token_prob; vLLM's default)
 _MIN_SHARE = 0.1
@@ -58,11 +72,15 @@ def memory_buffer(runs: Sequence[RememberedRun]) -> TokenBuffer:
     return buffer
 
 
-class SuffixDrafter:
-    """Drafts from a suffix index over the prompt and output (rebuilt for every run) and a
+class SuffixDrafter(Drafter):
+    """Drafts from a suffix index over the prompt and output (rebuilt at every begin()) and a
     memory of earlier runs (read only). `limit` says how many of a copy's tokens a draft may
-    take (lookup.block_limit)."""
+    take (lookup.block_limit).
 
+    Its outlook names a copy (SUFFIX_COPY: a match of at least _STRONG_MATCH tokens) or a
+    guess (SUFFIX_GUESS: a shorter one), so the controller learns the two apart."""
+
+    kind = SUFFIX_COPY
     cost_hint = 0.0
 
     def __init__(self, memory: TokenBuffer | None = None, max_match: int = 64,
@@ -71,54 +89,67 @@ class SuffixDrafter:
         self.memory = memory if memory is not None else TokenBuffer()
         self.max_match = max_match
         self.limit = limit
-        self.reset()
+        self._clear()
 
-    def reset(self) -> None:
+    def _clear(self) -> None:
         self._live = TokenBuffer()
         self._index = SuffixIndex([self.memory, self._live], self.max_match)
-        self._begun = False
         self._found: tuple[int, Occurrences] | None = None
 
-    def _occurrences(self, context: list[int]) -> Occurrences:
-        """Bring the live buffer up to the context (the first context after reset is the
-        prompt; later ones extend it by what the target wrote) and find its suffix."""
+    def begin(self, prompt_ids: Sequence[int]) -> None:
+        """A new generation: forget the last run's prompt and output (never the memory) and
+        index this prompt, whose tokens are copied as the prompt's; what follows is output."""
+        self._clear()
+        self._live.start_sequence(Label(COPIED_FROM_PROMPT))
+        self._live.extend(prompt_ids)
+        self._live.relabel_from_here(Label(COPIED_FROM_OUTPUT))
+
+    def accept(self, context: list[int], hidden: np.ndarray | None) -> None:
+        """The target kept the tokens that now end `context`: index them as this output."""
+        self._catch_up(context)
+
+    def _catch_up(self, context: list[int]) -> None:
+        """Bring the live buffer up to the context: it extends what was indexed by what the
+        target wrote. A context that does not (a drafter used without begin(), or asked about
+        another text) starts the index again from it, as a prompt."""
         n = len(self._live)
-        if not self._begun or n > len(context) or (n and context[n - 1] != self._live.last):
-            self._begin(context)
-        else:
+        if n == 0 or n > len(context) or context[n - 1] != self._live.last:
+            self.begin(context)
+        elif n < len(context):
             self._live.extend(context[n:])
+
+    def _occurrences(self, context: list[int]) -> Occurrences:
+        """The occurrences of the context's suffix, looked up once per context length."""
+        self._catch_up(context)
         if self._found is None or self._found[0] != len(context):
             self._found = (len(context), self._index.occurrences(context))
         return self._found[1]
-
-    def _begin(self, prompt: list[int]) -> None:
-        self.reset()
-        self._begun = True
-        self._live.start_sequence(Label(COPIED_FROM_PROMPT))
-        self._live.extend(prompt)
-        self._live.relabel_from_here(Label(COPIED_FROM_OUTPUT))
 
     def match_length(self, context: list[int]) -> int:
         found = self._occurrences(context)
         return int(found.matches[0]) if len(found) else 0
 
-    def source_for(self, context: list[int]) -> str:
-        return "suffix" if self.match_length(context) >= _STRONG_MATCH else "suffix-weak"
+    def outlook(self, context: list[int]) -> Outlook:
+        match = self.match_length(context)
+        if match >= _STRONG_MATCH:
+            # a copy's evidence is its match: a draft follows its match length (as
+            # SuffixDecoding's)
+            return Outlook(SUFFIX_COPY, match)
+        return Outlook(SUFFIX_GUESS)
 
     def copied(self, context: list[int]) -> int:
-        """The match, when it is a copy: its length is the evidence the controller reads
-        (a draft follows its match length, as SuffixDecoding's)."""
-        match = self.match_length(context)
-        return match if match >= _STRONG_MATCH else 0
+        """The match, when it is a copy (see outlook)."""
+        return self.outlook(context).copied
 
     def candidates(self, context: list[int], budget: TreeBudget) -> CandidateTree:
         found = self._occurrences(context)  # may begin a new index: look it up after
         return self._index.candidates_from(found, budget)
 
     def propose(
-        self, context: list[int], k: int, params: SamplingParams, rng: np.random.Generator,
-        stop: DraftStop | None = None,
+        self, context: list[int], budget: Budget, params: SamplingParams,
+        rng: np.random.Generator,
     ) -> Draft:
+        k = budget.max_tokens
         if k <= 0:
             return EMPTY_DRAFT
         tree = self.candidates(context, TreeBudget(depth=k, nodes=k, min_share=_MIN_SHARE))

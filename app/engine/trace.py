@@ -49,6 +49,7 @@ def step_to_dict(step: StepRecord) -> dict[str, Any]:
         "index": step.index,
         "k": step.k,
         "drafter": step.drafter,
+        "source": step.source,
         "tokens": tokens,
         "emitted": step.emitted,
         "emitted_text": step.emitted_text,
@@ -80,6 +81,7 @@ def step_from_dict(data: dict[str, Any]) -> StepRecord:
         t_verify=data["t_verify"],
         t_overhead=data["t_overhead"],
         drafter=data.get("drafter", ""),
+        source=data.get("source", ""),
         pass_tokens=data.get("pass_tokens", 0),
         stop_chance=data.get("stop_chance"),
     )

@@ -16,10 +16,12 @@ from, so the emitted tokens are distributed exactly as the target's.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
+from app.engine import acceptance
+from app.engine.diagnostics import Judged
 from app.engine.records import (
     ORIGIN_ACCEPTED,
     ORIGIN_BONUS,
@@ -28,7 +30,7 @@ from app.engine.records import (
     TokenRecord,
 )
 from app.engine.sampling import SamplingParams, choose, fit_width
-from app.engine.speculative import Rows, Verdict, make_record, residual_distribution
+from app.engine.speculative import Rows, Verdict, token_record
 
 TokenText = Callable[[int], str]
 
@@ -161,7 +163,7 @@ def near_tie(p: np.ndarray) -> bool:
 
 @dataclass
 class TreeVerdict(Verdict):
-    path: list[int]  # accepted nodes, root side first
+    path: list[int] = field(default_factory=list)  # accepted nodes, root side first
 
 
 def verify_tree(
@@ -172,43 +174,41 @@ def verify_tree(
     text_of: TokenText,
     start_pos: int = 0,
     exact_rows: Sequence[bool] | None = None,
-    top_n: int = 5,
 ) -> TreeVerdict:
     """Judge a draft tree against the target's rows: p_rows[0] follows the last committed
     token, p_rows[i + 1] follows node i. exact_rows[r] False means row r may differ from
     plain decoding in the last bits; a greedy near-tie there ends the step before it."""
     depths = tree.depths()
     records: list[TokenRecord | None] = [None] * len(tree)
-    emitted: list[int] = []
-    origins: list[str] = []
-    path: list[int] = []
+    verdict = TreeVerdict([], [], [])
     node = -1
     while True:
         p = p_rows[node + 1]
-        if (path and params.greedy and exact_rows is not None and not exact_rows[node + 1]
-                and near_tie(p)):
+        if (verdict.path and params.greedy and exact_rows is not None
+                and not exact_rows[node + 1] and near_tie(p)):
             break
         children = tree.children(node)
-        chosen, final_p, last = _judge_children(tree, children, p, params, rng, records,
-                                                text_of, start_pos + len(path), top_n)
+        pos = start_pos + len(verdict.path)
+        chosen, final_p, judged = _judge_children(tree, children, p, params, rng, text_of, pos)
+        for child, (record, _, _) in zip(children, judged, strict=False):  # tested in order
+            records[child] = record
+        verdict.judged.extend(judged)
         if chosen is None:
             token = choose(final_p, params, rng)
-            if last is not None:
+            if judged:
+                last = judged[-1][0]
                 last.replacement, last.replacement_text = token, text_of(token)
                 last.residual_used = not params.greedy
-            emitted.append(token)
-            origins.append(ORIGIN_REPLACEMENT if children else ORIGIN_BONUS)
+            verdict.emit(token, ORIGIN_REPLACEMENT if children else ORIGIN_BONUS)
             break
-        path.append(chosen)
-        emitted.append(tree.tokens[chosen])
-        origins.append(ORIGIN_ACCEPTED)
+        verdict.path.append(chosen)
+        verdict.emit(tree.tokens[chosen], ORIGIN_ACCEPTED)
         node = chosen
-    for i, record in enumerate(records):
-        if record is None:
-            record = _untested_record(tree, i, start_pos + depths[i] - 1, text_of)
-            records[i] = record
+    for i, tested in enumerate(records):
+        record = tested or _untested_record(tree, i, start_pos + depths[i] - 1, text_of)
         record.parent, record.depth = tree.parents[i], depths[i]
-    return TreeVerdict([r for r in records if r is not None], emitted, origins, path)
+        verdict.records.append(record)
+    return verdict
 
 
 def _judge_children(
@@ -217,16 +217,13 @@ def _judge_children(
     p: np.ndarray,
     params: SamplingParams,
     rng: np.random.Generator,
-    records: list[TokenRecord | None],
     text_of: TokenText,
     pos: int,
-    top_n: int,
-) -> tuple[int | None, np.ndarray, TokenRecord | None]:
+) -> tuple[int | None, np.ndarray, list[Judged]]:
     """Test a node's children in order; returns the one that passed (or None), the target
-    distribution left for the replacement, and the last record tested."""
-    target_choice = int(np.argmax(p))
+    distribution left for the replacement, and each tested child's record with its rows."""
+    judged: list[Judged] = []
     drawn: list[int] = []
-    last: TokenRecord | None = None
     for child in children:
         token = tree.tokens[child]
         base = tree.q_rows[child]
@@ -234,19 +231,14 @@ def _judge_children(
             q = one_hot(token, p.shape[0])
         else:  # over the target's width when the vocabularies differ by padding
             q = without_earlier_siblings(fit_width(base, p.shape[0]), drawn)
-        record = make_record(pos, token, p, q, text_of, top_n)
-        records[child] = last = record
-        if params.greedy:
-            record.accepted = token == target_choice
-        else:
-            record.u = float(rng.random())
-            record.accepted = record.u * record.q < record.p
-        if record.accepted:
-            return child, p, record
+        judgement = acceptance.judge(token, p, q, params, rng)
+        judged.append((token_record(pos, token, p, q, judgement, text_of), p, q))
+        if judgement.accepted:
+            return child, p, judged
         if not params.greedy:
-            p = residual_distribution(p, q)
+            p = acceptance.residual_distribution(p, q)
         drawn.append(token)
-    return None, p, last
+    return None, p, judged
 
 
 def _untested_record(tree: DraftTree, node: int, pos: int, text_of: TokenText) -> TokenRecord:

@@ -1,0 +1,155 @@
+"""A draft model: a smaller model with the target's vocabulary (or the target's own first
+layers, a self-draft) proposes tokens autoregressively, each drawn from its processed row."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from app.engine.drafters import (
+    EMPTY_DRAFT,
+    Budget,
+    Draft,
+    Drafter,
+    DraftKind,
+    TreeShape,
+    common_prefix,
+)
+from app.engine.protocol import HiddenStateModel, LanguageModel
+from app.engine.sampling import SamplingParams, choose, draw, finite_logits, process
+from app.engine.tree import DraftTree, TreeBuilder, without_earlier_siblings
+
+# a draft model's draft: a step per token, a q for each (so its draft may end on its
+# confidence), and a prior of 0.6 before anything is measured
+DRAFT_MODEL = DraftKind("model", free=False, prior=0.6, confident=True)
+
+
+class ModelDrafter(Drafter):
+    """A smaller model with the same vocabulary proposes tokens autoregressively.
+
+    `target_vocab` is the target's logit width when it differs by vocabulary padding: the
+    draft then draws only among the ids the target has (q is that distribution, so verify
+    stays exact), and proposes nothing while the context holds an id only the target has.
+    """
+
+    kind = DRAFT_MODEL
+
+    def __init__(
+        self,
+        model: LanguageModel,
+        p_min: float = 0.0,
+        draft_min: int = 0,
+        target_vocab: int | None = None,
+        with_hidden: bool = False,
+    ) -> None:
+        self.model = model
+        # keep the draft's hidden states: only for a self-draft, whose final norm output is
+        # comparable with the target's (app.engine.similarity)
+        self.with_hidden = with_hidden and isinstance(model, HiddenStateModel)
+        self._last_hidden: np.ndarray | None = None
+        self.width = min(model.n_vocab, target_vocab or model.n_vocab)
+        self.name = f"draft model ({model.name})"
+        self.p_min = p_min
+        self.draft_min = draft_min
+        self.cost_hint = 0.0
+        self._cached: list[int] = []
+
+    def begin(self, prompt_ids: Sequence[int]) -> None:
+        self.model.truncate(0)
+        self._cached = []
+
+    def _extend_one(self, ids: list[int]) -> np.ndarray:
+        """The next-token logits after ids; the hidden state too when kept (_last_hidden)."""
+        if self.with_hidden and isinstance(self.model, HiddenStateModel):
+            logits, hidden = self.model.extend_hidden(ids, 1)
+            self._last_hidden = hidden[0]
+            return finite_logits(logits[0], self.model.name)
+        return finite_logits(self.model.extend(ids, 1)[0], self.model.name)
+
+    def _sync(self, context: list[int]) -> np.ndarray | None:
+        """Bring the draft's cache to context[:-1] + context[-1]; return the next-token logits,
+        or None if the context holds an id only the target has (its vocabulary padding): the
+        draft cannot read it, so it proposes nothing and the target decodes alone."""
+        keep = min(common_prefix(self._cached, context), len(context) - 1)
+        if max(context[keep:]) >= self.model.n_vocab:
+            return None
+        self.model.truncate(keep)
+        logits = self._extend_one(context[keep:])
+        self._cached = list(context)
+        return logits
+
+    def propose(
+        self, context: list[int], budget: Budget, params: SamplingParams,
+        rng: np.random.Generator,
+    ) -> Draft:
+        stop = budget.stop
+        k = min(budget.max_tokens, self.model.n_ctx - len(context) - 1)
+        if k <= 0:
+            return EMPTY_DRAFT
+        logits = self._sync(context)
+        if logits is None:
+            return EMPTY_DRAFT
+        tokens: list[int] = []
+        rows: list[np.ndarray] = []
+        states: list[np.ndarray] = []
+        while True:
+            q = process(logits[: self.width], params)
+            # decided before the draw, from the draft's best candidate (as llama.cpp's p-min):
+            # stopping on the drawn token's own q would bias what is drafted, and q no longer
+            # describes it
+            if len(tokens) >= self.draft_min and q.max() < self.p_min:
+                break
+            token = choose(q, params, rng)
+            tokens.append(token)
+            rows.append(q)
+            if self.with_hidden and self._last_hidden is not None:
+                states.append(self._last_hidden)
+            if len(tokens) == k or token in self.model.eos_ids:
+                break
+            if (stop is not None and not stop.keep_drafting(len(tokens), float(q[token]))
+                    and len(tokens) >= self.draft_min):
+                break
+            logits = self._extend_one([token])
+            self._cached.append(token)
+        if not tokens:
+            return EMPTY_DRAFT
+        return Draft(tokens, np.stack(rows),
+                     np.stack(states) if len(states) == len(tokens) else None)
+
+    def propose_tree(
+        self, context: list[int], depth: int, shape: TreeShape, params: SamplingParams,
+        rng: np.random.Generator,
+    ) -> DraftTree:
+        """The chain, plus sibling leaves beside each chain token where the draft gave
+        another candidate at least p_split (siblings cost no draft passes)."""
+        chain = self.propose(context, Budget(min(depth, shape.max_nodes)), params, rng)
+        builder = TreeBuilder(shape.width, shape.max_nodes)
+        rows = chain.q_rows if chain.q_rows is not None else np.zeros((0, 0))
+        for level, token in enumerate(chain.tokens):
+            builder.add(level - 1, token, rows[level])
+        for level, token in enumerate(chain.tokens):
+            drawn = [token]
+            while not builder.full:
+                sibling = _another_candidate(rows[level], drawn, shape.p_split, params, rng)
+                if sibling is None or builder.add(level - 1, sibling, rows[level]) is None:
+                    break
+                drawn.append(sibling)
+        return builder.tree()
+
+
+def _another_candidate(
+    q: np.ndarray, drawn: list[int], p_split: float, params: SamplingParams,
+    rng: np.random.Generator,
+) -> int | None:
+    """One more candidate for a position, or None when the draft is sure enough. Whether to
+    branch is decided before the draw (from the tokens not drawn yet), and the candidate is
+    then drawn from q without the earlier ones: the row the verdict will test it against."""
+    rest = q.copy()
+    rest[drawn] = 0.0
+    best = int(np.argmax(rest))
+    if rest[best] < p_split:
+        return None
+    if params.greedy:
+        return best
+    return draw(without_earlier_siblings(q, drawn), rng)

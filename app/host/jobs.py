@@ -1,0 +1,36 @@
+"""The window's analyses as jobs the engine host can run: module-level functions, bound to
+their settings with functools.partial, so a job crosses to the host as a pickle and runs there
+on the loaded pair as `job(pair, cancelled, progress)`."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from app.analysis.exactness import ExactReport, check_exact
+from app.analysis.rank import Candidate, RankRow, rank_candidates
+from app.analysis.sweep import SweepRow, run_sweep
+from app.engine.session import DecodeConfig
+from app.models.loading import LoadedPair
+from app.runs import encode_prompt
+
+Cancelled = Callable[[], bool]
+Progress = Callable[[str], None]
+Job = Callable[[LoadedPair, Cancelled, Progress], object]
+
+
+def sweep_job(pair: LoadedPair, cancelled: Cancelled, progress: Progress, *,
+              config: DecodeConfig, prompt: str, chat: bool, ks: list[int]) -> list[SweepRow]:
+    ids = encode_prompt(pair.target, prompt, chat)
+    return run_sweep(pair, config, [ids], ks, 1, progress, cancelled)
+
+
+def rank_job(pair: LoadedPair, cancelled: Cancelled, progress: Progress, *,
+             candidates: list[Candidate], config: DecodeConfig, prompt: str,
+             chat: bool) -> list[RankRow]:
+    ids = encode_prompt(pair.target, prompt, chat)
+    return rank_candidates(pair, candidates, config, [ids], 1, progress, cancelled)
+
+
+def exactness_job(pair: LoadedPair, cancelled: Cancelled, progress: Progress, *,
+                  samples: int) -> ExactReport:
+    return check_exact(pair, samples=samples, progress=progress)

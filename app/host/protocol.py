@@ -1,0 +1,102 @@
+"""What the parent and the engine host say to each other: one JSON object per line.
+
+Commands (parent -> host, on the host's stdin), each {"cmd": NAME, ...}:
+  run        load the pair if it is not loaded (`spec`), then decode `prompt` with `config`;
+             `compare` adds the plain baseline; `step_mode` waits for `step` before each
+             speculative step, `permits` steps are released already
+  load       load the pair only
+  job        load the pair if need be, then run `job` on it (base64 pickle of a callable from
+             app.host.jobs, bound to its settings): job(pair, cancelled, progress)
+  step       release one step (Step mode)
+  step_mode  `on`: pause before each speculative step, or not
+  stop       end the run after the step in progress (a pass cannot be interrupted: the parent
+             ends the host when a pass outlasts its grace period)
+  quit       close the models and exit
+
+Events (host -> parent, on the host's stdout), each {"event": NAME, ...}:
+  progress   `message` while loading
+  loaded     `target`, `draft`, `backend`, `device`, `warnings`
+  costs      `pickle`: the pair's PairCosts (base64 pickle, as are jobs and their results:
+             objects without a text format; both ends are the same installed app)
+  started    `run` (the trace mode: speculative or plain), `header`: the trace's header line,
+             `t_target`: one plain target step in seconds if known (for a summary the parent
+             writes when the run is cut off)
+  step       `run`, `line`: the trace's step line, `text`: the new text it adds
+  waiting    Step mode: the next step waits for `step`
+  finished   `run`, `summary`: the trace's summary line
+  compared   the speculative run against its plain baseline (Host._run in app.host.server)
+  result     `pickle`: what a job returned (base64 pickle)
+  error      `message`: one line a user can act on
+  done       the command has ended; the host waits for the next one
+
+Step lines and header lines are the trace's own format (app.engine.trace), so a live run and
+an opened trace are read by the same code.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import pickle
+from dataclasses import asdict, fields
+from typing import IO, Any
+
+from app.engine.divergence import Divergence
+from app.engine.sampling import SamplingParams
+from app.engine.session import DecodeConfig
+from app.models.loading import ModelSpec
+
+# commands
+RUN, LOAD, JOB, STEP, STEP_MODE, STOP, QUIT = (
+    "run", "load", "job", "step", "step_mode", "stop", "quit")
+# events
+PROGRESS, LOADED, COSTS, STARTED = "progress", "loaded", "costs", "started"
+STEP_DONE, WAITING, FINISHED, COMPARED, RESULT, ERROR, DONE = (
+    "step", "waiting", "finished", "compared", "result", "error", "done")
+
+
+def write_line(stream: IO[str], message: dict[str, Any]) -> None:
+    """One message, one line, flushed at once (the other end is waiting for it)."""
+    stream.write(json.dumps(message, ensure_ascii=False, default=_plain) + "\n")
+    stream.flush()
+
+
+def _plain(value: Any) -> Any:
+    """numpy scalars (a margin, a gap) as the Python numbers JSON knows."""
+    item = getattr(value, "item", None)
+    if item is None:
+        raise TypeError(f"{type(value).__name__} is not JSON serialisable")
+    return item()
+
+
+def spec_to_dict(spec: ModelSpec) -> dict[str, Any]:
+    return asdict(spec)
+
+
+def spec_from_dict(data: dict[str, Any]) -> ModelSpec:
+    return ModelSpec(**data)
+
+
+def config_to_dict(config: DecodeConfig) -> dict[str, Any]:
+    return asdict(config)
+
+
+def config_from_dict(data: dict[str, Any]) -> DecodeConfig:
+    sampling = SamplingParams(**data["sampling"])
+    return DecodeConfig(**{**data, "sampling": sampling})
+
+
+def divergence_from_dict(data: dict[str, Any] | None) -> Divergence | None:
+    if data is None:
+        return None
+    known = {f.name for f in fields(Divergence)}
+    return Divergence(**{k: v for k, v in data.items() if k in known})
+
+
+def pack_object(value: object) -> str:
+    return base64.b64encode(pickle.dumps(value)).decode("ascii")
+
+
+def unpack_object(text: str) -> object:
+    """Only ever for the host this process started (same app, same files)."""
+    return pickle.loads(base64.b64decode(text))  # noqa: S301 - our own child

@@ -1,0 +1,297 @@
+"""The engine host's child process: it owns the loaded pair and runs what the parent asks.
+
+Commands arrive on stdin (a reader thread takes `stop`, `step` and `step_mode` at once, so
+they reach a run between two steps); events leave on the protocol stream, which is the
+process's original stdout. Anything else that writes to file descriptor 1 (a library's print)
+is sent to stderr with llama.cpp's own log, so it cannot garble the protocol. When stdin
+closes the parent is gone, and the host exits at once, in the middle of a pass if need be.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import os
+import queue
+import sys
+import threading
+import traceback
+from collections.abc import Generator
+from dataclasses import asdict, astuple
+from typing import IO, Any
+
+from app.analysis.cost import measure_pair_costs
+from app.engine.divergence import MarginTap, explain_divergence
+from app.engine.kernel_noise import cached_kernel_noise
+from app.engine.session import Session
+from app.engine.suffix import SUFFIX_LABEL
+from app.engine.text_stream import TextStream
+from app.engine.trace import MODE_PLAIN, MODE_SPECULATIVE, TraceHeader, step_to_dict
+from app.errors import DraftLensError
+from app.host import protocol as p
+from app.models.loading import LoadedPair, ModelSpec, load_pair
+from app.runs import NGRAM_LABEL, Run, prepare_run, remember_output
+from backends.base import BackendError
+
+_POLL_S = 0.05
+
+
+class _Stopped(Exception):
+    """The parent asked to stop while the pair was loading."""
+
+
+class Host:
+    def __init__(self, out: IO[str]) -> None:
+        self.out = out
+        self._out_lock = threading.Lock()
+        self.commands: queue.Queue[dict[str, Any]] = queue.Queue()
+        self.stop = threading.Event()
+        self.step_mode = threading.Event()
+        self.permits = threading.Semaphore(0)
+        self.pair: LoadedPair | None = None
+        self.pair_key: tuple[object, ...] | None = None
+
+    # --- the wire ----------------------------------------------------------------------
+    def emit(self, event: str, **data: Any) -> None:
+        with self._out_lock:
+            p.write_line(self.out, {"event": event, **data})
+
+    def listen(self, stream: IO[str]) -> None:
+        """On the reader thread: controls take effect at once, jobs queue for the main thread."""
+        for line in stream:
+            try:
+                command = json.loads(line)
+            except json.JSONDecodeError:
+                print(f"engine host: ignored a line that is not JSON: {line[:80]!r}",
+                      file=sys.stderr)
+                continue
+            name = command.get("cmd")
+            if name == p.STOP:
+                self.stop.set()
+            elif name == p.STEP:
+                self.permits.release()
+            elif name == p.STEP_MODE:
+                (self.step_mode.set if command.get("on") else self.step_mode.clear)()
+            else:
+                if name in (p.RUN, p.LOAD, p.JOB):  # a stop sent after this command is for it
+                    self.stop.clear()
+                    self._reset_permits()
+                    (self.step_mode.set if command.get("step_mode") else self.step_mode.clear)()
+                    for _ in range(int(command.get("permits", 0))):
+                        self.permits.release()
+                self.commands.put(command)
+        sys.stderr.flush()
+        os._exit(0)  # the parent closed our stdin: it is gone, nothing here is kept
+
+    def _reset_permits(self) -> None:
+        while self.permits.acquire(blocking=False):
+            pass
+
+    def serve(self) -> int:
+        while True:
+            command = self.commands.get()
+            name = command.get("cmd")
+            if name == p.QUIT:
+                self.close_models()
+                return 0
+            try:
+                if name == p.RUN:
+                    self.run(command)
+                elif name == p.JOB:
+                    self.job(command)
+                elif name == p.LOAD:
+                    self.ensure_pair(p.spec_from_dict(command["spec"]), command.get("costs", False))
+                else:
+                    self.emit(p.ERROR, message=f"the engine host has no command {name!r}")
+            except _Stopped:
+                pass
+            except (DraftLensError, BackendError) as exc:
+                self.emit(p.ERROR, message=str(exc))
+            except MemoryError:
+                self.emit(p.ERROR, message="out of memory — try a smaller model, fewer GPU "
+                                           "layers or a shorter context")
+            except Exception as exc:  # noqa: BLE001 - any engine failure becomes one message
+                traceback.print_exc(file=sys.stderr)
+                text = str(exc).strip()
+                first = text.splitlines()[0] if text else ""
+                self.emit(p.ERROR, message=f"{type(exc).__name__}: {first}" if first
+                          else type(exc).__name__)
+            finally:
+                self.emit(p.DONE)
+
+    # --- the pair ----------------------------------------------------------------------
+    def close_models(self) -> None:
+        if self.pair is not None:
+            self.pair.close()
+        self.pair, self.pair_key = None, None
+
+    def ensure_pair(self, spec: ModelSpec, costs: bool) -> LoadedPair:
+        key = astuple(spec)
+        if self.pair is not None and self.pair_key == key:
+            return self.pair
+        self.close_models()
+
+        def say(message: str) -> None:
+            if self.stop.is_set():
+                raise _Stopped
+            self.emit(p.PROGRESS, message=message)
+
+        pair = load_pair(spec, say)
+        if self.stop.is_set():
+            pair.close()
+            raise _Stopped
+        self.pair, self.pair_key = pair, key
+        gc.collect()
+        gc.freeze()  # before decoding starts: later GC pauses only walk new objects
+        draft_name = (pair.draft.name if pair.draft else SUFFIX_LABEL if spec.suffix
+                      else NGRAM_LABEL if spec.ngram else "")
+        self.emit(p.LOADED, target=pair.target.name, draft=draft_name,
+                  backend=pair.target.backend, device=pair.target.device,
+                  warnings=list(pair.warnings))
+        if costs and (pair.draft is not None or spec.ngram or spec.suffix):
+            self.emit(p.PROGRESS, message="timing a target step and a draft step side by side")
+            self.emit(p.COSTS, pickle=p.pack_object(measure_pair_costs(pair)))
+        return pair
+
+    # --- a job (an analysis the window asked for) ---------------------------------------
+    def job(self, command: dict[str, Any]) -> None:
+        pair = self.ensure_pair(p.spec_from_dict(command["spec"]), command.get("costs", False))
+        work = p.unpack_object(command["job"])
+        assert callable(work)
+        result = work(pair, self.stop.is_set, lambda message: self.emit(p.PROGRESS,
+                                                                         message=message))
+        self.emit(p.RESULT, pickle=p.pack_object(result))
+
+    # --- a run -------------------------------------------------------------------------
+    def run(self, command: dict[str, Any]) -> None:
+        pair = self.ensure_pair(p.spec_from_dict(command["spec"]), command.get("costs", False))
+        config = p.config_from_dict(command["config"])
+        compare = bool(command.get("compare"))
+        # a greedy compare notes the target's top two per position, to explain a difference
+        model = pair.target
+        tap = MarginTap(model) if compare and config.sampling.greedy else None
+        if tap is not None:
+            pair.target = tap
+        try:
+            self._run(pair, command, tap)
+        finally:
+            pair.target = model
+
+    def _run(self, pair: LoadedPair, command: dict[str, Any], tap: MarginTap | None) -> None:
+        run = self._prepare(pair, command)
+        self._decode(run, bool(command.get("stream_text")))  # an engine error: nothing kept
+        self._conclude(pair, command, tap, run)
+        # after the trace's summary, before `done`: a speculative run that ended without an
+        # engine error (stopped or not) is kept in the draft memory (--draft-memory) for the
+        # runs after it, here in the host, which is where its pair and its output are
+        remember_output(pair, run.session, run.prompt_ids)
+
+    def _conclude(self, pair: LoadedPair, command: dict[str, Any], tap: MarginTap | None,
+                  run: Run) -> None:
+        """The run's summary, and with `compare` the plain baseline and the comparison."""
+        compare = bool(command.get("compare"))
+        session = run.session
+        interrupted = self.stop.is_set()
+        if interrupted or not compare or session.drafter is None:
+            self._finish(run, interrupted=interrupted)
+            return
+        spec_top = tap.top if tap is not None else {}
+        if tap is not None:
+            tap.top = {}
+        baseline = self._prepare(pair, command, plain=True)
+        self._decode(baseline, False)
+        if self.stop.is_set():  # cut short: no fair comparison
+            self._finish(baseline, interrupted=True)
+            self._finish(run)
+            return
+        self._finish(baseline)
+        self._finish(run, baseline.session)
+        divergence = None
+        if tap is not None and session.output_ids != baseline.session.output_ids:
+            self.emit(p.PROGRESS, message="texts differ: measuring how far verify passes stray "
+                                          "from single steps on this model (once; cached)")
+            bound = cached_kernel_noise(tap.model).bound
+            divergence = explain_divergence(len(run.prompt_ids), baseline.session.output_ids,
+                                            session.output_ids, tap.top, spec_top,
+                                            pair.target.token_text, bound)
+        config = session.config
+        self.emit(p.COMPARED, speculative_tok_s=session.stats.tokens_per_second,
+                  plain_tok_s=baseline.session.stats.tokens_per_second,
+                  identical=session.output_ids == baseline.session.output_ids,
+                  greedy=config.sampling.greedy, speculative_tokens=len(session.output_ids),
+                  plain_tokens=len(baseline.session.output_ids),
+                  divergence=divergence.as_dict() if divergence is not None else None)
+
+    def _prepare(self, pair: LoadedPair, command: dict[str, Any], plain: bool = False) -> Run:
+        config = p.config_from_dict(command["config"])
+        run = prepare_run(pair, config, command["prompt"], bool(command.get("chat")),
+                          plain=plain, extra_settings={"compare": bool(command.get("compare"))})
+        self.emit(p.STARTED, run=_mode(run), header=_header_line(run.header),
+                  t_target=run.session.plain_step_time())
+        return run
+
+    def _finish(self, run: Run, baseline: Session | None = None, interrupted: bool = False,
+                error: str = "") -> None:
+        summary = run.session.summary(baseline, interrupted=interrupted, error=error)
+        self.emit(p.FINISHED, run=_mode(run), summary=summary,
+                  prefill_seconds=run.session.prefill_seconds)
+
+    def _decode(self, run: Run, stream_text: bool) -> None:
+        """Every step out as the trace's step line; an engine error mid-run still ends the run
+        with a summary that names it, then is reported."""
+        mode = _mode(run)
+        stream = TextStream(run.session.target) if stream_text else None
+        steps = run.session.steps(run.prompt_ids)
+        try:
+            while self._wait_turn(mode):
+                step = next(steps, None)
+                if step is None:
+                    return
+                text = stream.push(step.emitted) if stream is not None else ""
+                self.emit(p.STEP_DONE, run=mode, line=step_to_dict(step), text=text)
+        except (DraftLensError, BackendError) as exc:
+            self._finish(run, error=str(exc))
+            raise
+        finally:
+            if isinstance(steps, Generator):
+                steps.close()
+
+    def _wait_turn(self, mode: str) -> bool:
+        """False when stopped; in Step mode, blocks until the parent releases one step."""
+        if self.stop.is_set():
+            return False
+        if mode != MODE_SPECULATIVE or not self.step_mode.is_set():
+            return True
+        if self.permits.acquire(blocking=False):
+            return True
+        self.emit(p.WAITING)
+        while not self.stop.is_set():
+            if self.permits.acquire(timeout=_POLL_S) or not self.step_mode.is_set():
+                return not self.stop.is_set()
+        return False
+
+
+def _mode(run: Run) -> str:
+    return MODE_SPECULATIVE if run.session.drafter is not None else MODE_PLAIN
+
+
+def _header_line(header: TraceHeader) -> dict[str, Any]:
+    return asdict(header)
+
+
+def protocol_stream() -> IO[str]:
+    """The original stdout for the protocol; fd 1 from now on goes to stderr."""
+    sys.stdout.flush()
+    protocol_fd = os.dup(1)
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    return os.fdopen(protocol_fd, "w", encoding="utf-8", buffering=1)
+
+
+def main() -> int:
+    out = protocol_stream()
+    host = Host(out)
+    reader = threading.Thread(target=host.listen, args=(sys.stdin,), name="host-commands",
+                              daemon=True)
+    reader.start()
+    return host.serve()

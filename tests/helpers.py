@@ -1,0 +1,184 @@
+"""What several test modules share: wrong acceptance rules that the exactness tests must
+catch (each swaps a wrong rule into app.engine.acceptance, which the chain and the tree
+verifier both call), and small builders.
+
+A test module imports from here, never from another test module."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.stats import power_divergence
+
+import app.engine.acceptance as acceptance
+import app.engine.speculative as speculative
+from app.engine.draft_model import DRAFT_MODEL
+from app.engine.heads import HeadsWeights
+from app.engine.records import (
+    ORIGIN_ACCEPTED,
+    ORIGIN_BONUS,
+    ORIGIN_PLAIN,
+    ORIGIN_REPLACEMENT,
+    StepRecord,
+    TokenRecord,
+)
+from app.engine.sampling import SamplingParams, process
+from app.engine.session import DecodeConfig, Session
+
+
+def resample_from_p(monkeypatch):
+    """Bug: after a rejection, draw from p instead of the residual norm(max(0, p - q))."""
+    monkeypatch.setattr(acceptance, "residual_distribution", lambda p, q: p)
+    return speculative.verify
+
+
+def always_accept(monkeypatch):
+    """Bug: a sampled draft token is always accepted (the u draw is made, then ignored);
+    greedy decisions stay right, so only the sampled tests can see it."""
+    right = acceptance.judge
+
+    def wrong(token, p, q, params, rng):
+        if params.greedy:
+            return right(token, p, q, params, rng)
+        return acceptance.Judgement(True, float(rng.random()))
+
+    monkeypatch.setattr(acceptance, "judge", wrong)
+    return speculative.verify
+
+
+def greedy_accepts_everything(monkeypatch):
+    """Bug: a greedy draft token is accepted whatever the target's argmax."""
+    right = acceptance.judge
+
+    def wrong(token, p, q, params, rng):
+        if params.greedy:
+            return acceptance.Judgement(True, None)
+        return right(token, p, q, params, rng)
+
+    monkeypatch.setattr(acceptance, "judge", wrong)
+    return speculative.verify
+
+
+def token(pos: int, accepted: bool) -> TokenRecord:
+    return TokenRecord(pos=pos, token=5, text="x", q=0.5, p=0.4, u=0.3, accepted=accepted,
+                       replacement=None if accepted else 6)
+
+
+def step(index: int, k: int, verdicts: list[bool], t_draft=0.0, t_verify=0.1,
+         source: str = DRAFT_MODEL.name) -> StepRecord:
+    """A hand-made chain step: the judged prefix of `verdicts` (up to the first rejection),
+    consulting the `source` kind of draft."""
+    judged = verdicts[: verdicts.index(False) + 1] if False in verdicts else verdicts
+    tokens = [token(i, ok) for i, ok in enumerate(judged)]
+    n_acc = sum(judged)
+    if k == 0:
+        origins = [ORIGIN_PLAIN]
+    elif n_acc == len(judged) == k:
+        origins = [ORIGIN_ACCEPTED] * n_acc + [ORIGIN_BONUS]
+    else:
+        origins = [ORIGIN_ACCEPTED] * n_acc + [ORIGIN_REPLACEMENT]
+    return StepRecord(index=index, k=k, tokens=tokens, emitted=[7] * len(origins),
+                      emitted_text=["y"] * len(origins), origins=origins, t_draft=t_draft,
+                      t_verify=t_verify, t_overhead=0.01, source=source)
+
+
+def assert_drafted(steps: Iterable[StepRecord], accepted: bool = True) -> None:
+    """The run under test really speculated: some pass verified draft tokens and (unless
+    `accepted` is False, for a draft built to be poor) the target accepted some of them.
+    A greedy-equality check over a run that never drafted would pass whatever the verifier
+    did; one whose drafts were all rejected tests only the rejection path."""
+    steps = list(steps)
+    assert any(s.k > 0 for s in steps), "no step drafted: the equality tested plain decoding"
+    assert any(t.accepted is not None for s in steps for t in s.tokens), "nothing was judged"
+    if accepted:
+        assert any(t.accepted for s in steps for t in s.tokens), "no draft token was accepted"
+
+
+# --- exactness statistics -------------------------------------------------------------
+
+EXACT_P = 1e-3  # a correct sampler passes every test at this level (fixed seeds)
+BROKEN_P = 1e-6  # a broken sampler must be rejected at least this strongly
+PROMPT = "def add(a, b):\n    return"
+
+
+def gof_pvalue(samples: np.ndarray, probs: np.ndarray, min_expected: float = 5.0) -> float:
+    """G-test p-value of token samples against a distribution.
+
+    A sample on a token of probability 0 is an outright failure (p-value 0). Cells with an
+    expected count below `min_expected` are pooled so the chi-square approximation holds.
+    """
+    samples = np.asarray(samples, dtype=np.int64)
+    assert samples.size > 0, "no samples to test"
+    probs = np.asarray(probs, dtype=np.float64)
+    probs = probs / probs.sum()
+    counts = np.bincount(samples, minlength=probs.shape[0])
+    support = probs > 0
+    if counts[~support].any():
+        return 0.0
+    observed = counts[support].astype(np.float64)
+    expected = probs[support] * samples.size
+    small = expected < min_expected
+    if small.any():
+        observed = np.append(observed[~small], observed[small].sum())
+        expected = np.append(expected[~small], expected[small].sum())
+    if observed.size < 2:
+        return 1.0
+    return float(power_divergence(observed, expected, lambda_="log-likelihood").pvalue)
+
+
+@dataclass
+class Exact:
+    first: np.ndarray  # target's processed distribution of the first generated token
+    second: np.ndarray  # marginal of the second: sum_x p(x) p(. | prompt + x)
+
+
+def exact_distributions(target, prompt_ids: list[int], params: SamplingParams) -> Exact:
+    target.truncate(0)
+    first = process(target.extend(prompt_ids, 1)[0], params)
+    second = np.zeros_like(first)
+    for token in np.flatnonzero(first):
+        second += first[token] * process(target.extend([int(token)], 1)[0], params)
+        target.truncate(len(prompt_ids))
+    target.truncate(0)
+    return Exact(first, second)
+
+
+def first_two_pvalues(target, drafter, params, n, seed0) -> tuple[float, float]:
+    """G-test p-values of the first and the second token of n sessions on PROMPT against
+    the target's exact distributions."""
+    prompt_ids = target.tokenize(PROMPT)
+    exact = exact_distributions(target, prompt_ids, params)
+    tokens = first_two_tokens(target, drafter, prompt_ids, params, n, seed0)
+    return gof_pvalue(tokens[:, 0], exact.first), gof_pvalue(tokens[:, 1], exact.second)
+
+
+def first_two_tokens(target, drafter, prompt_ids, params, n, seed0):
+    """The first two generated tokens of n independent sessions (seeds seed0, seed0+1, ...)."""
+    out = np.empty((n, 2), dtype=np.int64)
+    for i in range(n):
+        config = DecodeConfig(
+            n_predict=4, draft_max=3, stop_at_eos=False,
+            sampling=SamplingParams(
+                temperature=params.temperature, top_k=params.top_k, top_p=params.top_p,
+                seed=seed0 + i,
+            ),
+        )
+        session = Session(target, drafter, config)
+        for _ in session.steps(prompt_ids):
+            if len(session.output_ids) >= 2:
+                break
+        out[i] = session.output_ids[:2]
+    return out
+
+
+def random_heads(target, n_heads=3, rank=8, seed=0):
+    """Heads with random weights over the whole vocabulary: they draft real (mostly rejected)
+    tokens from the target's hidden states, with a q of their own."""
+    rng = np.random.default_rng(seed)
+    d, v = target.n_embd, target.n_vocab
+    return HeadsWeights(
+        (rng.standard_normal((n_heads, rank, d)) / np.sqrt(d)).astype(np.float32),
+        (rng.standard_normal((n_heads, d, rank)) / np.sqrt(rank)).astype(np.float32),
+        np.arange(v), (rng.standard_normal((v, d)) / np.sqrt(d)).astype(np.float32), v)

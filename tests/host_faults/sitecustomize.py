@@ -1,0 +1,64 @@
+"""Test-only: a fault planted in the engine host's llama.cpp backend, for tests/test_host.py.
+
+The tests put this folder on the host's PYTHONPATH, so Python imports this module when the
+host starts; outside those tests it is never on a path. With DRAFTLENS_TEST_FAULT set, the
+target's verify pass after step DRAFTLENS_TEST_FAULT_AFTER (default 2) has been reported:
+  abort  writes a llama.cpp-style assert line to stderr and calls os.abort() (SIGABRT)
+  kill   SIGKILLs its own process, as the out-of-memory killer does
+  sleep  sleeps DRAFTLENS_TEST_FAULT_SECONDS (default 60) inside the pass: a pass that
+         cannot be interrupted, for Stop
+  memory limits the host's address space to what it uses plus 16 MiB just before it loads
+         a model: a load over a memory limit
+"""
+
+import os
+
+_FAULT = os.environ.get("DRAFTLENS_TEST_FAULT", "")
+
+if _FAULT:
+    import resource
+    import signal
+    import sys
+    import time
+
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))  # a planted abort leaves no core file
+
+    from app.engine import trace
+    from backends.llamacpp import LlamaCppModel
+
+    _after = int(os.environ.get("DRAFTLENS_TEST_FAULT_AFTER", "2"))
+    _reported = [0]
+    _step_to_dict = trace.step_to_dict
+    _extend = LlamaCppModel.extend
+
+    def _counting_step_to_dict(step):  # the host reports each step through this
+        _reported[0] += 1
+        return _step_to_dict(step)
+
+    def _faulty_extend(self, ids, n_logits, *args, **kwargs):
+        if _reported[0] >= _after and n_logits > 1:
+            if _FAULT == "abort":
+                sys.stderr.write("llama.cpp/ggml/src/ggml.c:1234: GGML_ASSERT(planted) failed\n")
+                sys.stderr.flush()
+                os.abort()
+            elif _FAULT == "kill":
+                os.kill(os.getpid(), signal.SIGKILL)
+            elif _FAULT == "sleep":
+                time.sleep(float(os.environ.get("DRAFTLENS_TEST_FAULT_SECONDS", "60")))
+        return _extend(self, ids, n_logits, *args, **kwargs)
+
+    trace.step_to_dict = _counting_step_to_dict
+    LlamaCppModel.extend = _faulty_extend
+
+    if _FAULT == "memory":
+        from pathlib import Path
+
+        _init = LlamaCppModel.__init__
+
+        def _init_under_a_limit(self, *args, **kwargs):
+            used = int(Path("/proc/self/statm").read_text().split()[0]) * resource.getpagesize()
+            limit = used + 16 * 2**20
+            resource.setrlimit(resource.RLIMIT_AS, (limit, resource.RLIM_INFINITY))
+            _init(self, *args, **kwargs)
+
+        LlamaCppModel.__init__ = _init_under_a_limit

@@ -1,0 +1,63 @@
+"""check-exact in two modes: the user's (fast kernels) with each divergence judged against the
+measured kernel noise, and batch-invariant kernels in a child process, where output must be
+bit-identical. A verify pass that errs only at near-ties passes the first judgement and must
+fail the check through the second."""
+
+from __future__ import annotations
+
+import json
+
+import app.analysis.exactness as exactness
+from app.cli.main import main
+from app.engine.kernel_noise import KernelNoise
+from tests.planted_bugs import plant, plant_in_children
+
+KEYS = {"passed", "greedy_identical", "exact_kernels_identical", "divergences", "p_value"}
+NEAR_TIE = 0.5  # logits: the planted pass flips the target's top two when closer than this
+
+
+def run_check(capsys, *argv):
+    code = main(["check-exact", *map(str, argv), "--json"])
+    out, err = capsys.readouterr()
+    return code, json.loads(out.strip().splitlines()[-1]), err
+
+
+def test_check_exact_on_fast_kernels_also_runs_the_exact_kernels(gguf_files, capsys):
+    target, draft = gguf_files
+    code, report, _ = run_check(capsys, "-m", target, "-md", draft, "--samples", 100, "-n", 16)
+    assert KEYS <= set(report)
+    assert report["mode"] == "fast kernels" and report["exact_mode"] == "exact kernels"
+    assert report["exact_kernels_identical"] is True
+    assert all(d["near_tie"] for d in report["divergences"])
+    assert report["passed"] is True and code == 0
+    assert report["verdict"].startswith("PASS")
+
+
+def test_a_verify_pass_wrong_only_at_near_ties_fails_through_the_exact_kernels(
+        gguf_files, capsys, monkeypatch, tmp_path):
+    # kernels as noisy as the planted error: in the user's mode its flips look like noise
+    monkeypatch.setattr(exactness, "cached_kernel_noise",
+                        lambda model: KernelNoise(bound=2 * NEAR_TIE, positions=1))
+    plant(monkeypatch, NEAR_TIE)
+    plant_in_children(tmp_path / "planted", monkeypatch, NEAR_TIE)
+    target, draft = gguf_files
+    code, report, _ = run_check(capsys, "-m", target, "-md", draft, "--samples", 60, "-n", 24)
+    assert report["divergences"], "the planted error never fired: raise NEAR_TIE"
+    assert all(d["near_tie"] for d in report["divergences"])  # invisible to the noise judgement
+    assert report["exact_kernels_identical"] is False  # the exact run is what catches it
+    assert report["passed"] is False and code == 3
+    assert any("algorithm is wrong" in reason for reason in report["failures"])
+
+
+def test_a_divergence_beyond_the_noise_fails_even_when_the_exact_run_is_identical(
+        gguf_files, capsys, monkeypatch):
+    # the same flips, judged against kernels measured as quiet: not near-ties, so it fails
+    monkeypatch.setattr(exactness, "cached_kernel_noise",
+                        lambda model: KernelNoise(bound=1e-6, positions=1))
+    plant(monkeypatch, NEAR_TIE)
+    target, draft = gguf_files
+    code, report, _ = run_check(capsys, "-m", target, "-md", draft, "--samples", 60, "-n", 24)
+    assert report["divergences"] and not any(d["near_tie"] for d in report["divergences"])
+    assert report["exact_kernels_identical"] is True  # the child has no planted bug
+    assert report["passed"] is False and code == 3
+    assert any("not a near-tie" in reason for reason in report["failures"])
