@@ -118,8 +118,14 @@ DEPENDS="$(
 # The bundle needs a glibc at least as new as the one it was built against.
 GLIBC="$(getconf GNU_LIBC_VERSION | awk '{print $2}')"
 DEPENDS="libc6 (>= $GLIBC), libgcc-s1, libstdc++6${DEPENDS:+, $DEPENDS}"
-# Qt 6.5+ needs libxcb-cursor0 for its xcb platform plugin (dlopen'ed, so ldd does not see it).
-case "$DEPENDS" in *libxcb-cursor0*) ;; *) DEPENDS="$DEPENDS, libxcb-cursor0";; esac
+# Qt's xcb platform plugin needs these (Qt's list for X11). ldd finds only the ones this build
+# machine happens to have, and Qt 6.5+ dlopens libxcb-cursor0, so they are named here: a bundle
+# built on a machine without them must still install them where it is installed.
+for pkg in libxcb-cursor0 libxcb-icccm4 libxcb-image0 libxcb-keysyms1 libxcb-randr0 \
+           libxcb-render-util0 libxcb-shape0 libxcb-xfixes0 libxcb-xkb1 libxkbcommon0 \
+           libxkbcommon-x11-0 libx11-xcb1 libfontconfig1 libdbus-1-3; do
+  case ", $DEPENDS," in *", $pkg,"*) ;; *) DEPENDS="$DEPENDS, $pkg";; esac
+done
 SIZE_KB="$(du -sk --exclude=DEBIAN "$DROOT" | cut -f1)"
 cat > "$DROOT/DEBIAN/control" <<EOF
 Package: draftlens

@@ -72,6 +72,13 @@ step "dpkg -x $(basename "$DEB") into a scratch root"
 SROOT="$WORK/root"
 dpkg -x "$DEB" "$SROOT" || fail "dpkg -x failed"
 echo "   Depends: $(dpkg-deb -f "$DEB" Depends)"
+if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+  # what apt would install with the package: the bundle is run from the scratch root below
+  DEPS="$(dpkg-deb -f "$DEB" Depends | tr ',' '\n' | sed 's/([^)]*)//; s/|.*//; s/ //g' | grep -v '^$')"
+  # shellcheck disable=SC2086
+  apt-get install -y -qq --no-install-recommends $DEPS > "$WORK/deps.log" 2>&1 \
+    || { tail "$WORK/deps.log" >&2; fail "apt-get install of the .deb's Depends failed"; }
+fi
 APP="$SROOT/opt/draftlens/draftlens"
 [ -x "$APP" ] || fail "the .deb has no executable /opt/draftlens/draftlens"
 [ -x "$SROOT/usr/bin/draftlens" ] || fail "the .deb has no /usr/bin/draftlens"
