@@ -147,8 +147,13 @@ class EngineHost:
     def _read_stderr(self, stream: IO[str] | None, done: threading.Event) -> None:
         try:
             if stream is not None:
+                # DRAFTLENS_DEBUG: the engine's own log (llama.cpp's included) shown as it
+                # comes, as it was before the engine had a process of its own
+                echo = bool(os.environ.get("DRAFTLENS_DEBUG"))
                 for line in stream:
                     self.tail.append(line.rstrip("\n"))
+                    if echo:
+                        sys.stderr.write(line)
         finally:
             done.set()
 
