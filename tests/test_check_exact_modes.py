@@ -6,10 +6,16 @@ fail the check through the second."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
+
+import pytest
 
 import app.analysis.exactness as exactness
-from app.cli.main import main
+from app.analysis.exact_mode import spec_flags
+from app.cli.main import build_parser, main
+from app.cli.options import model_spec
 from app.engine.kernel_noise import KernelNoise
+from app.models.loading import ModelSpec
 from tests.planted_bugs import plant, plant_in_children
 
 KEYS = {"passed", "greedy_identical", "exact_kernels_identical", "divergences", "p_value"}
@@ -61,3 +67,18 @@ def test_a_divergence_beyond_the_noise_fails_even_when_the_exact_run_is_identica
     assert report["exact_kernels_identical"] is True  # the child has no planted bug
     assert report["passed"] is False and code == 3
     assert any("not a near-tie" in reason for reason in report["failures"])
+
+
+@pytest.mark.parametrize("spec", [
+    ModelSpec(target="t.gguf", draft="d.gguf", n_threads=2, rpc="127.0.0.1:5"),
+    ModelSpec(target="t.gguf", draft="d.gguf", ngram=True, n_gpu_layers=3, n_ctx=512),
+    ModelSpec(target="t.gguf", self_draft_layers=4),
+    ModelSpec(target="t.gguf", draft_heads="h.safetensors"),
+    ModelSpec(target="t.gguf", suffix=True, draft_memory="m.json"),
+    ModelSpec(target="hf", draft="hf-draft", backend="torch", device="cpu",
+              trust_remote_code=True, allow_pickle=True),
+], ids=["draft-rpc", "hybrid", "self-draft", "heads", "suffix", "torch"])
+def test_the_exact_kernels_child_loads_the_same_pair(spec):
+    """Every setting of the pair reaches the child, which differs only in its kernels."""
+    args = build_parser().parse_args(["check-exact", *spec_flags(spec)])
+    assert model_spec(args) == replace(spec, batch_invariant=True, backend=spec.resolved_backend())

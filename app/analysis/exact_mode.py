@@ -39,6 +39,10 @@ def spec_flags(spec: ModelSpec) -> list[str]:
         flags += ["--self-draft-layers", str(spec.self_draft_layers)]
     if spec.draft_heads:
         flags += ["--draft-heads", spec.draft_heads]
+    if spec.suffix:
+        flags.append("--suffix")
+    if spec.draft_memory:
+        flags += ["--draft-memory", spec.draft_memory]
     if spec.n_threads:
         flags += ["-t", str(spec.n_threads)]
     if spec.rpc:
