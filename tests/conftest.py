@@ -11,6 +11,9 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 # torch on CPU: float32, where greedy identity is a bit-for-bit check; the bfloat16 default of
 # CPUs that have it is tested on its own (test_divergence_and_copy_runs)
 os.environ.setdefault("DRAFTLENS_TORCH_CPU_DTYPE", "float32")
+# bench, sweep, rank and check-exact run in this process, where a test's monkeypatches apply
+# (app.cli.supervisor; tests/test_supervisor.py clears it to test the child process)
+os.environ.setdefault("DRAFTLENS_IN_PROCESS", "1")
 
 
 @pytest.fixture(autouse=True)

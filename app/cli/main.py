@@ -34,6 +34,7 @@ from app.cli.heads import add_heads_parser, cmd_heads
 from app.cli.interrupt import stop_between_steps
 from app.cli.models import add_models_parser, cmd_models
 from app.cli.options import add_decode_flags, add_model_flags
+from app.cli.supervisor import supervise, wants_supervisor
 from app.errors import DraftLensError
 from app.versions import versions
 from backends.base import BackendError
@@ -119,6 +120,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         from app.host.server import main as engine_host
 
         return engine_host()
+    if wants_supervisor(argv):
+        return supervise(argv)
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.command is None:

@@ -140,7 +140,7 @@ class EngineHost:
     # --- how it ended -------------------------------------------------------------------
     def last_lines(self, n: int = 3) -> list[str]:
         """The engine's last words on stderr, blank lines and bare progress dots left out."""
-        lines = [_tidy(line) for line in self.tail]
+        lines = [tidy_line(line) for line in self.tail]
         return [line for line in lines if line.strip(". ")][-n:]
 
     # --- readers ------------------------------------------------------------------------
@@ -173,7 +173,7 @@ class EngineHost:
         self.events.put({"event": EXITED, "returncode": returncode})
 
 
-def _tidy(line: str, limit: int = 240) -> str:
+def tidy_line(line: str, limit: int = 240) -> str:
     """One line of the engine's log for a message: spaces collapsed, a build folder's path
     cut to the source file's place in llama.cpp, clipped."""
     line = " ".join(line.split())

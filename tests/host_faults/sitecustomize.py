@@ -7,6 +7,8 @@ target's verify pass after step DRAFTLENS_TEST_FAULT_AFTER (default 2) has been 
   kill   SIGKILLs its own process, as the out-of-memory killer does
   sleep  sleeps DRAFTLENS_TEST_FAULT_SECONDS (default 60) inside the pass: a pass that
          cannot be interrupted, for Stop
+With DRAFTLENS_TEST_FAULT_PASSES=N instead, the N-th verify pass of the process fails: for
+the commands that report no steps (bench, sweep, rank, check-exact under app.cli.supervisor).
   memory limits the host's address space to what it uses plus 16 MiB just before it loads
          a model: a load over a memory limit
 """
@@ -28,6 +30,8 @@ if _FAULT:
 
     _after = int(os.environ.get("DRAFTLENS_TEST_FAULT_AFTER", "2"))
     _reported = [0]
+    _passes_before_fault = int(os.environ.get("DRAFTLENS_TEST_FAULT_PASSES", "0"))
+    _passes = [0]
     _step_to_dict = trace.step_to_dict
     _extend = LlamaCppModel.extend
 
@@ -36,7 +40,11 @@ if _FAULT:
         return _step_to_dict(step)
 
     def _faulty_extend(self, ids, n_logits, *args, **kwargs):
-        if _reported[0] >= _after and n_logits > 1:
+        if n_logits > 1:
+            _passes[0] += 1
+        due = (_passes[0] >= _passes_before_fault if _passes_before_fault
+               else _reported[0] >= _after)
+        if due and n_logits > 1:
             if _FAULT == "abort":
                 sys.stderr.write("llama.cpp/ggml/src/ggml.c:1234: GGML_ASSERT(planted) failed\n")
                 sys.stderr.flush()
