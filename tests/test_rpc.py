@@ -26,6 +26,7 @@ from app.cli.main import main
 from app.engine.draft_model import ModelDrafter
 from app.engine.sampling import SamplingParams
 from app.engine.session import DecodeConfig, Session
+from app.engine.trace import read_trace
 from app.models.loading import ModelSpec, rpc_problem
 from app.settings import RecentPair
 from backends.base import BackendError
@@ -56,9 +57,8 @@ def one_line_error(capsys, *argv: str) -> str:
     return lines[0]
 
 
-@pytest.fixture(scope="module")
-def rpc_server() -> Iterator[str]:
-    """A real rpc-server on a free local port; yields its HOST:PORT."""
+def start_rpc_server() -> tuple[subprocess.Popen[bytes], str]:
+    """A real rpc-server on a free local port, answering; returns it and its HOST:PORT."""
     binary = os.environ.get(RPC_SERVER_ENV)
     if not binary:
         pytest.skip(f"{RPC_SERVER_ENV} is not set — build rpc-server with "
@@ -72,24 +72,41 @@ def rpc_server() -> Iterator[str]:
     # local backend does under batch_invariant (see backends/llamacpp.py)
     # and one thread: on a busy 2-core CI machine a spinning thread pool stalls each pass
     env = {**os.environ, "GGML_CPU_TILED_MM": "0"}
-    log = open(Path(os.environ.get("TMPDIR", "/tmp")) / f"rpc-server-{port}.log", "w+b")  # noqa: SIM115
-    server = subprocess.Popen([binary, "-H", "127.0.0.1", "-p", str(port), "-t", "1"],
-                              stdout=log, stderr=subprocess.STDOUT, env=env)
-    endpoint = f"127.0.0.1:{port}"
+    log = Path(os.environ.get("TMPDIR", "/tmp")) / f"rpc-server-{port}.log"
+    with open(log, "wb") as out:
+        server = subprocess.Popen([binary, "-H", "127.0.0.1", "-p", str(port), "-t", "1"],
+                                  stdout=out, stderr=subprocess.STDOUT, env=env)
     deadline = time.monotonic() + 30
     while True:
         try:
             greet(RpcServer("127.0.0.1", port))
-            break
+            return server, f"127.0.0.1:{port}"
         except BackendError:
             if server.poll() is not None or time.monotonic() > deadline:
-                log.seek(0)
-                pytest.fail(f"rpc-server did not start: {log.read().decode(errors='replace')}")
+                server.kill()
+                pytest.fail(f"rpc-server did not start: {log.read_text(errors='replace')}")
             time.sleep(0.2)
-    yield endpoint
+
+
+def end(server: subprocess.Popen[bytes]) -> None:
     server.terminate()
     server.wait(timeout=10)
-    log.close()
+
+
+@pytest.fixture(scope="module")
+def rpc_server() -> Iterator[str]:
+    server, endpoint = start_rpc_server()
+    yield endpoint
+    end(server)
+
+
+@pytest.fixture
+def doomed_rpc_server() -> Iterator[tuple[subprocess.Popen[bytes], str]]:
+    """A server of its own, for a test that kills it mid-run."""
+    server, endpoint = start_rpc_server()
+    yield server, endpoint
+    if server.poll() is None:
+        end(server)
 
 
 def greedy(target, draft, n_predict: int = 40) -> list[int]:
@@ -235,3 +252,74 @@ def test_the_pair_picker_passes_the_servers_and_blocks_a_malformed_list(qtbot, g
     picker.rpc.clear()
     assert picker.blocking_reason() == "" and picker.model_spec() == ModelSpec(
         str(gguf_files[0]), None, True, backend="llamacpp", device="auto", n_gpu_layers=0)
+
+
+# --- an rpc-server that dies mid-run (the engine host takes the abort) -----------------------
+
+
+def test_an_rpc_server_killed_mid_run_ends_the_cli_with_one_line_and_a_finished_trace(
+    doomed_rpc_server, gguf_files, tmp_path
+):
+    server, endpoint = doomed_rpc_server
+    target, draft = (str(p) for p in gguf_files)
+    trace = tmp_path / "cut.jsonl"
+    root = Path(__file__).resolve().parent.parent
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, (
+        str(root), os.environ.get("PYTHONPATH", ""))))}
+    cli = subprocess.Popen(
+        [sys.executable, "-m", "app.cli.main", "run", "-m", target, "-md", draft, "-p", PROMPT,
+         "-n", "200", "--draft-max", "3", "--rpc", endpoint, "--trace", str(trace)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    deadline = time.monotonic() + 120
+    while not (trace.exists() and trace.read_text().count("\n") >= 3):  # header + 2 steps
+        assert cli.poll() is None, cli.communicate()
+        assert time.monotonic() < deadline, "the run did not start writing steps"
+        time.sleep(0.02)
+    server.kill()
+    _, err = cli.communicate(timeout=120)
+    assert cli.returncode == 1 and "Traceback" not in err, err
+    lines = [line for line in err.splitlines() if line.startswith("error:")]
+    assert len(lines) == 1, err
+    assert f"rpc-server {endpoint}" in lines[0] and "ended with SIGABRT" in lines[0]
+    saved = read_trace(trace)
+    assert saved.summary is not None and len(saved.steps) >= 2
+    assert saved.summary["steps"] == len(saved.steps) and saved.summary["interrupted"] is True
+    assert saved.summary["error"].startswith(
+        f"cut off after step {len(saved.steps)}: the engine process ended with SIGABRT")
+
+
+def test_an_rpc_server_killed_mid_run_leaves_the_window_up_with_one_dialog(
+    doomed_rpc_server, gguf_files, qtbot, tmp_path, monkeypatch
+):
+    from PySide6.QtWidgets import QMessageBox
+
+    from app.settings import Settings
+    from tests.test_ui_window import RUN_TIMEOUT_MS, set_decoding
+    from ui.main_window import MainWindow
+
+    dialogs: list[str] = []
+    monkeypatch.setattr(QMessageBox, "critical",
+                        lambda parent, title, text, *a, **k: dialogs.append(text))
+    window = MainWindow(Settings(), save_path=tmp_path / "settings.json")
+    qtbot.addWidget(window)
+    window.trace_folder = tmp_path / "traces"
+    window.show_workspace()
+    server, endpoint = doomed_rpc_server
+    window.picker.set_pair(RecentPair(str(gguf_files[0]), str(gguf_files[1]),
+                                      backend="llamacpp", device="cpu", rpc=endpoint))
+    qtbot.waitUntil(lambda: not window.picker.checking, timeout=30_000)
+    set_decoding(window, tokens=200, k=3, prompt=PROMPT)
+    with qtbot.waitSignal(window.run_done, timeout=RUN_TIMEOUT_MS):
+        window.start_run()
+        qtbot.waitUntil(lambda: bool(window.run and len(window.run.steps) >= 2),
+                        timeout=RUN_TIMEOUT_MS)
+        server.kill()
+    window.flush()
+    assert len(dialogs) == 1, dialogs
+    assert f"rpc-server {endpoint}" in dialogs[0] and "SIGABRT" in dialogs[0]
+    assert not window.running and window.act_run.isEnabled()
+    path = window.run_control.trace_path
+    assert path is not None
+    saved = read_trace(path)
+    assert saved.summary is not None and saved.summary["error"].startswith(
+        f"cut off after step {len(saved.steps)}: the engine process ended with SIGABRT")

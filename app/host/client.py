@@ -50,6 +50,7 @@ class EngineHost:
         self.killed_by_us = False
         self.stop_sent_at: float | None = None
         self.last_event_at = 0.0  # monotonic; written by the events reader
+        self.rpc = ""  # the rpc-servers of the last pair sent, to name them if the host dies
 
     # --- life ----------------------------------------------------------------------------
     def start(self) -> None:
@@ -85,6 +86,8 @@ class EngineHost:
         proc = self._proc
         if proc is None or proc.stdin is None:
             return
+        if isinstance(data.get("spec"), dict):
+            self.rpc = str(data["spec"].get("rpc") or "")
         with self._send_lock:
             try:
                 p.write_line(proc.stdin, {"cmd": command, **data})

@@ -66,6 +66,10 @@ def death_message(host: EngineHost, returncode: int) -> str:
     """"the engine process ended with SIGABRT — last output: ..." for a dialog or an error line."""
     text = f"the engine process {ending(returncode, host.killed_by_us)}"
     last = host.last_lines()
+    if host.rpc and any("rpc" in line.lower() for line in last):
+        servers = host.rpc.replace(",", ", ")
+        text += (f": the connection to rpc-server {servers} (the target's layers) broke — "
+                 "check that the server is still running and reachable, then run again")
     return f"{text} — its last output: {' | '.join(last)}" if last else text
 
 
