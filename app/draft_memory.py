@@ -18,11 +18,17 @@ from pathlib import Path
 from typing import Any
 
 from app.errors import DraftMemoryError
-from app.paths import write_atomically
+from app.paths import data_dir, write_atomically
 
 FORMAT = "draftlens-draft-memory"
 VERSION = 1
 DEFAULT_CAP_TOKENS = 65536
+MEMORY_FILE = "draft-memory.json"
+
+
+def default_memory_path() -> Path:
+    """Where the window keeps the draft memory: the data folder (the user's, not a cache)."""
+    return data_dir() / MEMORY_FILE
 
 
 @dataclass
@@ -140,3 +146,16 @@ def _output(row: Any) -> RememberedOutput:
             isinstance(t, int) and not isinstance(t, bool) and t >= 0 for t in tokens):
         raise ValueError(f"run {row.get('run')} has tokens that are not token ids")
     return RememberedOutput(int(row["run"]), str(row["target"]), str(row["prompt"]), tokens)
+
+
+def forget(path: str | os.PathLike[str]) -> tuple[int, int]:
+    """Empty the memory in `path` (a damaged file too); returns the (runs, tokens) forgotten."""
+    try:
+        memory = DraftMemory.load(path)
+        forgotten = (len(memory.outputs), memory.total_tokens)
+    except DraftMemoryError:
+        memory, forgotten = DraftMemory(path), (0, 0)  # unreadable: nothing left to keep
+    if Path(path).exists():
+        memory.clear()
+        memory.save()
+    return forgotten

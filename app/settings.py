@@ -33,12 +33,15 @@ class RecentPair:
     device: str = "auto"
     n_gpu_layers: int = -1  # -1: automatic
     rpc: str = ""  # llama.cpp rpc-servers for the target: HOST:PORT[,HOST:PORT...]
+    suffix: bool = False  # suffix decoding (draftless, like ngram; the two exclude each other)
 
     @property
     def label(self) -> str:
         target = Path(self.target).name
         if self.ngram:
             return f"{target} + n-gram lookup"
+        if self.suffix:
+            return f"{target} + suffix decoding"
         return f"{target} + {Path(self.draft).name}" if self.draft else target
 
 
@@ -84,11 +87,15 @@ class Settings:
     recent_pairs: list[RecentPair] = field(default_factory=list)
     last_trace_dir: str = ""
     model_folders: list[str] = field(default_factory=list)  # user-added model folders
+    # suffix decoding in the window drafts from earlier outputs too, kept in the data folder
+    # (app.draft_memory.default_memory_path) until the user forgets them
+    remember_drafts: bool = True
 
     def remember_pair(self, pair: RecentPair) -> None:
         """Put `pair` first in the recent list (once), keeping at most MAX_RECENT."""
-        key = (pair.target, pair.draft, pair.ngram)
-        rest = [p for p in self.recent_pairs if (p.target, p.draft, p.ngram) != key]
+        key = (pair.target, pair.draft, pair.ngram, pair.suffix)
+        rest = [p for p in self.recent_pairs
+                 if (p.target, p.draft, p.ngram, p.suffix) != key]
         self.recent_pairs = [pair, *rest][:MAX_RECENT]
 
 

@@ -188,7 +188,7 @@ class ExperimentsPanel(QWidget):
 
     def candidate_list(self, spec: ModelSpec) -> list[Candidate]:
         found: list[Candidate] = []
-        if spec.draft or spec.ngram or spec.self_draft_layers:
+        if spec.draft or spec.ngram or spec.suffix or spec.self_draft_layers:
             found.append(LoadedCandidate(draft_label(spec) + " (loaded)"))
         for path in (p.strip() for p in self.candidates.text().split(";")):
             if path:

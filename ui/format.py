@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import math
 
-from app.engine.records import StepRecord, TokenRecord
+from app.engine.records import (
+    COPIED_FROM_OUTPUT,
+    COPIED_FROM_PROMPT,
+    CopySource,
+    StepRecord,
+    TokenRecord,
+)
 
 _VISIBLE = str.maketrans({" ": "␣", "\n": "↵", "\t": "⇥", "\r": "␍"})
 
@@ -85,3 +91,13 @@ def token_tooltip(record: TokenRecord | None, origin: str, step: StepRecord) -> 
 
 def _html(text: str) -> str:
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def copy_source(source: CopySource | None) -> str:
+    """Where suffix decoding copied a draft token from: "run 12 · 7 of 9"; "" for a draft
+    that was not copied."""
+    if source is None:
+        return ""
+    where = {COPIED_FROM_PROMPT: "prompt", COPIED_FROM_OUTPUT: "this output"}.get(
+        source.kind, f"run {source.run}" if source.run is not None else source.kind)
+    return f"{where} · {source.count} of {source.of}"

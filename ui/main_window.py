@@ -36,6 +36,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app.draft_memory import default_memory_path, forget
+from app.errors import DraftMemoryError
 from app.models.demo import demo_installed, demo_paths
 from app.settings import RecentPair, Settings, load_settings, save_settings
 from ui import theme
@@ -222,6 +224,8 @@ class MainWindow(QMainWindow):
         self.picker.changed.connect(self.update_actions)
         self.picker.probed.connect(self._startup_settled)
         self.picker.folders_changed.connect(self._folders_changed)
+        self.picker.forget_requested.connect(self.forget_draft_memory)
+        self.picker.remember.toggled.connect(self._remember_drafts_changed)
         self.first_run.demo_ready.connect(self._demo_ready)
         self.first_run.open_files.connect(self.open_model_files)
         self.first_run.failed.connect(self.show_error)
@@ -288,6 +292,7 @@ class MainWindow(QMainWindow):
         self.set_theme(s.theme)
         demo = demo_pair() if demo_installed() else None
         self.picker.set_model_folders(s.model_folders)
+        self.picker.remember.setChecked(s.remember_drafts)
         self.picker.rescan_models()
         self.picker.set_recent(s.recent_pairs, demo)
         if s.recent_pairs:
@@ -323,6 +328,27 @@ class MainWindow(QMainWindow):
         demo = demo_pair() if demo_installed() else None
         self.picker.set_recent(self.settings.recent_pairs, demo)
         self._save_settings()
+
+    def _remember_drafts_changed(self, on: bool) -> None:
+        self.settings.remember_drafts = on
+        self._save_settings()
+
+    def forget_draft_memory(self) -> None:
+        """Empty the draft memory. The engine host holds a copy it would write back after
+        its next run, so it goes first (the next run starts a new one)."""
+        path = default_memory_path()
+        if self.dialogs and QMessageBox.question(
+                self, "DraftLens", f"Forget the earlier outputs that suffix decoding keeps in "
+                f"{path}?") != QMessageBox.StandardButton.Yes:  # fmt: skip
+            return
+        self.run_control.worker.close_models()
+        try:
+            runs, tokens = forget(path)
+        except DraftMemoryError as exc:
+            self.show_error(str(exc))
+            return
+        self.status_label.setText(f"Draft memory forgotten: {runs} earlier outputs, "
+                                  f"{tokens:,} tokens")
 
     def _folders_changed(self, folders: list[str]) -> None:
         self.settings.model_folders = folders

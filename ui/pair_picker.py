@@ -9,6 +9,7 @@ cannot be run, and the verdict says why.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtGui import QStandardItemModel
@@ -26,6 +27,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app.draft_memory import DEFAULT_CAP_TOKENS, MEMORY_FILE, default_memory_path
 from app.models import runtimes
 from app.models.loading import ModelSpec, rpc_problem
 from app.models.pair_check import PairCheck, check_pair_files, is_gguf
@@ -87,6 +89,7 @@ class _PathRow(QWidget):
 
 class PairPicker(QGroupBox):
     changed = Signal()  # the choice or its verdict changed
+    forget_requested = Signal()  # "Forget…": empty the draft memory
     probed = Signal()  # the backends and devices are known (torch has been imported)
     folders_changed = Signal(list)  # the user's model folders (to save in the settings)
 
@@ -97,6 +100,20 @@ class PairPicker(QGroupBox):
         self.ngram = QCheckBox()
         self.ngram.setToolTip("drafts by copying what followed the same words earlier in the "
                               "prompt and output (q is one-hot)")
+        self.suffix = QCheckBox()
+        self.suffix.setToolTip(
+            "suffix decoding: drafts copied from the prompt, this output and earlier outputs "
+            "of the same target, the continuation that followed most often first (q is "
+            "one-hot); pays on repetitive work — the same file edited again, similar requests")
+        self.remember = QCheckBox()
+        self.remember.setChecked(True)
+        self.remember.setToolTip(
+            f"keeps the text of each suffix-decoded output (as token ids) in {MEMORY_FILE} in "
+            f"DraftLens's data folder, at most {DEFAULT_CAP_TOKENS:,} tokens (the oldest go), "
+            "so later runs can draft from it; it is your generated text: Forget… empties it")
+        self.forget_button = QToolButton(text="Forget…")
+        self.forget_button.setToolTip("empty the draft memory (earlier outputs kept for suffix "
+                                      "decoding)")
         self.recent = QComboBox()
         self.recent.setToolTip("pairs you ran before")
         # a long pair name is cut at the panel's edge rather than widening the panel
@@ -139,6 +156,15 @@ class PairPicker(QGroupBox):
         form.addRow("", found)
         form.addRow("", wrapping_check(self.ngram,
                                        "n-gram / prompt lookup instead of a draft model"))
+        form.addRow("", wrapping_check(self.suffix,
+                                       "suffix decoding: copies from this text and earlier runs"))
+        self.memory_row = QWidget()
+        memory = QHBoxLayout(self.memory_row)
+        memory.setContentsMargins(0, 0, 0, 0)
+        memory.addWidget(wrapping_check(self.remember, "remember outputs for later runs"), 1)
+        memory.addWidget(self.forget_button)
+        self.memory_row.setVisible(False)
+        form.addRow("", self.memory_row)
         form.addRow("Backend", self.backend)
         form.addRow("Device", self.device)
         form.addRow("GPU layers", self.gpu_layers)
@@ -158,6 +184,8 @@ class PairPicker(QGroupBox):
         self.target.changed.connect(self._paths_changed)
         self.draft.changed.connect(self._paths_changed)
         self.ngram.toggled.connect(self._ngram_toggled)
+        self.suffix.toggled.connect(self._suffix_toggled)
+        self.forget_button.clicked.connect(self.forget_requested)
         self.backend.currentIndexChanged.connect(self._backend_changed)
         self.device.currentIndexChanged.connect(self._device_changed)
         self.recent.activated.connect(self._recent_chosen)
@@ -192,12 +220,13 @@ class PairPicker(QGroupBox):
     def _downloaded(self, path: str) -> None:
         if not self.target.path():
             self.target.set_path(path)
-        elif not self.current_pair().draft and not self.ngram.isChecked():
+        elif not self.current_pair().draft and not self.draftless():
             self.draft.set_path(path)
         self.rescan_models()
 
     def _draft_chosen(self, path: str) -> None:
         self.ngram.setChecked(False)
+        self.suffix.setChecked(False)
         self.draft.set_path(path)
 
     # --- capabilities -------------------------------------------------------------------
@@ -287,6 +316,7 @@ class PairPicker(QGroupBox):
         self.target.set_path(pair.target)
         self.draft.set_path(pair.draft)
         self.ngram.setChecked(pair.ngram)
+        self.suffix.setChecked(pair.suffix and not pair.ngram)
         index = self.backend.findData(pair.backend)
         self.backend.setCurrentIndex(max(0, index))
         self._fill_devices()
@@ -299,8 +329,9 @@ class PairPicker(QGroupBox):
     def current_pair(self) -> RecentPair:
         return RecentPair(
             target=self.target.path(),
-            draft="" if self.ngram.isChecked() else self.draft.path(),
+            draft="" if self.draftless() else self.draft.path(),
             ngram=self.ngram.isChecked(),
+            suffix=self.suffix.isChecked(),
             backend=self.backend.currentData() or "auto",
             device=self.device.currentData() or "auto",
             n_gpu_layers=self.gpu_layers.value(),
@@ -315,13 +346,32 @@ class PairPicker(QGroupBox):
             local_cpu = pair.device == "cpu" and not pair.rpc  # rpc layers go to the servers
             return ModelSpec(pair.target, pair.draft or None, pair.ngram, backend="llamacpp",
                              device="auto", n_gpu_layers=0 if local_cpu else layers,
-                             rpc=pair.rpc)
+                             rpc=pair.rpc, **self._suffix_settings(pair))
         return ModelSpec(pair.target, pair.draft or None, pair.ngram, backend="torch",
-                         device=pair.device)
+                         device=pair.device, **self._suffix_settings(pair))
+
+    def _suffix_settings(self, pair: RecentPair) -> dict[str, Any]:
+        if not pair.suffix:
+            return {}
+        memory = str(default_memory_path()) if self.remember.isChecked() else ""
+        return {"suffix": True, "draft_memory": memory}
+
+    def draftless(self) -> bool:
+        """n-gram lookup or suffix decoding: the draft model row does not apply."""
+        return self.ngram.isChecked() or self.suffix.isChecked()
 
     # --- the verdict --------------------------------------------------------------------
     def _ngram_toggled(self, on: bool) -> None:
-        self.draft.setEnabled(not on)
+        if on:
+            self.suffix.setChecked(False)
+        self.draft.setEnabled(not self.draftless())
+        self._paths_changed()
+
+    def _suffix_toggled(self, on: bool) -> None:
+        if on:
+            self.ngram.setChecked(False)
+        self.memory_row.setVisible(on)
+        self.draft.setEnabled(not self.draftless())
         self._paths_changed()
 
     def _paths_changed(self) -> None:
@@ -350,6 +400,11 @@ class PairPicker(QGroupBox):
         elif self.ngram.isChecked():
             self._show_verdict("n-gram lookup: drafts come from the text itself; no draft "
                                "model to check", "good")
+        elif self.suffix.isChecked():
+            kept = ("and from earlier outputs of this target (remembered)"
+                    if self.remember.isChecked() else "(earlier runs are not remembered)")
+            self._show_verdict(f"suffix decoding: drafts come from the text itself {kept}; "
+                               "no draft model to check", "good")
         else:
             self._show_verdict("no draft: plain target decoding only", "muted")
 

@@ -17,7 +17,7 @@ from ui import format as fmt
 from ui.theme import LIGHT, Colours
 
 COLUMNS = ("pos", "draft token", "q (draft)", "p (target)", "min(1, p/q)", "u", "decision",
-           "replacement")  # fmt: skip
+           "replacement", "copied from")  # fmt: skip
 COL_Q, COL_P, COL_U, COL_DECISION, COL_REPLACEMENT = 2, 3, 5, 6, 7
 RIGHT = Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter
 TIPS = (
@@ -29,6 +29,8 @@ TIPS = (
     "u: the uniform draw; accepted when u < p/q (sampling only; — under greedy)",
     "the verdict",
     "what the target wrote instead, after a rejection (or the bonus token)",
+    "suffix decoding: where the draft token was copied from (the prompt, this output, or an "
+    "earlier run) and how many of the remembered continuations went this way",
 )
 _Index = QModelIndex | QPersistentModelIndex
 
@@ -101,7 +103,7 @@ class StepTableModel(QAbstractTableModel):
         if r is None:
             label = "★ bonus" if row.origin == ORIGIN_BONUS else "plain step"
             cells = [(str(row.pos) if row.pos is not None else "", row.pos)] + [("", None)] * 5
-            return (cells + [(label, None), (fmt.token(row.text), row.token)])[column]
+            return (cells + [(label, None), (fmt.token(row.text), row.token), ("", None)])[column]
         replacement = fmt.token(r.replacement_text) if r.replacement is not None else ""
         return (
             (str(r.pos), r.pos),
@@ -113,6 +115,7 @@ class StepTableModel(QAbstractTableModel):
             (fmt.prob(r.u) if r.u is not None else "—", r.u),
             (_decision(r), r.accepted),
             (replacement, r.replacement),
+            (fmt.copy_source(r.copied_from), r.copied_from),
         )[column]
 
     def _tint(self, row: Row, column: int) -> str:

@@ -190,11 +190,14 @@ class TreeView(QGraphicsView):
             return c.bonus_bg, _clip(token), kind + (" (residual)" if residual else "")
         r: TokenRecord = step.tokens[node]
         token = _clip(fmt.token(r.text))
+        # a copied token's q is one-hot: its branch count says more
+        drafted = (f"{r.copied_from.count}/{r.copied_from.of}" if r.copied_from is not None
+                   else f"q {r.q:.3f}")
         if r.accepted is None:
-            return c.background, token, f"q {r.q:.3f} · untested"
+            return c.background, token, f"{drafted} · untested"
         mark = "✓" if r.accepted else "✗"
         fill = c.accepted_bg if node in path else c.replacement_bg
-        return fill, f"{mark} {token}", f"q {r.q:.3f}  p {r.p:.3f}"
+        return fill, f"{mark} {token}", f"{drafted}  p {r.p:.3f}"
 
 
     def mousePressEvent(self, event) -> None:  # noqa: N802 - Qt API
