@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from app.engine.adaptive import DraftLengthController, VerifyCostCurve
+from app.engine.adaptive import DraftLengthController
+from app.engine.cost_curve import VerifyCostCurve
 from app.engine.divergence import MarginTap, TopTwo, explain_divergence, top_two
 from app.engine.drafters import Budget, DraftKind
 from app.engine.kernel_noise import measure_kernel_noise
@@ -199,10 +200,10 @@ def test_a_copy_counts_the_tokens_it_would_have_predicted_as_evidence():
     fresh, shown = (DraftLengthController(64, adaptive=True, curve=curve) for _ in range(2))
     assert shown.next_k(1000, NGRAM_COPY, copied=26) > fresh.next_k(1000, NGRAM_COPY)
     # a rejection the pool remembers is not outweighed by a short run
-    shown.stats(NGRAM_COPY).observe([True] * 10 + [False])
-    before = shown.stats(NGRAM_COPY).pooled()
+    shown.record(NGRAM_COPY, [True] * 10 + [False])
+    before = shown.estimate(NGRAM_COPY).pooled()
     shown.next_k(1000, NGRAM_COPY, copied=2)
-    assert shown.stats(NGRAM_COPY).pooled() == before
+    assert shown.estimate(NGRAM_COPY).pooled() == before
 
 
 def test_a_source_that_finds_nothing_does_not_reset_anothers_probes():
@@ -254,23 +255,24 @@ def test_a_copy_starts_from_the_guesses_that_opened_it():
                                 curve=VerifyCostCurve({1: 41, 5: 139, 16: 393, 32: 570,
                                                        64: 1116}))
     for _ in range(2):
-        ctl.stats(NGRAM_GUESS).observe([True] * 4)
-    assert ctl.stats(NGRAM_COPY).pooled() > 0.98
+        ctl.record(NGRAM_GUESS, [True] * 4)
     assert ctl.next_k(1000, NGRAM_COPY) >= 15
+    assert ctl.estimate(NGRAM_COPY).pooled() > 0.98
     # and never the other way: a copy's evidence does not lift the guesses
-    ctl.stats(NGRAM_COPY).observe([True] * 64)
-    assert ctl.stats(NGRAM_GUESS).pooled() < ctl.stats(NGRAM_COPY).pooled()
+    ctl.record(NGRAM_COPY, [True] * 64)
+    ctl.next_k(1000, NGRAM_GUESS)
+    assert ctl.estimate(NGRAM_GUESS).pooled() < ctl.estimate(NGRAM_COPY).pooled()
 
 
 def test_what_a_source_learnt_fades_while_others_decode():
     ctl = DraftLengthController(8, adaptive=True, curve=VerifyCostCurve({1: 1.0, 9: 2.0}))
     ctl.next_k(1000, NGRAM_GUESS)
     ctl.observe(full_pass(0, 4, NGRAM_GUESS))
-    learnt = ctl.stats(NGRAM_GUESS).pooled()
+    learnt = ctl.estimate(NGRAM_GUESS).pooled()
     for i in range(150):  # a long copy, and plain steps
         ctl.next_k(1000, NGRAM_COPY)
         ctl.observe(full_pass(i + 1, 8 if i % 2 else 0, NGRAM_COPY))
-    faded = ctl.stats(NGRAM_GUESS).pooled()
+    faded = ctl.estimate(NGRAM_GUESS).pooled()
     assert learnt > 0.85 and faded == pytest.approx(0.5, abs=0.01)
 
 

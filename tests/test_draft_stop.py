@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from app.engine.adaptive import VerifyCostCurve
+from app.engine.cost_curve import VerifyCostCurve
 from app.engine.draft_model import ModelDrafter
 from app.engine.draft_stop import ConfidenceCalibration, ConfidenceStop
 from app.engine.drafters import EMPTY_DRAFT, Budget, Draft

@@ -141,6 +141,6 @@ def test_adaptive_tree_counts_the_extra_nodes_it_verifies(gguf_pair):
     assert session.output_ids == plain
     assert_drafted(steps)
     assert any(s.is_tree for s in steps)
-    stats = session.controller.stats(DRAFT_MODEL)
-    assert stats.extra_per_level > 0
-    assert stats.pass_size(4) > 5  # the cost model prices the siblings too
+    cost = session.controller.pass_cost(DRAFT_MODEL)
+    assert cost.extra_per_level > 0
+    assert cost.pass_size(4) > 5  # the cost model prices the siblings too

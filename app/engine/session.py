@@ -10,7 +10,8 @@ from typing import Any
 
 import numpy as np
 
-from app.engine.adaptive import DraftLengthController, VerifyCostCurve
+from app.engine.adaptive import DraftLengthController
+from app.engine.cost_curve import VerifyCostCurve
 from app.engine.diagnostics import describe
 from app.engine.drafters import EMPTY_DRAFT, Budget, Draft, Drafter, TreeShape
 from app.engine.metrics import RunStats
