@@ -12,7 +12,7 @@ import pytest
 
 from app.engine.draft_model import ModelDrafter
 from app.engine.heads import HeadsDrafter
-from app.engine.lookup import NgramDrafter
+from app.engine.lookup_edits import EditAwareLookup
 from app.engine.protocol import HiddenStateModel
 from app.engine.records import StepRecord
 from app.engine.sampling import SamplingParams
@@ -117,7 +117,7 @@ def test_a_separate_draft_model_gets_no_hidden_cos(pair):
 
 def test_ngram_drafts_have_no_hidden_cos(pair):
     target, _ = pair
-    session, steps = run(target, NgramDrafter(), prompt="the cat sat on the mat. the cat")
+    session, steps = run(target, EditAwareLookup(), prompt="the cat sat on the mat. the cat")
     judged = [t for s in steps for t in s.tokens]
     assert judged and all(t.hidden_cos is None for t in judged)
     assert not {"hidden_cos_auc", "draft_q_auc"} & set(session.summary())

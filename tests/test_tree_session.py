@@ -9,7 +9,7 @@ import pytest
 
 from app.engine.draft_model import DRAFT_MODEL, ModelDrafter
 from app.engine.hybrid import HybridDrafter
-from app.engine.lookup import NgramDrafter
+from app.engine.lookup_edits import EditAwareLookup
 from app.engine.sampling import SamplingParams
 from app.engine.session import DecodeConfig, Session
 from tests.helpers import EXACT_P, assert_drafted, exact_distributions, gof_pvalue
@@ -71,7 +71,7 @@ def test_ngram_tree_greedy_equals_plain(pair, width):
     target, _ = pair
     prompt = "a b c a b d a b c a b d a b e a b"
     plain, _ = generate(target, None, 50, prompt, 1)
-    got, steps = generate(target, NgramDrafter(n_min=1), 50, prompt, width, depth=6)
+    got, steps = generate(target, EditAwareLookup(n_min=1), 50, prompt, width, depth=6)
     assert got == plain
     assert_drafted(steps)
     assert any(s.is_tree for s in steps)

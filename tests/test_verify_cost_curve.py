@@ -16,7 +16,8 @@ from app.engine.diagnostics import top_indices
 from app.engine.draft_model import DRAFT_MODEL
 from app.engine.drafters import DraftKind
 from app.engine.heads import DRAFT_HEADS
-from app.engine.lookup import NGRAM_COPY, NGRAM_EDIT, NGRAM_GUESS
+from app.engine.lookup import NGRAM_COPY, NGRAM_GUESS
+from app.engine.lookup_edits import NGRAM_EDIT
 from app.paths import cache_dir
 
 
