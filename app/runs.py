@@ -10,6 +10,7 @@ from typing import Any
 
 from app.draft_memory import DraftMemory, prompt_fingerprint
 from app.engine.calibration import cached_verify_curve, measure_token_cost
+from app.engine.decode_config import DecodeConfig
 from app.engine.draft_model import ModelDrafter
 from app.engine.drafters import Drafter
 from app.engine.heads import HeadsDrafter
@@ -17,7 +18,7 @@ from app.engine.hybrid import HybridDrafter
 from app.engine.lookup import block_limit
 from app.engine.lookup_edits import EditAwareLookup
 from app.engine.protocol import LanguageModel
-from app.engine.session import DecodeConfig, Session
+from app.engine.session import Session
 from app.engine.suffix import SUFFIX_LABEL, RememberedRun, SuffixDrafter, memory_buffer
 from app.engine.trace import MODE_PLAIN, MODE_SPECULATIVE, TraceHeader, TraceWriter
 from app.models.draft_heads import load_heads

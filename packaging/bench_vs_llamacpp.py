@@ -46,9 +46,9 @@ from app.cli.bench import (  # noqa: E402
     pair_spread,
 )
 from app.cli.bench_tasks import CODE_PROMPTS, EDIT_PROMPTS  # noqa: E402
+from app.engine.decode_config import DecodeConfig  # noqa: E402
 from app.engine.divergence import MarginTap  # noqa: E402
 from app.engine.sampling import SamplingParams  # noqa: E402
-from app.engine.session import DecodeConfig  # noqa: E402
 from app.models.loading import LoadedPair, ModelSpec, load_pair  # noqa: E402
 from app.runs import build_session, encode_prompt  # noqa: E402
 

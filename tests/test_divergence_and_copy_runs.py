@@ -7,6 +7,7 @@ import pytest
 
 from app.engine.adaptive import DraftLengthController
 from app.engine.cost_curve import VerifyCostCurve
+from app.engine.decode_config import DecodeConfig
 from app.engine.divergence import MarginTap, TopTwo, explain_divergence, top_two
 from app.engine.drafters import Budget, DraftKind
 from app.engine.kernel_noise import measure_kernel_noise
@@ -14,7 +15,7 @@ from app.engine.lookup import NGRAM_COPY, NGRAM_GUESS, PromptLookup, block_limit
 from app.engine.lookup_edits import NGRAM_EDIT, EditAwareLookup
 from app.engine.records import ORIGIN_ACCEPTED, ORIGIN_BONUS, ORIGIN_REPLACEMENT, StepRecord
 from app.engine.sampling import SamplingParams
-from app.engine.session import DecodeConfig, Session
+from app.engine.session import Session
 from tests.helpers import step, token
 
 

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import pytest
 
+from app.engine.decode_config import DecodeConfig
 from app.engine.draft_model import ModelDrafter
 from app.engine.lookup_edits import EditAwareLookup
 from app.engine.sampling import SamplingParams
-from app.engine.session import DecodeConfig, Session
+from app.engine.session import Session
 from tests.helpers import assert_drafted
 
 PROMPTS = ["def add(a, b):\n    return", "the cat sat on the mat. the cat"]

@@ -10,13 +10,14 @@ import json
 import numpy as np
 import pytest
 
+from app.engine.decode_config import DecodeConfig
 from app.engine.draft_model import ModelDrafter
 from app.engine.heads import HeadsDrafter
 from app.engine.lookup_edits import EditAwareLookup
 from app.engine.protocol import HiddenStateModel
 from app.engine.records import StepRecord
 from app.engine.sampling import SamplingParams
-from app.engine.session import DecodeConfig, Session
+from app.engine.session import Session
 from app.engine.similarity import auc_interval, roc_auc
 from app.engine.trace import TraceWriter, read_trace, step_to_dict
 from tests.helpers import assert_drafted, random_heads

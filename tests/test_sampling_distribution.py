@@ -22,10 +22,11 @@ import pytest
 from scipy.stats import binomtest
 
 import app.engine.speculative as speculative
+from app.engine.decode_config import DecodeConfig
 from app.engine.draft_model import ModelDrafter
 from app.engine.lookup_edits import EditAwareLookup
 from app.engine.sampling import SamplingParams
-from app.engine.session import DecodeConfig, Session
+from app.engine.session import Session
 from tests.helpers import (
     BROKEN_P,
     EXACT_P,

@@ -12,6 +12,7 @@ import pytest
 
 from app.engine.adaptive import DraftLengthController
 from app.engine.cost_curve import VerifyCostCurve
+from app.engine.decode_config import DecodeConfig
 from app.engine.draft_model import DRAFT_MODEL, ModelDrafter
 from app.engine.drafters import DraftKind
 from app.engine.metrics import RunStats, expected_tokens_per_pass, predicted_speedup, theory_speedup
@@ -19,7 +20,7 @@ from app.engine.records import (
     StepRecord,
 )
 from app.engine.sampling import SamplingParams
-from app.engine.session import DecodeConfig, Session
+from app.engine.session import Session
 from app.engine.trace import TraceHeader, TraceWriter, export_csv, read_trace
 from app.errors import DraftLensError
 from tests.helpers import step

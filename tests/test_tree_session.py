@@ -7,11 +7,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from app.engine.decode_config import DecodeConfig
 from app.engine.draft_model import DRAFT_MODEL, ModelDrafter
 from app.engine.hybrid import HybridDrafter
 from app.engine.lookup_edits import EditAwareLookup
 from app.engine.sampling import SamplingParams
-from app.engine.session import DecodeConfig, Session
+from app.engine.session import Session
 from tests.helpers import EXACT_P, assert_drafted, exact_distributions, gof_pvalue
 
 PROMPTS = ["def add(a, b):\n    return", "the cat sat on the mat. the cat"]

@@ -19,8 +19,8 @@ from app.analysis.measure import Cancelled, side_by_side, warm_up
 from app.engine.adaptive import PassCost, rates_by_k
 from app.engine.calibration import cached_verify_curve
 from app.engine.cost_curve import VerifyCostCurve
+from app.engine.decode_config import DecodeConfig
 from app.engine.metrics import RunStats
-from app.engine.session import DecodeConfig
 from app.errors import DraftLensError, ModelFileError
 from app.models.loading import LoadedPair, load_model
 from app.models.pair_check import check_pair_files

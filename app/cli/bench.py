@@ -14,10 +14,10 @@ from app.analysis.measure import Tally, alternating, pair_ratios, timed_run
 from app.cli import interrupt
 from app.cli.bench_tasks import SUITES
 from app.cli.options import decode_config, forget_draft_memory, model_spec, self_draft_layers
+from app.engine.decode_config import DecodeConfig
 from app.engine.divergence import MarginTap, explain_divergence
 from app.engine.kernel_noise import cached_kernel_noise
 from app.engine.protocol import EarlyExitModel, LanguageModel, ReferenceGenerator
-from app.engine.session import DecodeConfig
 from app.errors import SettingsError
 from app.models.loading import LoadedPair, load_pair
 from app.runs import build_drafter, build_session, encode_prompt
