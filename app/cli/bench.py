@@ -10,13 +10,12 @@ import time
 from dataclasses import replace
 from typing import Any
 
+from app.analysis.compare import explain_difference, kernel_noise, margins_noted
 from app.analysis.measure import Tally, alternating, pair_ratios, timed_run
 from app.cli import interrupt
 from app.cli.bench_tasks import SUITES
 from app.cli.options import decode_config, forget_draft_memory, model_spec, self_draft_layers
 from app.engine.decode_config import DecodeConfig
-from app.engine.divergence import MarginTap, explain_divergence
-from app.engine.kernel_noise import cached_kernel_noise
 from app.engine.protocol import EarlyExitModel, LanguageModel, ReferenceGenerator
 from app.errors import SettingsError
 from app.models.loading import LoadedPair, load_pair
@@ -98,14 +97,10 @@ def bench_pair(pair: LoadedPair, config: DecodeConfig, encoded: list[list[int]],
     if config.tree_width > 1:  # a tree is measured beside the chain of the same depth
         runs.append((False, replace(config, tree_width=1)))
     model = pair.target
-    if config.sampling.greedy:
-        pair.target = MarginTap(model)  # explains a greedy difference, if any
-    try:
+    with margins_noted(pair, config.sampling.greedy):  # explains a greedy difference, if any
         plain, spec, *chain = alternating(pair, runs, encoded, args.rounds,
                                           cancelled=interrupt.requested)
         interrupt.check()  # a Ctrl+C that native code swallowed stops here, not in a report
-    finally:
-        pair.target = model
     report = bench_report(plain, spec, config)
     report.update(divergence_report(plain, spec, model))
     if chain:
@@ -202,29 +197,24 @@ def divergence_report(plain: Tally, spec: Tally, model: LanguageModel) -> dict[s
     """Where greedy speculative text differs from plain decoding (fast kernels only), the
     first differing position of each such prompt, the target's top-two margins there in both
     runs, and the kernels' disagreement measured on this model (only when a text differs)."""
-    if isinstance(model, MarginTap):
-        model = model.model  # measure the kernels, not the tap's notes
-    pairs = []
-    if plain.tops and len(plain.tops) == len(spec.tops):
-        pairs = [run for run in zip(plain.prompt_lengths, plain.outputs, spec.outputs,
-                                    plain.tops, spec.tops, strict=True) if run[1] != run[2]]
     found = []
-    bound = None
-    measured = None
-    if pairs:
-        print("[bench] texts differ: measuring how far verify passes stray from single steps "
-              "on this model (once; cached)", file=sys.stderr)
-        noise = cached_kernel_noise(model)
-        bound, measured = noise.bound, noise.as_dict()
-        print(f"[bench] {noise.describe()}", file=sys.stderr)
-        for n_prompt, a, b, top_a, top_b in pairs:
-            divergence = explain_divergence(n_prompt, a, b, top_a, top_b, model.token_text,
-                                            bound)
+    if plain.tops and len(plain.tops) == len(spec.tops):
+        for run in zip(plain.prompt_lengths, plain.outputs, spec.outputs, plain.tops, spec.tops,
+                       strict=True):
+            divergence = explain_difference(model, *run, say=_say)
             if divergence is not None:
                 found.append(divergence.as_dict())
+    noise = kernel_noise(model, say=lambda _: None) if found else None
+    if noise is not None:
+        _say(noise.describe())
     return {"divergences": found,
             "divergences_near_ties": all(d["near_tie"] for d in found) if found else None,
-            "kernel_noise_bound": bound, "kernel_noise": measured}
+            "kernel_noise_bound": noise.bound if noise else None,
+            "kernel_noise": noise.as_dict() if noise else None}
+
+
+def _say(message: str) -> None:
+    print(f"[bench] {message}", file=sys.stderr)
 
 
 def compare_hf(pair: LoadedPair, encoded: list[list[int]], config: DecodeConfig,
