@@ -269,18 +269,6 @@ def test_a_copy_starts_from_the_guesses_that_opened_it():
     assert ctl.estimate(NGRAM_GUESS).pooled() < ctl.estimate(NGRAM_COPY).pooled()
 
 
-def test_what_a_source_learnt_fades_while_others_decode():
-    ctl = DraftLengthController(8, adaptive=True, curve=VerifyCostCurve({1: 1.0, 9: 2.0}))
-    ctl.next_k(1000, NGRAM_GUESS)
-    ctl.observe(full_pass(0, 4, NGRAM_GUESS))
-    learnt = ctl.estimate(NGRAM_GUESS).pooled()
-    for i in range(150):  # a long copy, and plain steps
-        ctl.next_k(1000, NGRAM_COPY)
-        ctl.observe(full_pass(i + 1, 8 if i % 2 else 0, NGRAM_COPY))
-    faded = ctl.estimate(NGRAM_GUESS).pooled()
-    assert learnt > 0.85 and faded == pytest.approx(0.5, abs=0.01)
-
-
 CURVE = {n: 1.0 + 0.2 * (n - 1) for n in (1, 2, 3, 5, 9, 17, 33)}
 
 

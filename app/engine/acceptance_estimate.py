@@ -60,13 +60,6 @@ class AcceptanceEstimate:
         self.pool_hits = fade * self.pool_hits + sum(judged)
         self._estimate()
 
-    def fade(self, n_tokens: int) -> None:
-        """Forget as much of the pooled counts as n judged tokens would."""
-        factor = POOL_DECAY_PER_TOKEN ** n_tokens
-        self.pool_hits *= factor
-        self.pool_seen *= factor
-        self._estimate()
-
     def raise_pool(self, hits: float, seen: float) -> None:
         """Take these pooled counts where, with this kind's prior, they say more is accepted
         than its own."""

@@ -145,7 +145,6 @@ class DraftLengthController:
 
     def observe(self, step: StepRecord) -> None:
         self.curve.observe(1 if step.k == 0 else step.n_pass, step.t_verify)
-        self._fade_others(step)
         kind = self.kinds.get(step.source)
         if step.k == 0 or kind is None:
             return
@@ -188,12 +187,3 @@ class DraftLengthController:
         if copied:
             run = min(float(copied), POOL_MEMORY)
             estimate.raise_pool(run, run)
-
-    def _fade_others(self, step: StepRecord) -> None:
-        """What was learnt is about the recent text: a kind this step did not consult fades
-        with the tokens the step emitted (after a copy, the guesses that opened it 150 tokens
-        earlier no longer say that a guess would pass); the consulted one keeps its estimate
-        while it decodes plainly, and its probes decide when to try again."""
-        for name, other in self.estimates.items():
-            if name != step.source:
-                other.fade(len(step.emitted))
