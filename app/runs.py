@@ -10,13 +10,15 @@ from typing import Any
 
 from app.draft_memory import DraftMemory, prompt_fingerprint
 from app.engine.calibration import cached_verify_curve, measure_token_cost
+from app.engine.decode_config import DecodeConfig
 from app.engine.draft_model import ModelDrafter
 from app.engine.drafters import Drafter
 from app.engine.heads import HeadsDrafter
 from app.engine.hybrid import HybridDrafter
-from app.engine.lookup import NgramDrafter, block_limit
+from app.engine.lookup import block_limit
+from app.engine.lookup_edits import EditAwareLookup
 from app.engine.protocol import LanguageModel
-from app.engine.session import DecodeConfig, Session
+from app.engine.session import Session
 from app.engine.suffix import SUFFIX_LABEL, RememberedRun, SuffixDrafter, memory_buffer
 from app.engine.trace import MODE_PLAIN, MODE_SPECULATIVE, TraceHeader, TraceWriter
 from app.models.draft_heads import load_heads
@@ -74,13 +76,13 @@ def build_drafter(pair: LoadedPair, config: DecodeConfig,
         if pair.spec.self_draft_layers:
             drafter.name = self_draft_label(pair.spec.self_draft_layers)
         if pair.spec.ngram:
-            lookup = NgramDrafter(n_min=2, limit=block_limit(pair.target))
+            lookup = EditAwareLookup(n_min=2, limit=block_limit(pair.target))
             return HybridDrafter(drafter, lookup)
         return drafter
     if pair.spec.draft_heads:
         return heads_drafter(pair)
     if pair.spec.ngram:
-        return NgramDrafter(limit=block_limit(pair.target))
+        return EditAwareLookup(limit=block_limit(pair.target))
     return None
 
 

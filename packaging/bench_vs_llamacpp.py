@@ -40,16 +40,15 @@ sys.path.insert(0, str(ROOT))
 from app.allocator import keep_large_blocks  # noqa: E402
 from app.analysis.measure import Tally, side_by_side, timed_run, warm_up  # noqa: E402
 from app.cli.bench import (  # noqa: E402
-    CODE_PROMPTS,
-    EDIT_PROMPTS,
     bench_report,
     divergence_line,
     divergence_report,
     pair_spread,
 )
+from app.cli.bench_tasks import CODE_PROMPTS, EDIT_PROMPTS  # noqa: E402
+from app.engine.decode_config import DecodeConfig  # noqa: E402
 from app.engine.divergence import MarginTap  # noqa: E402
 from app.engine.sampling import SamplingParams  # noqa: E402
-from app.engine.session import DecodeConfig  # noqa: E402
 from app.models.loading import LoadedPair, ModelSpec, load_pair  # noqa: E402
 from app.runs import build_session, encode_prompt  # noqa: E402
 

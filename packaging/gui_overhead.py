@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from PySide6.QtCore import QEvent, QObject
     from PySide6.QtWidgets import QApplication
 
-    from app.engine.session import DecodeConfig
+    from app.engine.decode_config import DecodeConfig
     from app.models.loading import LoadedPair
     from ui.main_window import MainWindow
 

@@ -50,12 +50,12 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import app.engine.session as session_module  # noqa: E402
+from app.engine.decode_config import DecodeConfig  # noqa: E402
 from app.engine.diagnostics import entropy  # noqa: E402
 from app.engine.drafters import Draft  # noqa: E402
 from app.engine.heads import HeadsDrafter, HeadsWeights  # noqa: E402
 from app.engine.records import TokenRecord  # noqa: E402
 from app.engine.sampling import SamplingParams, process  # noqa: E402
-from app.engine.session import DecodeConfig  # noqa: E402
 from app.engine.similarity import auc_interval, cosine, roc_auc  # noqa: E402
 from app.models.loading import ModelSpec, load_pair  # noqa: E402
 from app.runs import prepare_run  # noqa: E402

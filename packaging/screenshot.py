@@ -159,7 +159,7 @@ def pick_confidence_step(window: MainWindow) -> int | None:
 
 
 def _edit_tasks() -> dict[str, str]:
-    from app.cli.bench import EDIT_PROMPTS
+    from app.cli.bench_tasks import EDIT_PROMPTS
 
     return EDIT_PROMPTS
 

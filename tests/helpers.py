@@ -14,6 +14,7 @@ from scipy.stats import power_divergence
 
 import app.engine.acceptance as acceptance
 import app.engine.speculative as speculative
+from app.engine.decode_config import DecodeConfig
 from app.engine.draft_model import DRAFT_MODEL
 from app.engine.heads import HeadsWeights
 from app.engine.records import (
@@ -25,7 +26,7 @@ from app.engine.records import (
     TokenRecord,
 )
 from app.engine.sampling import SamplingParams, process
-from app.engine.session import DecodeConfig, Session
+from app.engine.session import Session
 
 
 def resample_from_p(monkeypatch):

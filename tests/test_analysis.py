@@ -13,12 +13,13 @@ from app.analysis.cost import cost_view, predicted_curve
 from app.analysis.rank import best_k
 from app.analysis.rejections import analyse, report_lines, token_class
 from app.analysis.stats import chi2_sf, g_test
-from app.engine.adaptive import VerifyCostCurve
+from app.engine.cost_curve import VerifyCostCurve
+from app.engine.decode_config import DecodeConfig
 from app.engine.draft_model import ModelDrafter
 from app.engine.metrics import RunStats, predicted_speedup
 from app.engine.records import StepRecord, TokenRecord
 from app.engine.sampling import SamplingParams
-from app.engine.session import DecodeConfig, Session
+from app.engine.session import Session
 from app.engine.trace import TraceWriter, read_trace
 from app.errors import SettingsError
 

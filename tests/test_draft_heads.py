@@ -8,9 +8,10 @@ import numpy as np
 import pytest
 
 from app.cli.main import main
+from app.engine.decode_config import DecodeConfig
 from app.engine.heads import HeadsDrafter, HeadsWeights
 from app.engine.sampling import SamplingParams
-from app.engine.session import DecodeConfig, Session
+from app.engine.session import Session
 from app.errors import ModelFileError
 from app.models.draft_heads import BUILTIN_PROMPTS, collect, load_heads, save_heads
 from backends.heads_train import train_heads

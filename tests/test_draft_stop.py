@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from app.engine.adaptive import VerifyCostCurve
+from app.engine.cost_curve import VerifyCostCurve
+from app.engine.decode_config import DecodeConfig
 from app.engine.draft_model import ModelDrafter
 from app.engine.draft_stop import ConfidenceCalibration, ConfidenceStop
 from app.engine.drafters import EMPTY_DRAFT, Budget, Draft
 from app.engine.sampling import SamplingParams, choose, finite_logits, process
-from app.engine.session import DecodeConfig, Session
+from app.engine.session import Session
 from app.engine.trace import step_from_dict, step_to_dict
 from tests.helpers import BROKEN_P, EXACT_P, PROMPT, assert_drafted, first_two_pvalues
 

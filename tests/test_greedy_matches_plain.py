@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import pytest
 
+from app.engine.decode_config import DecodeConfig
 from app.engine.draft_model import ModelDrafter
-from app.engine.lookup import NgramDrafter
+from app.engine.lookup_edits import EditAwareLookup
 from app.engine.sampling import SamplingParams
-from app.engine.session import DecodeConfig, Session
+from app.engine.session import Session
 from tests.helpers import assert_drafted
 
 PROMPTS = ["def add(a, b):\n    return", "the cat sat on the mat. the cat"]
@@ -45,7 +46,7 @@ def test_ngram_greedy_equals_plain(pair, k):
     target, _ = pair
     prompt = PROMPTS[1]
     expected = plain(target, 60, prompt)
-    got, steps = generate(target, NgramDrafter(), 60, k, prompt)
+    got, steps = generate(target, EditAwareLookup(), 60, k, prompt)
     assert got == expected
     assert_drafted(steps)
 

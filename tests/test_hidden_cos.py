@@ -10,13 +10,14 @@ import json
 import numpy as np
 import pytest
 
+from app.engine.decode_config import DecodeConfig
 from app.engine.draft_model import ModelDrafter
 from app.engine.heads import HeadsDrafter
-from app.engine.lookup import NgramDrafter
+from app.engine.lookup_edits import EditAwareLookup
 from app.engine.protocol import HiddenStateModel
 from app.engine.records import StepRecord
 from app.engine.sampling import SamplingParams
-from app.engine.session import DecodeConfig, Session
+from app.engine.session import Session
 from app.engine.similarity import auc_interval, roc_auc
 from app.engine.trace import TraceWriter, read_trace, step_to_dict
 from tests.helpers import assert_drafted, random_heads
@@ -117,7 +118,7 @@ def test_a_separate_draft_model_gets_no_hidden_cos(pair):
 
 def test_ngram_drafts_have_no_hidden_cos(pair):
     target, _ = pair
-    session, steps = run(target, NgramDrafter(), prompt="the cat sat on the mat. the cat")
+    session, steps = run(target, EditAwareLookup(), prompt="the cat sat on the mat. the cat")
     judged = [t for s in steps for t in s.tokens]
     assert judged and all(t.hidden_cos is None for t in judged)
     assert not {"hidden_cos_auc", "draft_q_auc"} & set(session.summary())

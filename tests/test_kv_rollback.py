@@ -6,10 +6,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from app.engine.decode_config import DecodeConfig
 from app.engine.draft_model import ModelDrafter
 from app.engine.drafters import Budget
 from app.engine.sampling import SamplingParams, softmax
-from app.engine.session import DecodeConfig, Session
+from app.engine.session import Session
 
 PROMPT = "def add(a, b):\n    return a + b\n"
 # Logits tolerance. The fresh model reads the context in passes of at most FRESH_CHUNK

@@ -12,9 +12,10 @@ import pytest
 
 import app.engine.session as session_module
 from app.cli.main import main
+from app.engine.decode_config import DecodeConfig
 from app.engine.draft_model import ModelDrafter
 from app.engine.sampling import SamplingParams
-from app.engine.session import DecodeConfig, Session
+from app.engine.session import Session
 from app.models.pair_check import MAX_VOCAB_SIZE_DIFFERENCE, check_pair_files
 from tests.helpers import (
     BROKEN_P,

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import pytest
 
+from app.engine.decode_config import DecodeConfig
 from app.engine.draft_model import ModelDrafter
 from app.engine.hybrid import HybridDrafter
-from app.engine.lookup import NgramDrafter
+from app.engine.lookup_edits import EditAwareLookup
 from app.engine.sampling import SamplingParams
-from app.engine.session import DecodeConfig, Session
+from app.engine.session import Session
 from app.models.demo import demo_installed, demo_paths
 from app.models.pair_check import check_pair_files
 from tests.helpers import assert_drafted
@@ -48,7 +49,7 @@ def _generate(target, drafter, k=4, n=64):
 
 @pytest.mark.parametrize("make_drafter", [
     lambda draft: ModelDrafter(draft),
-    lambda draft: NgramDrafter(),
+    lambda draft: EditAwareLookup(),
     lambda draft: HybridDrafter(ModelDrafter(draft)),
 ], ids=["draft-model", "ngram", "hybrid"])
 def test_greedy_speculative_equals_plain_on_the_demo_pair(demo_pair, make_drafter):

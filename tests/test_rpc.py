@@ -23,9 +23,10 @@ from pathlib import Path
 import pytest
 
 from app.cli.main import main
+from app.engine.decode_config import DecodeConfig
 from app.engine.draft_model import ModelDrafter
 from app.engine.sampling import SamplingParams
-from app.engine.session import DecodeConfig, Session
+from app.engine.session import Session
 from app.engine.trace import read_trace
 from app.models.loading import ModelSpec, rpc_problem
 from app.settings import RecentPair

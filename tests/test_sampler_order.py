@@ -12,9 +12,10 @@ import numpy as np
 import pytest
 
 from app.cli.main import main
+from app.engine.decode_config import DecodeConfig
 from app.engine.draft_model import ModelDrafter
 from app.engine.sampling import ORDER_LLAMACPP, ORDER_TRANSFORMERS, SamplingParams, process
-from app.engine.session import DecodeConfig, Session
+from app.engine.session import Session
 from tests.helpers import (
     EXACT_P,
     exact_distributions,

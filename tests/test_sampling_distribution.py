@@ -22,10 +22,11 @@ import pytest
 from scipy.stats import binomtest
 
 import app.engine.speculative as speculative
+from app.engine.decode_config import DecodeConfig
 from app.engine.draft_model import ModelDrafter
-from app.engine.lookup import NgramDrafter
+from app.engine.lookup_edits import EditAwareLookup
 from app.engine.sampling import SamplingParams
-from app.engine.session import DecodeConfig, Session
+from app.engine.session import Session
 from tests.helpers import (
     BROKEN_P,
     EXACT_P,
@@ -260,7 +261,7 @@ def session_runs(hf_pair):
             if drafter_kind == "model":
                 drafter, prompt_ids = ModelDrafter(draft), target.tokenize(PROMPT)
             else:
-                drafter, prompt_ids = NgramDrafter(), target.tokenize(NGRAM_PROMPT)
+                drafter, prompt_ids = EditAwareLookup(), target.tokenize(NGRAM_PROMPT)
             exact = exact_distributions(target, prompt_ids, params)
             tokens = first_two_tokens(target, drafter, prompt_ids, params, N_SESSION, 10_000)
             cache[key] = (exact, tokens)
@@ -286,7 +287,8 @@ def test_session_second_token_matches_target_marginal(session_runs, name):
 def test_session_with_ngram_drafter_matches_target_distribution(hf_pair, session_runs):
     target, _ = hf_pair
     config = DecodeConfig(n_predict=4, draft_max=3, sampling=SamplingParams(1.0, seed=1))
-    first_step = next(Session(target, NgramDrafter(), config).steps(target.tokenize(NGRAM_PROMPT)))
+    session = Session(target, EditAwareLookup(), config)
+    first_step = next(session.steps(target.tokenize(NGRAM_PROMPT)))
     assert first_step.k > 0 and first_step.tokens[0].q == 1.0  # a one-hot draft is judged
     exact, tokens = session_runs("t1.0", "ngram")
     assert gof_pvalue(tokens[:, 0], exact.first) > EXACT_P

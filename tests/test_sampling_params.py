@@ -6,8 +6,9 @@ import numpy as np
 import pytest
 
 import app.engine.sampling as sampling
+from app.engine.decode_config import DecodeConfig
 from app.engine.sampling import SamplingParams, choose, draw, process, softmax
-from app.engine.session import DecodeConfig, Session
+from app.engine.session import Session
 from app.errors import SettingsError
 
 

@@ -14,10 +14,11 @@ import numpy as np
 import pytest
 
 from app.cli.main import main
+from app.engine.decode_config import DecodeConfig
 from app.engine.draft_model import ModelDrafter
 from app.engine.protocol import EarlyExitModel
 from app.engine.sampling import SamplingParams
-from app.engine.session import DecodeConfig, Session
+from app.engine.session import Session
 from app.errors import ModelFileError, SettingsError
 from app.models.early_exit import truncated_gguf
 from app.models.loading import ModelSpec, load_pair

@@ -10,9 +10,10 @@ import pytest
 from app.analysis.measure import Tally, timed_run
 from app.cli.main import main
 from app.draft_memory import DraftMemory
+from app.engine.decode_config import DecodeConfig
 from app.engine.records import COPIED_FROM_MEMORY
 from app.engine.sampling import SamplingParams
-from app.engine.session import DecodeConfig, Session
+from app.engine.session import Session
 from app.engine.suffix import RememberedRun, SuffixDrafter, memory_buffer
 from app.engine.trace import read_trace
 from app.models.loading import ModelSpec, load_pair

@@ -4,7 +4,8 @@ followed into a candidate tree counted by frequency."""
 from __future__ import annotations
 
 from app.engine.records import COPIED_FROM_MEMORY
-from app.engine.suffix_index import Label, SuffixIndex, TokenBuffer, TreeBudget
+from app.engine.suffix_index import SuffixIndex, TreeBudget
+from app.engine.token_buffer import Label, TokenBuffer
 
 
 def buffer_of(*sequences: list[int]) -> TokenBuffer:

@@ -7,11 +7,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from app.engine.decode_config import DecodeConfig
 from app.engine.draft_model import DRAFT_MODEL, ModelDrafter
 from app.engine.hybrid import HybridDrafter
-from app.engine.lookup import NgramDrafter
+from app.engine.lookup_edits import EditAwareLookup
 from app.engine.sampling import SamplingParams
-from app.engine.session import DecodeConfig, Session
+from app.engine.session import Session
 from tests.helpers import EXACT_P, assert_drafted, exact_distributions, gof_pvalue
 
 PROMPTS = ["def add(a, b):\n    return", "the cat sat on the mat. the cat"]
@@ -71,7 +72,7 @@ def test_ngram_tree_greedy_equals_plain(pair, width):
     target, _ = pair
     prompt = "a b c a b d a b c a b d a b e a b"
     plain, _ = generate(target, None, 50, prompt, 1)
-    got, steps = generate(target, NgramDrafter(n_min=1), 50, prompt, width, depth=6)
+    got, steps = generate(target, EditAwareLookup(n_min=1), 50, prompt, width, depth=6)
     assert got == plain
     assert_drafted(steps)
     assert any(s.is_tree for s in steps)
@@ -141,6 +142,6 @@ def test_adaptive_tree_counts_the_extra_nodes_it_verifies(gguf_pair):
     assert session.output_ids == plain
     assert_drafted(steps)
     assert any(s.is_tree for s in steps)
-    stats = session.controller.stats(DRAFT_MODEL)
-    assert stats.extra_per_level > 0
-    assert stats.pass_size(4) > 5  # the cost model prices the siblings too
+    cost = session.controller.pass_cost(DRAFT_MODEL)
+    assert cost.extra_per_level > 0
+    assert cost.pass_size(4) > 5  # the cost model prices the siblings too

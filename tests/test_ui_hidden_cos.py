@@ -11,10 +11,11 @@ import pytest
 
 pytest.importorskip("pytestqt")
 
+from app.engine.decode_config import DecodeConfig
 from app.engine.draft_model import ModelDrafter  # noqa: E402
 from app.engine.heads import HeadsDrafter  # noqa: E402
-from app.engine.lookup import NgramDrafter  # noqa: E402
-from app.engine.session import DecodeConfig, Session  # noqa: E402
+from app.engine.lookup_edits import EditAwareLookup  # noqa: E402
+from app.engine.session import Session  # noqa: E402
 from app.engine.similarity import auc_interval  # noqa: E402
 from tests.helpers import random_heads  # noqa: E402
 from ui.rejection_view import (  # noqa: E402
@@ -112,7 +113,7 @@ def test_other_drafts_show_q_and_say_why_no_hidden_cos(qtbot, kind, gguf_pair):
 
 def test_ngram_drafts_show_no_diagnostic_and_say_why(qtbot, gguf_pair):
     target, _ = gguf_pair
-    steps = steps_of(target, NgramDrafter(), prompt="a b c a b c a b c a b", n=30)
+    steps = steps_of(target, EditAwareLookup(), prompt="a b c a b c a b c a b", n=30)
     assert judged(steps)
     panel = shown(qtbot, steps)
     for plot in (panel.confidence_plot, panel.hidden_plot):

@@ -21,8 +21,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app.engine.decode_config import MAX_DRAFT, MAX_TREE_NODES, MAX_TREE_WIDTH, DecodeConfig
 from app.engine.sampling import SamplingParams
-from app.engine.session import MAX_DRAFT, MAX_TREE_NODES, MAX_TREE_WIDTH, DecodeConfig
 from app.settings import DecodeChoices
 from ui.fit import wrapping_check
 

@@ -32,7 +32,7 @@ from app.analysis.rank import (
     SelfDraftCandidate,
 )
 from app.analysis.sweep import SweepRow, parse_ks
-from app.engine.session import DecodeConfig
+from app.engine.decode_config import DecodeConfig
 from app.errors import DraftLensError
 from app.host.jobs import Job, exactness_job, rank_job, sweep_job
 from app.models.loading import ModelSpec

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from PySide6.QtCore import QObject, Signal, Slot
 
-from app.engine.session import DecodeConfig
+from app.engine.decode_config import DecodeConfig
 from app.errors import DraftLensError, TraceWriteError
 from app.host import protocol
 from app.host.client import EXITED, EngineHost

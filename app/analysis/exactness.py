@@ -34,10 +34,10 @@ from app.analysis.exact_mode import (
     run_exact_mode,
 )
 from app.analysis.stats import g_test
+from app.engine.decode_config import DecodeConfig
 from app.engine.divergence import Divergence, MarginTap, explain_divergence
 from app.engine.kernel_noise import cached_kernel_noise
 from app.engine.sampling import SamplingParams, process
-from app.engine.session import DecodeConfig
 from app.errors import SettingsError
 from app.models.loading import LoadedPair
 from app.runs import build_session

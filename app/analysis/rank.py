@@ -13,11 +13,14 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, Protocol
 
+import numpy as np
+
 from app.analysis.measure import Cancelled, side_by_side, warm_up
-from app.engine.adaptive import DraftLengthController, SourceStats, VerifyCostCurve
+from app.engine.adaptive import PassCost, rates_by_k
 from app.engine.calibration import cached_verify_curve
+from app.engine.cost_curve import VerifyCostCurve
+from app.engine.decode_config import DecodeConfig
 from app.engine.metrics import RunStats
-from app.engine.session import DecodeConfig
 from app.errors import DraftLensError, ModelFileError
 from app.models.loading import LoadedPair, load_model
 from app.models.pair_check import check_pair_files
@@ -131,10 +134,10 @@ def best_k(stats: RunStats, curve: VerifyCostCurve, t_plain: float, k_max: int) 
     (the curve scaled to this run's plain step), at least 1."""
     scale = t_plain / curve.cost(1) if curve.cost(1) > 0 and t_plain > 0 else 1.0
     scaled = VerifyCostCurve({n: t * scale for n, t in curve.points.items()})
-    controller = DraftLengthController(k_max, adaptive=True, curve=scaled)
     accept_at = (stats.acceptance_by_position + [0.0] * k_max)[:k_max]
-    controller.sources["model"] = SourceStats(accept_at, stats.draft_time_per_token)
-    return max(range(1, k_max + 1), key=controller.throughput)
+    cost = PassCost(stats.draft_time_per_token)
+    rates = rates_by_k(accept_at, [cost.seconds(k, scaled.points) for k in range(k_max + 1)])
+    return 1 + int(np.argmax(rates[1:]))
 
 
 def rank_candidates(base: LoadedPair, candidates: list[Candidate], config: DecodeConfig,

@@ -9,8 +9,8 @@ from typing import Any
 
 from app.analysis.measure import Cancelled, side_by_side, warm_up
 from app.engine.calibration import cached_verify_curve
+from app.engine.decode_config import DecodeConfig
 from app.engine.metrics import predicted_speedup
-from app.engine.session import DecodeConfig
 from app.errors import SettingsError
 from app.models.loading import LoadedPair
 

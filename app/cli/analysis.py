@@ -29,7 +29,8 @@ from app.analysis.rank import (
 )
 from app.analysis.sweep import parse_ks, run_sweep
 from app.cli import interrupt
-from app.cli.bench import SUITES, read_prompts
+from app.cli.bench import read_prompts
+from app.cli.bench_tasks import SUITES
 from app.cli.options import decode_config, model_spec, self_draft_layers
 from app.errors import SettingsError
 from app.models.loading import load_pair

@@ -10,94 +10,25 @@ import time
 from dataclasses import replace
 from typing import Any
 
+from app.analysis.compare import explain_difference, kernel_noise, margins_noted
 from app.analysis.measure import Tally, alternating, pair_ratios, timed_run
 from app.cli import interrupt
+from app.cli.bench_tasks import SUITES
 from app.cli.options import decode_config, forget_draft_memory, model_spec, self_draft_layers
-from app.engine.divergence import MarginTap, explain_divergence
-from app.engine.kernel_noise import cached_kernel_noise
+from app.engine.decode_config import DecodeConfig
 from app.engine.protocol import EarlyExitModel, LanguageModel, ReferenceGenerator
-from app.engine.session import DecodeConfig
 from app.errors import SettingsError
 from app.models.loading import LoadedPair, load_pair
 from app.runs import build_drafter, build_session, encode_prompt
-
-CODE_PROMPTS = [
-    "def fibonacci(n):\n",
-    'class Stack:\n    """A simple LIFO stack backed by a list."""\n\n    def __init__(self):\n',
-    "def quicksort(items):\n    \"\"\"Sort a list with quicksort and return a new list.\"\"\"\n",
-]
-
-EDIT_SOURCE = '''def summarize_orders(orders, tax_rate):
-    total = 0.0
-    count = 0
-    largest = None
-    for order in orders:
-        if order.get("cancelled"):
-            continue
-        amount = order["price"] * order["quantity"]
-        if order.get("discount"):
-            amount -= amount * order["discount"]
-        total += amount
-        count += 1
-        if largest is None or amount > largest:
-            largest = amount
-    tax = total * tax_rate
-    average = total / count if count else 0.0
-    return {"total": total, "tax": tax, "count": count,
-            "average": average, "largest": largest,
-            "grand_total": total + tax}
-'''
-CLASS_SOURCE = '''class Inventory:
-    def __init__(self):
-        self.items = {}
-
-    def add(self, name, quantity):
-        self.items[name] = self.items.get(name, 0) + quantity
-
-    def remove(self, name, quantity):
-        if self.items.get(name, 0) < quantity:
-            raise ValueError(f"not enough {name}")
-        self.items[name] -= quantity
-        if self.items[name] == 0:
-            del self.items[name]
-
-    def count(self, name):
-        return self.items.get(name, 0)
-'''
-
-
-def edit_prompt(source: str, request: str) -> str:
-    """Code in the prompt, asked back with one change: what n-gram drafting is for."""
-    return (f"Here is a Python function:\n\n```python\n{source}```\n\n{request} "
-            "Reply with only the complete code in one ```python block.")
-
-
-# edit tasks by name: one rename, a rename at every use, and an addition after a copy
-EDIT_PROMPTS = {
-    "rename a function": edit_prompt(
-        EDIT_SOURCE, "Rewrite it with the function renamed to `order_summary`; change nothing "
-        "else."),
-    "rename a variable (7 uses)": edit_prompt(
-        EDIT_SOURCE, "Rename the variable `total` to `subtotal` everywhere; change nothing "
-        "else."),
-    "rename an attribute (8 uses)": edit_prompt(
-        CLASS_SOURCE, "Rename the attribute `items` to `stock` everywhere; change nothing "
-        "else."),
-    "add a method": edit_prompt(
-        CLASS_SOURCE, "Add a method `names(self)` that returns the sorted item names, at the "
-        "end of the class; change nothing else."),
-}
-EDIT_PROMPT = EDIT_PROMPTS["rename a function"]
-SUITES = {"code": CODE_PROMPTS, "edit": list(EDIT_PROMPTS.values())}
 
 
 def add_bench_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-p", "--prompt", action="append", help="a prompt (repeatable)")
     parser.add_argument("--prompt-file", help="one JSON string per line")
     parser.add_argument("--suite", choices=tuple(SUITES), default="code",
-                        help="built-in prompts when none are given: code completion, or edit "
-                             "tasks (code asked back with a rename or an addition; use with "
-                             "--chat)")
+                        help="built-in prompts when none are given: code completion, edit "
+                             "tasks (code asked back with one edit: a rename or not), or free "
+                             "text (use the last two with --chat)")
     parser.add_argument("--rounds", type=int, default=1, help="alternations per prompt")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument("--compare-hf", action="store_true",
@@ -166,14 +97,10 @@ def bench_pair(pair: LoadedPair, config: DecodeConfig, encoded: list[list[int]],
     if config.tree_width > 1:  # a tree is measured beside the chain of the same depth
         runs.append((False, replace(config, tree_width=1)))
     model = pair.target
-    if config.sampling.greedy:
-        pair.target = MarginTap(model)  # explains a greedy difference, if any
-    try:
+    with margins_noted(pair, config.sampling.greedy):  # explains a greedy difference, if any
         plain, spec, *chain = alternating(pair, runs, encoded, args.rounds,
                                           cancelled=interrupt.requested)
         interrupt.check()  # a Ctrl+C that native code swallowed stops here, not in a report
-    finally:
-        pair.target = model
     report = bench_report(plain, spec, config)
     report.update(divergence_report(plain, spec, model))
     if chain:
@@ -270,29 +197,24 @@ def divergence_report(plain: Tally, spec: Tally, model: LanguageModel) -> dict[s
     """Where greedy speculative text differs from plain decoding (fast kernels only), the
     first differing position of each such prompt, the target's top-two margins there in both
     runs, and the kernels' disagreement measured on this model (only when a text differs)."""
-    if isinstance(model, MarginTap):
-        model = model.model  # measure the kernels, not the tap's notes
-    pairs = []
-    if plain.tops and len(plain.tops) == len(spec.tops):
-        pairs = [run for run in zip(plain.prompt_lengths, plain.outputs, spec.outputs,
-                                    plain.tops, spec.tops, strict=True) if run[1] != run[2]]
     found = []
-    bound = None
-    measured = None
-    if pairs:
-        print("[bench] texts differ: measuring how far verify passes stray from single steps "
-              "on this model (once; cached)", file=sys.stderr)
-        noise = cached_kernel_noise(model)
-        bound, measured = noise.bound, noise.as_dict()
-        print(f"[bench] {noise.describe()}", file=sys.stderr)
-        for n_prompt, a, b, top_a, top_b in pairs:
-            divergence = explain_divergence(n_prompt, a, b, top_a, top_b, model.token_text,
-                                            bound)
+    if plain.tops and len(plain.tops) == len(spec.tops):
+        for run in zip(plain.prompt_lengths, plain.outputs, spec.outputs, plain.tops, spec.tops,
+                       strict=True):
+            divergence = explain_difference(model, *run, say=_say)
             if divergence is not None:
                 found.append(divergence.as_dict())
+    noise = kernel_noise(model, say=lambda _: None) if found else None
+    if noise is not None:
+        _say(noise.describe())
     return {"divergences": found,
             "divergences_near_ties": all(d["near_tie"] for d in found) if found else None,
-            "kernel_noise_bound": bound, "kernel_noise": measured}
+            "kernel_noise_bound": noise.bound if noise else None,
+            "kernel_noise": noise.as_dict() if noise else None}
+
+
+def _say(message: str) -> None:
+    print(f"[bench] {message}", file=sys.stderr)
 
 
 def compare_hf(pair: LoadedPair, encoded: list[list[int]], config: DecodeConfig,

@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 
 from app.draft_memory import DraftMemory
+from app.engine.decode_config import DecodeConfig
 from app.engine.sampling import SamplingParams
-from app.engine.session import DecodeConfig
 from app.errors import SettingsError
 from app.models.loading import ModelSpec
 

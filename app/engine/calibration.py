@@ -11,7 +11,7 @@ import os
 import statistics
 import time
 
-from app.engine.adaptive import VerifyCostCurve
+from app.engine.cost_curve import VerifyCostCurve
 from app.engine.measurement_store import model_key, read_store, write_store
 from app.engine.protocol import LanguageModel
 

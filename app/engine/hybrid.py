@@ -9,7 +9,7 @@ import numpy as np
 
 from app.engine.draft_model import ModelDrafter
 from app.engine.drafters import Budget, Draft, Drafter, Outlook, TreeShape
-from app.engine.lookup import NgramDrafter
+from app.engine.lookup_edits import EditAwareLookup
 from app.engine.sampling import SamplingParams
 from app.engine.tree import DraftTree
 
@@ -17,9 +17,9 @@ from app.engine.tree import DraftTree
 class HybridDrafter(Drafter):
     """Prompt lookup when the context repeats itself (free), the draft model otherwise."""
 
-    def __init__(self, model_drafter: ModelDrafter, ngram: NgramDrafter | None = None) -> None:
+    def __init__(self, model_drafter: ModelDrafter, ngram: EditAwareLookup | None = None) -> None:
         self.model_drafter = model_drafter
-        self.ngram = ngram or NgramDrafter(n_min=2)
+        self.ngram = ngram or EditAwareLookup(n_min=2)
         self.name = f"lookup + {model_drafter.name}"
         self.cost_hint = model_drafter.cost_hint
         self.kind = model_drafter.kind

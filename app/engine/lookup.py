@@ -1,4 +1,12 @@
-"""Drafting by lookup: prompt lookup (n-gram), free, with q one-hot at each token."""
+"""Prompt lookup decoding: find the context's last n tokens earlier in the prompt and output,
+and propose what followed them. Free (no model step), with q one-hot at each token.
+
+The longest n-gram that matches wins (n_max down to n_min); among its occurrences, the one
+whose earlier tokens agree longest with the context's own, the latest on a tie, so copying a
+repeated line follows the right copy. A match anchored on many agreeing tokens is a copy, a
+shorter one a guess: the controller learns their acceptance apart. The edit-aware layer
+(app.engine.lookup_edits) builds on this one.
+"""
 
 from __future__ import annotations
 
@@ -22,40 +30,21 @@ from app.engine.sampling import SamplingParams
 from app.engine.tree import DraftTree, TreeBuilder
 
 _KEEP_OCCURRENCES = 8
-_AGREEMENT_WINDOW = 64
+AGREEMENT_WINDOW = 64
 # a match anchored on at least this many tokens (the n-gram plus the agreeing tokens before
 # it) is a copy; a shorter one a guess, whose acceptance the controller learns separately.
 # One passed 4-token guess makes an edit's copy strong (at 8 it took two, each a pass of 5)
-_STRONG_ANCHOR = 6
+STRONG_ANCHOR = 6
 
-# The three kinds of guess a lookup makes, whose acceptance the controller learns apart:
 # a guess (a short match) is trusted at even odds;
 NGRAM_GUESS = DraftKind("ngram-weak", free=True, prior=0.5)
-# a copy (anchored on at least _STRONG_ANCHOR agreeing tokens) continues with Laplace's
+# a copy (anchored on at least STRONG_ANCHOR agreeing tokens) continues with Laplace's
 # rule-of-succession chance (6 + 1) / (6 + 2), and is a guess that kept agreeing, so it is
-# accepted at least as often as the guesses are;
+# accepted at least as often as the guesses are
 NGRAM_COPY = DraftKind("ngram", free=True, prior=0.875, at_least=NGRAM_GUESS)
-# a copy resumed past the target's edit guesses where the edit ends: trusted less than a
-# copy and more than a guess, until its own passes say
-NGRAM_EDIT = DraftKind("ngram-edit", free=True, prior=0.75)
 
 
-# Past the first disagreement, an edit may be skipped once: up to two tokens on either side
-# (context, source), since a renamed identifier is often another number of tokens, if at
-# least _AGREE_PAST_EDIT tokens agree beyond it. So a copy keeps its anchor, and its place
-# in the source, across a rename.
-_EDIT_SKIPS = ((1, 1), (2, 1), (1, 2), (2, 2), (1, 0), (0, 1), (2, 0), (0, 2))
-_AGREE_PAST_EDIT = 4
-# source tokens read beyond k, so a copy with renames applied still has k tokens
-_RENAME_SLACK = 8
-
-
-def _run_back(context: list[int], a: int, b: int, limit: int) -> int:
-    """How many tokens agree going back from context[a] and context[b] (at most limit)."""
-    return _run_back_between(context, a, context, b, limit)
-
-
-def _run_back_between(one: list[int], a: int, other: list[int], b: int, limit: int) -> int:
+def run_back(one: list[int], a: int, other: list[int], b: int, limit: int) -> int:
     """How many tokens agree going back from one[a] and other[b] (at most limit)."""
     count = 0
     while count < limit and a >= 0 and b >= 0 and one[a] == other[b]:
@@ -63,53 +52,10 @@ def _run_back_between(one: list[int], a: int, other: list[int], b: int, limit: i
     return count
 
 
-def _replaced(tokens: list[int], edits: dict[tuple[int, ...], tuple[int, ...]]) -> list[int]:
-    """The tokens with each occurrence of a key replaced by its value, left to right, the
-    longest key first where several start at a token (an empty key replaces nothing)."""
-    keys = sorted((old for old in edits if old), key=len, reverse=True)
-    out: list[int] = []
-    i = 0
-    while i < len(tokens):
-        for old in keys:
-            new = edits[old]
-            if tuple(tokens[i : i + len(old)]) == old:
-                out.extend(new)
-                i += len(old)
-                break
-        else:
-            out.append(tokens[i])
-            i += 1
-    return out
-
-
-def _agreement(context: list[int], start: int, n: int) -> int:
-    """How many tokens before an occurrence at `start` equal those before the context's own
-    last n tokens, allowing one edit (_EDIT_SKIPS)."""
-    a, b = start - 1, len(context) - n - 1
-    before = _run_back(context, a, b, _AGREEMENT_WINDOW)
-    a, b = a - before, b - before  # the first disagreement
-    beyond = 0
-    for skip_context, skip_source in _EDIT_SKIPS:
-        run = _run_back(context, a - skip_source, b - skip_context,
-                        _AGREEMENT_WINDOW - before)
-        if run >= _AGREE_PAST_EDIT:
-            beyond = max(beyond, run)
-    return before + beyond
-
-
 @dataclass
 class Match:
     start: int  # where the proposed continuation starts in the context
-    # how many tokens before it agree with the context's last ones (with the known renames
-    # undone in the context, for a match found through them)
-    anchor: int
-    # found past an edit the target just made (NgramDrafter._past_edit), not by an n-gram:
-    # the source tokens it replaced and its own
-    edit: tuple[tuple[int, ...], tuple[int, ...]] | None = None
-
-    @property
-    def past_edit(self) -> bool:
-        return self.edit is not None
+    anchor: int  # the n-gram's length plus how many tokens before it agree
 
 
 _FENCE = "```"
@@ -134,15 +80,10 @@ def block_limit(model: LanguageModel) -> Callable[[list[int]], int]:
     return keep
 
 
-class NgramDrafter(Drafter):
-    """Prompt lookup: find an earlier occurrence of the context's last n tokens and propose
-    what followed it. q is one-hot, so no second model is needed.
-
-    Its outlook names a copy (NGRAM_COPY: a long anchored match), a guess (NGRAM_GUESS: a
-    short one), or a copy resumed past an edit the target just made (NGRAM_EDIT), so the
-    controller learns each apart: long drafts while copying, little on a guess. An edit it
-    resumed past (a rename) is applied again wherever the copy meets the old tokens.
-    `limit` says how many of a continuation's tokens a draft may take (see block_limit)."""
+class PromptLookup(Drafter):
+    """Prompt lookup: the continuation of the best earlier occurrence of the context's last
+    n tokens. Its outlook names a copy (NGRAM_COPY) or a guess (NGRAM_GUESS). `limit` says
+    how many of a continuation's tokens a draft may take (see block_limit)."""
 
     kind = NGRAM_COPY
 
@@ -164,15 +105,6 @@ class NgramDrafter(Drafter):
             n: {} for n in range(self.n_min, self.n_max + 1)
         }
         self._last: tuple[int, Match | None] = (-1, None)
-        # edits the target made to a copy (source tokens -> its tokens), the latest per source
-        # tokens: a copy applies them further on, so a renamed identifier passes every time
-        self._renames: dict[tuple[int, ...], tuple[int, ...]] = {}
-        self._undo: dict[tuple[int, ...], tuple[int, ...]] = {}  # _renames inverted
-        # the last edit learnt, until the token after it shows where the copy went on:
-        # (where its source tokens start, where its own start, source tokens, its tokens,
-        # and what the source tokens were renamed to before it, if anything)
-        self._unsettled: tuple[int, int, tuple[int, ...], tuple[int, ...],
-                               tuple[int, ...] | None] | None = None
 
     def outlook(self, context: list[int]) -> Outlook:
         return Outlook(self.kind_for(context), self.copied(context))
@@ -180,18 +112,15 @@ class NgramDrafter(Drafter):
     def kind_for(self, context: list[int]) -> DraftKind:
         """Which kind of guess propose() would make now."""
         found = self.find(context)
-        if found is not None and found.past_edit:
-            return NGRAM_EDIT
-        if found is None or found.anchor >= _STRONG_ANCHOR:
-            return NGRAM_COPY
-        return NGRAM_GUESS
+        return NGRAM_GUESS if found is not None and found.anchor < STRONG_ANCHOR else NGRAM_COPY
 
     def copied(self, context: list[int]) -> int:
+        """How many of the context's last tokens in a row equal the text a copy continues
+        (the copy's evidence); 0 for a guess or no match."""
         found = self.find(context)
-        if found is None or found.past_edit or found.anchor < _STRONG_ANCHOR:
+        if found is None or found.anchor < STRONG_ANCHOR:
             return 0
-        # the n-gram and the tokens before it, up to the first disagreement (no edit skipped)
-        return _run_back(context, found.start - 1, len(context) - 1, _AGREEMENT_WINDOW)
+        return run_back(context, found.start - 1, context, len(context) - 1, AGREEMENT_WINDOW)
 
     def match(self, context: list[int]) -> int | None:
         """Start of the continuation of the best n-gram match, if any."""
@@ -199,36 +128,23 @@ class NgramDrafter(Drafter):
         return None if found is None else found.start
 
     def find(self, context: list[int]) -> Match | None:
-        """The best match: the longest n that matches, and among its occurrences the one
-        whose earlier tokens agree longest with the context's (so copying a repeated line
-        follows the right copy; on a tie, the latest)."""
+        """The best match for this context (computed once per context)."""
         if self._last[0] == len(context) and self._seen == context:
             return self._last[1]
         self._update(context)
-        self._settle_edit(context)
-        found = self._best_occurrence(context, lambda s, n: _agreement(context, s, n))
-        if found is None or found.anchor < _STRONG_ANCHOR:
-            resumed = self._past_edit(context) or self._through_renames(context)
-            if resumed is not None:
-                found = resumed
+        found = self._refine(context, self._best_occurrence(
+            context, lambda s, n: self._agreement(context, s, n)))
         self._last = (len(context), found)
         return found
 
-    def _through_renames(self, context: list[int]) -> Match | None:
-        """The copy the context continues once the edits the target made are undone in its
-        last tokens: where a renamed name meets another edit within a few tokens (a rename
-        that also reached a string key, `{"subtotal": subtotal`), neither an n-gram nor one
-        skipped edit finds the source, which reads `{"total": total`. Found there, the
-        continuation has the renames applied again by _continuation."""
-        tail = context[-_AGREEMENT_WINDOW:]
-        if not self._undo or not {new[0] for new in self._undo}.intersection(tail):
-            return None
-        undone = _replaced(tail, self._undo)
-        if undone == tail:
-            return None
-        found = self._best_occurrence(undone, lambda s, n: _run_back_between(
-            context, s - 1, undone, len(undone) - n - 1, _AGREEMENT_WINDOW))
-        return found if found is not None and found.anchor >= _STRONG_ANCHOR else None
+    def _refine(self, context: list[int], found: Match | None) -> Match | None:
+        """Where a layer may find a better match than the n-gram's."""
+        return found
+
+    def _agreement(self, context: list[int], start: int, n: int) -> int:
+        """How many tokens before an occurrence at `start` equal those before the context's
+        own last n tokens."""
+        return run_back(context, start - 1, context, len(context) - n - 1, AGREEMENT_WINDOW)
 
     def _best_occurrence(self, tail: list[int],
                          agreement: Callable[[int, int], int]) -> Match | None:
@@ -245,84 +161,15 @@ class NgramDrafter(Drafter):
                 return Match(best + n, n + agree)
         return None
 
-    def _past_edit(self, context: list[int]) -> Match | None:
-        """Where a copy goes on after the target replaced its last one or two tokens (a
-        rename): the occurrence of the tokens before them that agrees longest, resumed past
-        one to two source tokens or none (_EDIT_SKIPS). None unless it is a long copy."""
-        span = _AGREE_PAST_EDIT
-        if span not in self._index:
-            return None
-        found = None
-        for skip_context, skip_source in _EDIT_SKIPS:
-            if skip_context == 0 or len(context) < skip_context + span + 1:
-                continue
-            end = len(context) - skip_context
-            for s in self._index[span].get(tuple(context[end - span : end]), []):
-                resume = s + span + skip_source
-                replaced = context[s + span : resume]
-                if resume >= end or replaced == context[end:] or self._ends_block(
-                        [*context[end:], context[resume]]):
-                    continue
-                anchor = span + _run_back(context, s - 1, end - span - 1, _AGREEMENT_WINDOW)
-                if anchor >= _STRONG_ANCHOR and (found is None or anchor > found.anchor):
-                    found = Match(resume, anchor, (tuple(replaced), tuple(context[end:])))
-        if found is not None and found.edit is not None:
-            old, new = found.edit
-            self._unsettled = (found.start - len(old), len(context) - len(new), old, new,
-                               self._renames.get(old))
-            self._learn_edit(old, new)
-        return found
-
-    def _learn_edit(self, old: tuple[int, ...], new: tuple[int, ...] | None) -> None:
-        """Remember that the target writes `new` for the source's `old` (None: forget it)."""
-        if not old:  # an insertion replaced nothing: nothing to make again
-            return
-        if new is None:
-            self._renames.pop(old, None)
-        else:
-            self._renames[old] = new
-        self._undo = {theirs: ours for ours, theirs in self._renames.items()}
-
-    def _settle_edit(self, context: list[int]) -> None:
-        """Replacing one source token or two by the target's may fit the tokens before
-        equally well (`get_total` of two tokens renamed `total` of one); _past_edit takes
-        the first of _EDIT_SKIPS. Once the target has written the token after its edit, the
-        source tokens it replaced are those the source has before that token (renamed as
-        known), and a wrong guess is replaced by them."""
-        if self._unsettled is None:
-            return
-        source_at, new_at, old, new, before = self._unsettled
-        after = new_at + len(new)
-        if len(context) <= after:
-            return
-        self._unsettled = None
-        self._learn_edit(old, before)  # the guess is judged on the renames known without it
-        skips = sorted({skip for _, skip in _EDIT_SKIPS}, key=lambda skip: skip != len(old))
-        for skip in skips:
-            at = source_at + skip
-            replaced = tuple(context[source_at:at])
-            if at >= new_at or replaced == new:
-                continue
-            following = self._renamed(context[at : min(at + _RENAME_SLACK, new_at)])[0]
-            if following == context[after] and not self._ends_block([*new, following]):
-                self._learn_edit(replaced, new)
-                return
-        self._learn_edit(old, new)  # no skip fits: the copy did not go on; keep the guess
-
-    def _ends_block(self, edit_and_next: list[int]) -> bool:
-        """Whether the target's edit closed the block the copy was in (its fence, an end of
-        generation): the copy then does not go on past it."""
-        return self.limit is not None and self.limit(edit_and_next) < len(edit_and_next)
-
     def ranked_matches(self, context: list[int]) -> list[int]:
-        """Starts of every remembered continuation, best first: find()'s match (which may
-        be past an edit or through renames), then longer n-grams first, then by agreement
-        before the occurrence, the latest first among equals."""
+        """Starts of every remembered continuation, best first: find()'s match, then longer
+        n-grams first, then by agreement before the occurrence, the latest first."""
         found = self.find(context)
         ranked: list[int] = [] if found is None else [found.start]
         for n in range(min(self.n_max, len(context) - 1), self.n_min - 1, -1):
             starts = self._index[n].get(tuple(context[-n:]), [])
-            by_agreement = sorted(reversed(starts), key=lambda s: -_agreement(context, s, n))
+            by_agreement = sorted(reversed(starts),
+                                  key=lambda s: -self._agreement(context, s, n))
             ranked.extend(s + n for s in by_agreement if s + n not in ranked)
         return ranked
 
@@ -362,17 +209,13 @@ class NgramDrafter(Drafter):
         rng: np.random.Generator,
     ) -> Draft:
         k = budget.max_tokens
-        if k <= 0:
-            return EMPTY_DRAFT
-        start = self.match(context)
+        start = self.match(context) if k > 0 else None
         if start is None:
             return EMPTY_DRAFT
         return Draft(self._continuation(context, start, k), None)
 
     def _continuation(self, context: list[int], start: int, k: int) -> list[int]:
-        tokens = self._renamed(context[start : start + k + _RENAME_SLACK])[:k]
-        return tokens if self.limit is None else tokens[: self.limit(tokens)]
+        return self._cut(context[start : start + k])
 
-    def _renamed(self, tokens: list[int]) -> list[int]:
-        """The tokens with every edit the target made to a copy applied again."""
-        return _replaced(tokens, self._renames) if self._renames else tokens
+    def _cut(self, tokens: list[int]) -> list[int]:
+        return tokens if self.limit is None else tokens[: self.limit(tokens)]

@@ -5,72 +5,24 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
 
-from app.engine.adaptive import DraftLengthController, VerifyCostCurve
+from app.engine.adaptive import DraftLengthController
+from app.engine.cost_curve import VerifyCostCurve
+from app.engine.decode_config import DecodeConfig
 from app.engine.diagnostics import describe
-from app.engine.drafters import EMPTY_DRAFT, Budget, Draft, Drafter, TreeShape
+from app.engine.drafters import EMPTY_DRAFT, Budget, Drafter
 from app.engine.metrics import RunStats
 from app.engine.protocol import LanguageModel, returns_hidden
 from app.engine.records import ORIGIN_PLAIN, StepRecord, mark_copied
-from app.engine.sampling import SamplingParams, finite_logits, process
+from app.engine.sampling import finite_logits
 from app.engine.similarity import annotate, verify_pass
-from app.engine.speculative import Verdict, verify
+from app.engine.speculative import DraftRows, TargetRows, Verdict, verify
 from app.engine.tree import DraftTree, verify_tree
 from app.errors import SettingsError
-
-MAX_DRAFT = 256
-MAX_TREE_NODES = 32
-MAX_TREE_WIDTH = 8
-
-
-@dataclass
-class DecodeConfig:
-    n_predict: int = 128
-    draft_max: int = 8
-    draft_min: int = 0
-    draft_p_min: float = 0.0
-    adaptive: bool = False
-    sampling: SamplingParams = field(default_factory=SamplingParams)
-    stop_at_eos: bool = True
-    tree_width: int = 1  # children a draft node may have; 1 drafts a chain
-    tree_nodes: int = 16  # draft nodes per pass at most, in a tree
-    draft_p_split: float = 0.1  # a draft model branches where another candidate has this
-
-    @property
-    def tree_shape(self) -> TreeShape:
-        return TreeShape(self.tree_width, self.tree_nodes, self.draft_p_split)
-
-    def validate(self) -> None:
-        if self.n_predict <= 0:
-            raise SettingsError(f"n-predict must be > 0 (got {self.n_predict})")
-        if not 1 <= self.draft_max <= MAX_DRAFT:
-            raise SettingsError(
-                f"draft-max must be between 1 and {MAX_DRAFT} (got {self.draft_max}); "
-                "typical values are 2-16 for a draft model, up to 64 for n-gram lookup"
-            )
-        if not 0 <= self.draft_min <= self.draft_max:
-            raise SettingsError(
-                f"draft-min must be between 0 and draft-max ({self.draft_max}), "
-                f"got {self.draft_min}"
-            )
-        if not 0.0 <= self.draft_p_min < 1.0:
-            raise SettingsError(f"draft-p-min must be in [0, 1) (got {self.draft_p_min})")
-        if not 1 <= self.tree_width <= MAX_TREE_WIDTH:
-            raise SettingsError(
-                f"tree-width must be between 1 (a chain) and {MAX_TREE_WIDTH} "
-                f"(got {self.tree_width}); 2-3 is typical"
-            )
-        if not 1 <= self.tree_nodes <= MAX_TREE_NODES:
-            raise SettingsError(
-                f"tree-nodes must be between 1 and {MAX_TREE_NODES} (got {self.tree_nodes})"
-            )
-        if not 0.0 <= self.draft_p_split < 1.0:
-            raise SettingsError(f"draft-p-split must be in [0, 1) (got {self.draft_p_split})")
-        self.sampling.validate()
 
 
 class Session:
@@ -199,7 +151,7 @@ class Session:
             verdict = Verdict([], [int(np.argmax(logits[0]))], [ORIGIN_PLAIN])
         else:
             verdict = verify(
-                draft_tokens, _LazyDraftRows(draft, logits.shape[-1]), _LazyRows(logits, params),
+                draft_tokens, DraftRows(draft.q_row, logits.shape[-1]), TargetRows(logits, params),
                 params, self.rng, self.target.token_text, start_pos=len(self.output_ids),
             )
             annotate(verdict.records, draft.hidden, target_hidden)
@@ -233,7 +185,7 @@ class Session:
         logits = finite_logits(logits, self.target.name)
         t2 = time.perf_counter()
         verdict = verify_tree(
-            tree, _LazyRows(logits, params), params, self.rng, self.target.token_text,
+            tree, TargetRows(logits, params), params, self.rng, self.target.token_text,
             start_pos=len(self.output_ids), exact_rows=exact,
         )
         mark_copied(verdict.records, tree.copied_from)
@@ -280,26 +232,3 @@ class Session:
                 self.stopped_by_eos = True
                 return emitted[: i + 1], origins[: i + 1]
         return emitted, origins
-
-
-class _LazyRows:
-    """Target rows processed only when verify reads them (rows after a rejection never are)."""
-
-    def __init__(self, logits: np.ndarray, params: SamplingParams) -> None:
-        self._logits = logits
-        self._params = params
-        self._rows: dict[int, np.ndarray] = {}
-
-    def __getitem__(self, i: int, /) -> np.ndarray:
-        if i not in self._rows:
-            self._rows[i] = process(self._logits[i], self._params)
-        return self._rows[i]
-
-
-class _LazyDraftRows:
-    def __init__(self, draft: Draft, vocab: int) -> None:
-        self._draft = draft
-        self._vocab = vocab
-
-    def __getitem__(self, i: int, /) -> np.ndarray:
-        return self._draft.q_row(i, self._vocab)

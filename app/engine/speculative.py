@@ -28,7 +28,7 @@ from app.engine.records import (
     ORIGIN_REPLACEMENT,
     TokenRecord,
 )
-from app.engine.sampling import SamplingParams, choose, draw
+from app.engine.sampling import SamplingParams, choose, draw, process
 
 TokenText = Callable[[int], str]
 
@@ -37,6 +37,33 @@ class Rows(Protocol):
     """Row i of a (k+1, V) table of distributions; the session computes rows on demand."""
 
     def __getitem__(self, i: int, /) -> np.ndarray: ...
+
+
+class TargetRows:
+    """p rows: the target's logits processed only when verify reads them (rows after a
+    rejection never are)."""
+
+    def __init__(self, logits: np.ndarray, params: SamplingParams) -> None:
+        self._logits = logits  # (k+1, V)
+        self._params = params
+        self._rows: dict[int, np.ndarray] = {}
+
+    def __getitem__(self, i: int, /) -> np.ndarray:
+        if i not in self._rows:
+            self._rows[i] = process(self._logits[i], self._params)
+        return self._rows[i]
+
+
+class DraftRows:
+    """q rows of a draft, over the target's `vocab` logit rows (app.engine.drafters'
+    Draft.q_row)."""
+
+    def __init__(self, q_row: Callable[[int, int], np.ndarray], vocab: int) -> None:
+        self._q_row = q_row
+        self._vocab = vocab
+
+    def __getitem__(self, i: int, /) -> np.ndarray:
+        return self._q_row(i, self._vocab)
 
 
 @dataclass

@@ -30,14 +30,8 @@ from app.engine.records import (
     CopySource,
 )
 from app.engine.sampling import SamplingParams
-from app.engine.suffix_index import (
-    CandidateTree,
-    Label,
-    Occurrences,
-    SuffixIndex,
-    TokenBuffer,
-    TreeBudget,
-)
+from app.engine.suffix_index import CandidateTree, Occurrences, SuffixIndex, TreeBudget
+from app.engine.token_buffer import Label, TokenBuffer
 from app.engine.tree import DraftTree
 
 SUFFIX_LABEL = "suffix decoding"

@@ -41,9 +41,9 @@ import pickle
 from dataclasses import asdict, fields
 from typing import IO, Any
 
+from app.engine.decode_config import DecodeConfig
 from app.engine.divergence import Divergence
 from app.engine.sampling import SamplingParams
-from app.engine.session import DecodeConfig
 from app.models.loading import ModelSpec
 
 # commands

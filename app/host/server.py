@@ -20,9 +20,9 @@ from collections.abc import Generator
 from dataclasses import asdict, astuple
 from typing import IO, Any
 
+from app.analysis.compare import explain_difference, margins_noted
 from app.analysis.cost import measure_pair_costs
-from app.engine.divergence import MarginTap, explain_divergence
-from app.engine.kernel_noise import cached_kernel_noise
+from app.engine.divergence import MarginTap
 from app.engine.session import Session
 from app.engine.suffix import SUFFIX_LABEL
 from app.engine.text_stream import TextStream
@@ -166,16 +166,9 @@ class Host:
     def run(self, command: dict[str, Any]) -> None:
         pair = self.ensure_pair(p.spec_from_dict(command["spec"]), command.get("costs", False))
         config = p.config_from_dict(command["config"])
-        compare = bool(command.get("compare"))
         # a greedy compare notes the target's top two per position, to explain a difference
-        model = pair.target
-        tap = MarginTap(model) if compare and config.sampling.greedy else None
-        if tap is not None:
-            pair.target = tap
-        try:
+        with margins_noted(pair, bool(command.get("compare")) and config.sampling.greedy) as tap:
             self._run(pair, command, tap)
-        finally:
-            pair.target = model
 
     def _run(self, pair: LoadedPair, command: dict[str, Any], tap: MarginTap | None) -> None:
         run = self._prepare(pair, command)
@@ -207,13 +200,10 @@ class Host:
         self._finish(baseline)
         self._finish(run, baseline.session)
         divergence = None
-        if tap is not None and session.output_ids != baseline.session.output_ids:
-            self.emit(p.PROGRESS, message="texts differ: measuring how far verify passes stray "
-                                          "from single steps on this model (once; cached)")
-            bound = cached_kernel_noise(tap.model).bound
-            divergence = explain_divergence(len(run.prompt_ids), baseline.session.output_ids,
-                                            session.output_ids, tap.top, spec_top,
-                                            pair.target.token_text, bound)
+        if tap is not None:
+            divergence = explain_difference(
+                tap, len(run.prompt_ids), baseline.session.output_ids, session.output_ids,
+                tap.top, spec_top, lambda message: self.emit(p.PROGRESS, message=message))
         config = session.config
         self.emit(p.COMPARED, speculative_tok_s=session.stats.tokens_per_second,
                   plain_tok_s=baseline.session.stats.tokens_per_second,

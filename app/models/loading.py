@@ -15,7 +15,7 @@ from pathlib import Path
 from app.draft_memory import DraftMemory
 from app.engine.heads import HeadsWeights
 from app.engine.protocol import EarlyExitModel, LanguageModel
-from app.engine.suffix_index import TokenBuffer
+from app.engine.token_buffer import TokenBuffer
 from app.errors import DraftLensError, ModelFileError, SettingsError
 from app.models.pair_check import PairCheck, check_pair_files, is_gguf, model_size_bytes
 

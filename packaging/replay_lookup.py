@@ -1,0 +1,219 @@
+"""Replaying prompt lookup over the target's own greedy outputs: an ablation bench for the
+lookup drafters and the adaptive controller that is cheap, deterministic and exact.
+
+Greedy speculative decoding writes the plain output (tests/test_greedy_matches_plain.py), and
+a lookup's draft depends only on the context, so a pass that drafts k tokens keeps as many
+as its draft shares with the recorded output, plus one. Each pass is priced on a verify-cost
+curve (the demo target's calibrated one by default), so a variant's tokens per modelled
+second can be compared with plain decoding's without running the target again.
+
+  record:  python packaging/replay_lookup.py record OUT.json   (runs the demo target plainly)
+  replay:  python packaging/replay_lookup.py replay OUT.json [--variant NAME ...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from app.cli.bench_tasks import CODE_PROMPTS, EDIT_PROMPTS, TEXT_PROMPTS  # noqa: E402
+from app.engine.acceptance_estimate import AcceptanceEstimate  # noqa: E402
+from app.engine.adaptive import DraftLengthController, rates_by_k  # noqa: E402
+from app.engine.cost_curve import VerifyCostCurve  # noqa: E402
+from app.engine.draft_model import DRAFT_MODEL  # noqa: E402
+from app.engine.drafters import Budget, Drafter, DraftKind  # noqa: E402
+from app.engine.lookup import PromptLookup  # noqa: E402
+from app.engine.lookup_edits import EditAwareLookup  # noqa: E402
+from app.engine.probes import FIRST_PROBE_GAP, ProbePolicy  # noqa: E402
+from app.engine.records import (  # noqa: E402
+    ORIGIN_ACCEPTED,
+    ORIGIN_BONUS,
+    ORIGIN_PLAIN,
+    ORIGIN_REPLACEMENT,
+    StepRecord,
+    TokenRecord,
+)
+from app.engine.sampling import SamplingParams  # noqa: E402
+
+# the demo target's calibrated verify curve, seconds (Q4_K_M, 2 threads; tests use it too)
+DEMO_CURVE = {1: .041, 2: .081, 3: .106, 4: .143, 5: .139, 8: .337, 9: .352, 16: .393,
+              17: .399, 32: .570, 33: .692, 64: 1.116, 65: 1.205}
+TOKENS = {"code": 128, "edit": 360, "text": 200}
+
+
+def record(out: Path) -> None:
+    from app.engine.decode_config import DecodeConfig
+    from app.engine.session import Session
+    from app.models.demo import demo_paths
+    from app.models.loading import ModelSpec, load_pair
+    from app.runs import encode_prompt
+
+    target_path, _ = demo_paths()
+    pair = load_pair(ModelSpec(str(target_path), ngram=True))
+    tasks = [("code", f"code {i}", p, False) for i, p in enumerate(CODE_PROMPTS)]
+    tasks += [("edit", name, p, True) for name, p in EDIT_PROMPTS.items()]
+    tasks += [("text", f"text {i}", p, True) for i, p in enumerate(TEXT_PROMPTS)]
+    rows = []
+    for suite, name, prompt, chat in tasks:
+        ids = encode_prompt(pair.target, prompt, chat)
+        session = Session(pair.target, None, DecodeConfig(n_predict=TOKENS[suite]),
+                          diagnostics=False)
+        for _ in session.steps(ids):
+            pass
+        rows.append({"suite": suite, "name": name, "prompt": ids,
+                     "output": session.output_ids})
+        print(f"{name}: {len(session.output_ids)} tokens", file=sys.stderr)
+        out.write_text(json.dumps(rows))
+    pair.close()
+
+
+def replay(prompt: list[int], output: list[int], drafter: Drafter,
+           controller: DraftLengthController, cost: Callable[[int], float]) -> tuple[float, int]:
+    """Modelled seconds and passes to write `output` after `prompt` with this drafter."""
+    drafter.begin(prompt)
+    context, done, seconds, passes = list(prompt), 0, 0.0, 0
+    while done < len(output):
+        remaining = len(output) - done
+        outlook = drafter.outlook(context)
+        k = controller.next_k(remaining, outlook.kind, min(outlook.copied, done))
+        draft = drafter.propose(context, Budget(k), SamplingParams(), None) if k else None
+        tokens = [] if draft is None else draft.tokens[: remaining - 1]
+        kept = 0
+        while kept < len(tokens) and tokens[kept] == output[done + kept]:
+            kept += 1
+        emitted = output[done : done + kept + 1]
+        t = cost(len(tokens) + 1)
+        seconds, passes = seconds + t, passes + 1
+        controller.observe(_step(passes, tokens, kept, emitted, t, outlook.kind.name))
+        context += emitted
+        done += len(emitted)
+        drafter.accept(context, None)
+    return seconds, passes
+
+
+def _step(index: int, tokens: list[int], kept: int, emitted: list[int], t: float,
+          source: str) -> StepRecord:
+    records = [TokenRecord(pos=i, token=tok, text="", q=1.0, p=1.0, u=None,
+                           accepted=i < kept)
+               for i, tok in enumerate(tokens[: kept + 1])]
+    origins = ([ORIGIN_ACCEPTED] * kept
+               + [ORIGIN_BONUS if kept == len(tokens) and tokens else
+                  ORIGIN_REPLACEMENT if tokens else ORIGIN_PLAIN])
+    return StepRecord(index=index, k=len(tokens), tokens=records, emitted=emitted,
+                      emitted_text=[""] * len(emitted), origins=origins, t_draft=0.0,
+                      t_verify=t, t_overhead=0.0, source=source)
+
+
+class _NoCopyFloor(DraftLengthController):
+    """Without the copy's lift from the guesses that opened it (DraftKind.at_least)."""
+
+    def _lift(self, kind: DraftKind, copied: int) -> None:
+        super()._lift(replace(kind, at_least=None), copied)
+
+
+class _NoRunEvidence(DraftLengthController):
+    """Without the run the target wrote as a copy's evidence."""
+
+    def _lift(self, kind: DraftKind, copied: int) -> None:
+        super()._lift(kind, 0)
+
+
+class _NoLifts(DraftLengthController):
+    def _lift(self, kind: DraftKind, copied: int) -> None:
+        return None
+
+
+class _FixedProbeGap(DraftLengthController):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.probes = ProbePolicy(max_gap=FIRST_PROBE_GAP)
+
+
+class _ProbeMargin(DraftLengthController):
+    """A probe only where some k beats plain by 15% at 95% acceptance (the old rule)."""
+
+    def could_pay(self, kind: DraftKind) -> int:
+        k = super().could_pay(kind)
+        cost, curve = self.pass_cost(kind), self.curve.current()
+        seconds = [cost.seconds(j, curve) for j in range(self.draft_max + 1)]
+        rates = rates_by_k([0.95] * self.draft_max, seconds)
+        return k if rates[k] > 1.15 * rates[0] else 0
+
+
+class _PooledEstimate(AcceptanceEstimate):
+    def _estimate(self) -> None:
+        self.accept_at = [self.pooled()] * self.positions
+
+
+class _PooledOnly(DraftLengthController):
+    """One acceptance rate per kind, not one per draft position."""
+
+    def estimate(self, kind: DraftKind = DRAFT_MODEL) -> AcceptanceEstimate:
+        known = self.estimates.get(kind.name)
+        return known if known is not None else _PooledEstimate(kind.prior, self.draft_max)
+
+
+CONTROLLERS: dict[str, type[DraftLengthController]] = {
+    "model": DraftLengthController, "no copy floor": _NoCopyFloor,
+    "no run evidence": _NoRunEvidence, "no lifts": _NoLifts,
+    "fixed probe gap": _FixedProbeGap, "probe margin 15%": _ProbeMargin,
+    "pooled only": _PooledOnly,
+}
+DRAFTERS: dict[str, Callable[[], Drafter]] = {
+    "edit-aware": EditAwareLookup, "prompt lookup": PromptLookup,
+}
+
+
+def replay_all(rows: list[dict[str, Any]], controller: str, drafter: str,
+               draft_max: int, by_task: bool = False) -> dict[str, float]:
+    """Speedup over plain decoding per suite, or per task (total modelled plain time /
+    replayed time)."""
+    curve = VerifyCostCurve(dict(DEMO_CURVE))
+    plain: dict[str, float] = {}
+    spec: dict[str, float] = {}
+    for row in rows:
+        ctl = CONTROLLERS[controller](draft_max, adaptive=True, curve=VerifyCostCurve(
+            dict(DEMO_CURVE)))
+        seconds, _ = replay(row["prompt"], row["output"], DRAFTERS[drafter](), ctl, curve.cost)
+        suite = row["name"] if by_task else row["suite"]
+        plain[suite] = plain.get(suite, 0.0) + len(row["output"]) * curve.cost(1)
+        spec[suite] = spec.get(suite, 0.0) + seconds
+    return {suite: plain[suite] / spec[suite] for suite in plain}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("mode", choices=("record", "replay"))
+    parser.add_argument("file", type=Path)
+    parser.add_argument("--draft-max", type=int, default=32)
+    parser.add_argument("--by-task", action="store_true",
+                        help="the drafters side by side on every task")
+    args = parser.parse_args(argv)
+    if args.mode == "record":
+        record(args.file)
+        return 0
+    rows = json.loads(args.file.read_text())
+    if args.by_task:
+        for drafter in DRAFTERS:
+            speedups = replay_all(rows, "model", drafter, args.draft_max, by_task=True)
+            print(drafter + ": " + ", ".join(f"{t} {x:.3f}" for t, x in speedups.items()))
+        return 0
+    suites = sorted({row["suite"] for row in rows})
+    print(f"{'drafter':14} {'controller':18} " + " ".join(f"{s:>7}" for s in suites))
+    runs = [("edit-aware", c) for c in CONTROLLERS] + [("prompt lookup", "model")]
+    for drafter, controller in runs:
+        speedups = replay_all(rows, controller, drafter, args.draft_max)
+        print(f"{drafter:14} {controller:18} "
+              + " ".join(f"{speedups[s]:7.3f}" for s in suites))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
