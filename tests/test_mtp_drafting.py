@@ -181,3 +181,28 @@ def test_trace_names_the_mtp_head_of_each_draft_token(exact_target, tmp_path):
     steps = read_trace(path).steps
     assert all(t.head == 0 for s in steps for t in s.tokens)
     assert all(row["head"] == 0 for row in iter_token_rows(steps))
+
+
+# --- models list ------------------------------------------------------------------------------
+
+
+def test_models_list_offers_a_targets_own_mtp_layers_as_its_draft(mtp_file, plain_file,
+                                                                   capsys, tmp_path,
+                                                                   monkeypatch):
+    from app.cli.main import main
+    from app.models import stores
+
+    monkeypatch.setenv("HOME", str(tmp_path))  # no stores: only the files given
+    for name in ("OLLAMA_MODELS", "HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE", "HF_HOME",
+                 "XDG_CACHE_HOME", "LLAMA_CACHE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setattr(stores, "OLLAMA_SERVICE_STORE", tmp_path / "no-ollama-service")
+
+    assert main(["models", "list", "--json", "--drafts-for", str(mtp_file)]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert rows[0]["path"] == str(mtp_file) and rows[0]["mtp_layers"] == 1
+    assert "its own MTP layers" in rows[0]["verdict"]
+    assert main(["models", "list", "--json", "--drafts-for", str(plain_file)]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert all(row["path"] != str(plain_file) for row in rows)
+    assert all("MTP" not in row["verdict"] for row in rows)
