@@ -28,6 +28,7 @@ from PySide6.QtWidgets import (
 
 from app.models import runtimes
 from app.models.loading import ModelSpec, rpc_problem
+from app.models.mtp import mtp_offer
 from app.models.pair_check import PairCheck, check_pair_files, is_gguf
 from app.settings import RecentPair
 from ui.background import run_in_thread
@@ -97,6 +98,10 @@ class PairPicker(QGroupBox):
         self.ngram = QCheckBox()
         self.ngram.setToolTip("drafts by copying what followed the same words earlier in the "
                               "prompt and output (q is one-hot)")
+        # shown only for a target whose GGUF carries its own MTP (NextN) layers
+        self.own_mtp = QCheckBox()
+        self.own_mtp.setToolTip("llama.cpp drafts with the target's own multi-token-prediction "
+                                "layers (--draft-mtp): no second model")
         self.recent = QComboBox()
         self.recent.setToolTip("pairs you ran before")
         # a long pair name is cut at the panel's edge rather than widening the panel
@@ -139,6 +144,9 @@ class PairPicker(QGroupBox):
         form.addRow("", found)
         form.addRow("", wrapping_check(self.ngram,
                                        "n-gram / prompt lookup instead of a draft model"))
+        self._own_mtp_row = wrapping_check(self.own_mtp, "its own MTP layers draft")
+        form.addRow("", self._own_mtp_row)
+        self._own_mtp_row.setVisible(False)
         form.addRow("Backend", self.backend)
         form.addRow("Device", self.device)
         form.addRow("GPU layers", self.gpu_layers)
@@ -158,6 +166,7 @@ class PairPicker(QGroupBox):
         self.target.changed.connect(self._paths_changed)
         self.draft.changed.connect(self._paths_changed)
         self.ngram.toggled.connect(self._ngram_toggled)
+        self.own_mtp.toggled.connect(self._own_mtp_toggled)
         self.backend.currentIndexChanged.connect(self._backend_changed)
         self.device.currentIndexChanged.connect(self._device_changed)
         self.recent.activated.connect(self._recent_chosen)
@@ -296,10 +305,15 @@ class PairPicker(QGroupBox):
         self.gpu_layers.setValue(pair.n_gpu_layers)
         self.rpc.setText(pair.rpc)
 
+    def own_mtp_chosen(self) -> bool:
+        """The target's own MTP layers draft (offered only where its file has them)."""
+        return self.own_mtp.isChecked() and self._own_mtp_row.isVisibleTo(self)
+
     def current_pair(self) -> RecentPair:
+        no_draft = self.ngram.isChecked() or self.own_mtp_chosen()
         return RecentPair(
             target=self.target.path(),
-            draft="" if self.ngram.isChecked() else self.draft.path(),
+            draft="" if no_draft else self.draft.path(),
             ngram=self.ngram.isChecked(),
             backend=self.backend.currentData() or "auto",
             device=self.device.currentData() or "auto",
@@ -315,16 +329,32 @@ class PairPicker(QGroupBox):
             local_cpu = pair.device == "cpu" and not pair.rpc  # rpc layers go to the servers
             return ModelSpec(pair.target, pair.draft or None, pair.ngram, backend="llamacpp",
                              device="auto", n_gpu_layers=0 if local_cpu else layers,
-                             rpc=pair.rpc)
+                             rpc=pair.rpc, draft_mtp=self.own_mtp_chosen())
         return ModelSpec(pair.target, pair.draft or None, pair.ngram, backend="torch",
                          device=pair.device)
 
     # --- the verdict --------------------------------------------------------------------
     def _ngram_toggled(self, on: bool) -> None:
+        if on:
+            self.own_mtp.setChecked(False)
         self.draft.setEnabled(not on)
         self._paths_changed()
 
+    def _own_mtp_toggled(self, on: bool) -> None:
+        if on:
+            self.ngram.setChecked(False)
+        self.draft.setEnabled(not on and not self.ngram.isChecked())
+        self._paths_changed()
+
+    def _offer_own_mtp(self) -> str:
+        """Show the MTP option for a target whose file has MTP layers; its offer text."""
+        offer = mtp_offer(self.target.path()) if self.target.path() else ""
+        self._own_mtp_row.setVisible(bool(offer))
+        self.own_mtp.setToolTip(offer or self.own_mtp.toolTip())
+        return offer
+
     def _paths_changed(self) -> None:
+        self._offer_own_mtp()
         self.browser.set_target(self.target.path())
         self._fill_devices()
         self._generation += 1
@@ -350,6 +380,11 @@ class PairPicker(QGroupBox):
         elif self.ngram.isChecked():
             self._show_verdict("n-gram lookup: drafts come from the text itself; no draft "
                                "model to check", "good")
+        elif self.own_mtp_chosen():
+            self._show_verdict(f"the target {self._offer_own_mtp()} (llama.cpp)", "good")
+        elif self._own_mtp_row.isVisibleTo(self):
+            self._show_verdict(f"the target {self._offer_own_mtp()}: tick it, or choose a "
+                               "draft model; else plain target decoding only", "muted")
         else:
             self._show_verdict("no draft: plain target decoding only", "muted")
 
