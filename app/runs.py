@@ -17,12 +17,15 @@ from app.engine.heads import HeadsDrafter
 from app.engine.hybrid import HybridDrafter
 from app.engine.lookup import block_limit
 from app.engine.lookup_edits import EditAwareLookup
-from app.engine.protocol import LanguageModel
+from app.engine.mtp import MtpDrafter
+from app.engine.protocol import LanguageModel, MtpModel
 from app.engine.session import Session
 from app.engine.suffix import SUFFIX_LABEL, RememberedRun, SuffixDrafter, memory_buffer
 from app.engine.trace import MODE_PLAIN, MODE_SPECULATIVE, TraceHeader, TraceWriter
+from app.errors import SettingsError
 from app.models.draft_heads import load_heads
 from app.models.loading import LoadedPair, ModelSpec
+from app.models.mtp import OWN_MTP_LABEL
 from app.versions import versions
 
 NGRAM_LABEL = "n-gram lookup"
@@ -69,6 +72,8 @@ def build_drafter(pair: LoadedPair, config: DecodeConfig,
     must not draft from its own earlier answer)."""
     if pair.spec.suffix:
         return suffix_drafter(pair, avoid_prompt)
+    if pair.spec.draft_mtp:
+        return mtp_drafter(pair, config)
     if pair.draft is not None:
         drafter = ModelDrafter(pair.draft, p_min=config.draft_p_min, draft_min=config.draft_min,
                                target_vocab=pair.target.n_vocab,
@@ -135,6 +140,21 @@ def heads_drafter(pair: LoadedPair) -> HeadsDrafter:
     return HeadsDrafter(pair.heads, heads_label(pair.spec.draft_heads))
 
 
+def mtp_drafter(pair: LoadedPair, config: DecodeConfig) -> MtpDrafter:
+    """The target's own MTP layers as the drafter (the target was loaded with them)."""
+    target = pair.target
+    if not isinstance(target, MtpModel):
+        raise SettingsError(f"{target.name} was not loaded with its MTP layers — load it "
+                            "again with --draft-mtp (llama.cpp backend)")
+    return MtpDrafter(target.mtp_heads(), mtp_label(target.n_mtp_heads),
+                      p_min=config.draft_p_min, draft_min=config.draft_min,
+                      eos_ids=target.eos_ids)
+
+
+def mtp_label(n_heads: int) -> str:
+    return f"own MTP layers ({n_heads})"
+
+
 def heads_label(path: str) -> str:
     return f"draft heads ({Path(path).name})"
 
@@ -194,6 +214,8 @@ def draft_label(spec: ModelSpec) -> str:
     """What drafts in a run of this spec, as the trace header names it."""
     if spec.suffix:
         return SUFFIX_LABEL
+    if spec.draft_mtp:
+        return OWN_MTP_LABEL
     if spec.self_draft_layers:
         label = self_draft_label(spec.self_draft_layers)
         return f"{NGRAM_LABEL} + {label}" if spec.ngram else label

@@ -98,7 +98,10 @@ class LlamaCppModel:
         n_batch: int = 512,
         batch_invariant: bool = True,
         rpc: str = "",
+        load_mtp: bool = False,
     ) -> None:
+        """load_mtp: also load the file's multi-token-prediction (NextN) layers, which
+        llama.cpp skips otherwise (backends.llamacpp_mtp drafts with them)."""
         ok, why = llamacpp_available()
         if not ok:
             raise BackendError(why)
@@ -125,6 +128,7 @@ class LlamaCppModel:
 
         model_params = llama_cpp.llama_model_default_params()
         model_params.n_gpu_layers = layers
+        model_params.load_mtp = load_mtp
         device_array = device_list(devices) if devices else None
         if device_array is not None:
             model_params.devices = ctypes.cast(device_array, ctypes.c_void_p)

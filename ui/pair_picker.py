@@ -30,6 +30,7 @@ from PySide6.QtWidgets import (
 from app.draft_memory import DEFAULT_CAP_TOKENS, MEMORY_FILE, default_memory_path
 from app.models import runtimes
 from app.models.loading import ModelSpec, rpc_problem
+from app.models.mtp import mtp_offer
 from app.models.pair_check import PairCheck, check_pair_files, is_gguf
 from app.settings import RecentPair
 from ui.background import run_in_thread
@@ -114,6 +115,10 @@ class PairPicker(QGroupBox):
         self.forget_button = QToolButton(text="Forget…")
         self.forget_button.setToolTip("empty the draft memory (earlier outputs kept for suffix "
                                       "decoding)")
+        # shown only for a target whose GGUF carries its own MTP (NextN) layers
+        self.own_mtp = QCheckBox()
+        self.own_mtp.setToolTip("llama.cpp drafts with the target's own multi-token-prediction "
+                                "layers (--draft-mtp): no second model")
         self.recent = QComboBox()
         self.recent.setToolTip("pairs you ran before")
         # a long pair name is cut at the panel's edge rather than widening the panel
@@ -165,6 +170,9 @@ class PairPicker(QGroupBox):
         memory.addWidget(self.forget_button)
         self.memory_row.setVisible(False)
         form.addRow("", self.memory_row)
+        self._own_mtp_row = wrapping_check(self.own_mtp, "its own MTP layers draft")
+        form.addRow("", self._own_mtp_row)
+        self._own_mtp_row.setVisible(False)
         form.addRow("Backend", self.backend)
         form.addRow("Device", self.device)
         form.addRow("GPU layers", self.gpu_layers)
@@ -186,6 +194,7 @@ class PairPicker(QGroupBox):
         self.ngram.toggled.connect(self._ngram_toggled)
         self.suffix.toggled.connect(self._suffix_toggled)
         self.forget_button.clicked.connect(self.forget_requested)
+        self.own_mtp.toggled.connect(self._own_mtp_toggled)
         self.backend.currentIndexChanged.connect(self._backend_changed)
         self.device.currentIndexChanged.connect(self._device_changed)
         self.recent.activated.connect(self._recent_chosen)
@@ -326,6 +335,10 @@ class PairPicker(QGroupBox):
         self.gpu_layers.setValue(pair.n_gpu_layers)
         self.rpc.setText(pair.rpc)
 
+    def own_mtp_chosen(self) -> bool:
+        """The target's own MTP layers draft (offered only where its file has them)."""
+        return self.own_mtp.isChecked() and self._own_mtp_row.isVisibleTo(self)
+
     def current_pair(self) -> RecentPair:
         return RecentPair(
             target=self.target.path(),
@@ -346,7 +359,8 @@ class PairPicker(QGroupBox):
             local_cpu = pair.device == "cpu" and not pair.rpc  # rpc layers go to the servers
             return ModelSpec(pair.target, pair.draft or None, pair.ngram, backend="llamacpp",
                              device="auto", n_gpu_layers=0 if local_cpu else layers,
-                             rpc=pair.rpc, **self._suffix_settings(pair))
+                             rpc=pair.rpc, draft_mtp=self.own_mtp_chosen(),
+                             **self._suffix_settings(pair))
         return ModelSpec(pair.target, pair.draft or None, pair.ngram, backend="torch",
                          device=pair.device, **self._suffix_settings(pair))
 
@@ -357,24 +371,42 @@ class PairPicker(QGroupBox):
         return {"suffix": True, "draft_memory": memory}
 
     def draftless(self) -> bool:
-        """n-gram lookup or suffix decoding: the draft model row does not apply."""
-        return self.ngram.isChecked() or self.suffix.isChecked()
+        """n-gram lookup, suffix decoding or the target's own MTP layers: the draft model row
+        does not apply."""
+        return self.ngram.isChecked() or self.suffix.isChecked() or self.own_mtp_chosen()
 
     # --- the verdict --------------------------------------------------------------------
     def _ngram_toggled(self, on: bool) -> None:
         if on:
             self.suffix.setChecked(False)
+            self.own_mtp.setChecked(False)
         self.draft.setEnabled(not self.draftless())
         self._paths_changed()
 
     def _suffix_toggled(self, on: bool) -> None:
         if on:
             self.ngram.setChecked(False)
+            self.own_mtp.setChecked(False)
         self.memory_row.setVisible(on)
         self.draft.setEnabled(not self.draftless())
         self._paths_changed()
 
+    def _own_mtp_toggled(self, on: bool) -> None:
+        if on:
+            self.ngram.setChecked(False)
+            self.suffix.setChecked(False)
+        self.draft.setEnabled(not self.draftless())
+        self._paths_changed()
+
+    def _offer_own_mtp(self) -> str:
+        """Show the MTP option for a target whose file has MTP layers; its offer text."""
+        offer = mtp_offer(self.target.path()) if self.target.path() else ""
+        self._own_mtp_row.setVisible(bool(offer))
+        self.own_mtp.setToolTip(offer or self.own_mtp.toolTip())
+        return offer
+
     def _paths_changed(self) -> None:
+        self._offer_own_mtp()
         self.browser.set_target(self.target.path())
         self._fill_devices()
         self._generation += 1
@@ -405,6 +437,11 @@ class PairPicker(QGroupBox):
                     if self.remember.isChecked() else "(earlier runs are not remembered)")
             self._show_verdict(f"suffix decoding: drafts come from the text itself {kept}; "
                                "no draft model to check", "good")
+        elif self.own_mtp_chosen():
+            self._show_verdict(f"the target {self._offer_own_mtp()} (llama.cpp)", "good")
+        elif self._own_mtp_row.isVisibleTo(self):
+            self._show_verdict(f"the target {self._offer_own_mtp()}: tick it, or choose a "
+                               "draft model; else plain target decoding only", "muted")
         else:
             self._show_verdict("no draft: plain target decoding only", "muted")
 

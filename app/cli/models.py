@@ -11,10 +11,12 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 from typing import Any
 
 from app.models.fetch_progress import FetchProgress
-from app.models.found import FoundModel
+from app.models.found import FoundModel, describe_gguf
+from app.models.mtp import mtp_offer
 
 MODEL_COMMANDS = ("list", "check", "fetch", "fetch-demo")
 
@@ -58,6 +60,7 @@ def _list(args: argparse.Namespace) -> int:
     else:
         target = find_model(args.drafts_for, models)
         rows = [(v.model, v.check.message) for v in drafts_for(target, models) if v.compatible]
+        rows = own_mtp_rows(target, models) + rows
     if args.json:
         out = [m.as_json() | ({"verdict": why} if args.drafts_for else {}) for m, why in rows]
         print(json.dumps(out, indent=2))
@@ -68,7 +71,21 @@ def _list(args: argparse.Namespace) -> int:
         print("no models found — `draftlens models fetch-demo`, or `draftlens models fetch "
               "REPO` for a GGUF from the Hugging Face hub", file=sys.stderr)
     print(format_table([m for m, _ in rows]))
+    for model, _ in rows:
+        if model.mtp_layers > 0:
+            print(f"{model.name}: {mtp_offer(model.path)} (draftlens run -m {model.path} "
+                  "--draft-mtp)", file=sys.stderr)
     return 0
+
+
+def own_mtp_rows(target: Path, models: list[FoundModel]) -> list[tuple[FoundModel, str]]:
+    """The target itself as the first draft option where its file has MTP layers."""
+    offer = mtp_offer(target)
+    if not offer:
+        return []
+    listed = [m for m in models if m.path.resolve() == target.resolve()]
+    own = listed[0] if listed else describe_gguf(target, target.name, "file")
+    return [(own, offer)]
 
 
 def format_table(models: list[FoundModel]) -> str:

@@ -34,6 +34,9 @@ def add_model_flags(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--draft-heads", dest="draft_heads", default=None, metavar="HEADS",
                    help="draft with heads trained on the target's hidden states "
                         "(draftlens heads train)")
+    g.add_argument("--draft-mtp", dest="draft_mtp", action="store_true",
+                   help="draft with the target's own multi-token-prediction (MTP / NextN) "
+                        "layers, where its GGUF has them (llama.cpp); no draft model needed")
     g.add_argument("--backend", choices=("auto", "llamacpp", "torch"), default="auto")
     g.add_argument("--device", default="auto", help="auto, cpu, cuda, mps (torch backend)")
     g.add_argument("-ngl", "--n-gpu-layers", "--gpu-layers", dest="n_gpu_layers", default="auto",
@@ -106,9 +109,11 @@ def model_spec(args: argparse.Namespace) -> ModelSpec:
     heads = getattr(args, "draft_heads", None)
     suffix = getattr(args, "suffix", False)
     memory = getattr(args, "draft_memory", "") or ""
-    if sum(bool(x) for x in (layers_list, draft, heads, suffix)) > 1 or (suffix and args.ngram):
+    mtp = getattr(args, "draft_mtp", False)
+    if (sum(bool(x) for x in (layers_list, draft, heads, suffix, mtp)) > 1
+            or ((suffix or mtp) and args.ngram)):
         raise SettingsError("pick one draft: -md DRAFT, --self-draft-layers N, "
-                            "--draft-heads HEADS, --ngram or --suffix")
+                            "--draft-heads HEADS, --draft-mtp, --ngram or --suffix")
     if memory and not suffix:
         raise SettingsError("--draft-memory is the memory of suffix decoding — add --suffix")
     if target is None:
@@ -119,9 +124,11 @@ def model_spec(args: argparse.Namespace) -> ModelSpec:
                                 "pass -m FILE, or run: draftlens models fetch-demo")
         demo_target, demo_draft = demo_paths()
         target = str(demo_target)
-        if draft is None and not args.ngram and not layers_list and not heads and not suffix:
+        if draft is None and not args.ngram and not layers_list and not heads and not suffix \
+                and not mtp:
             draft = str(demo_draft)
-    if draft is None and not args.ngram and not layers_list and not heads and not suffix:
+    if draft is None and not args.ngram and not layers_list and not heads and not suffix \
+            and not mtp:
         raise SettingsError("no draft given — pass -md DRAFT_FILE, --ngram for prompt lookup, "
                             "or --self-draft-layers N for the target's own first layers")
     layers = args.n_gpu_layers
@@ -136,7 +143,7 @@ def model_spec(args: argparse.Namespace) -> ModelSpec:
         trust_remote_code=args.trust_remote_code, allow_pickle=args.allow_pickle,
         batch_invariant=args.exact_kernels, rpc=args.rpc.strip(),
         self_draft_layers=layers_list[0] if layers_list else 0,
-        draft_heads=heads or "", suffix=suffix, draft_memory=memory,
+        draft_heads=heads or "", suffix=suffix, draft_memory=memory, draft_mtp=mtp,
     )
 
 

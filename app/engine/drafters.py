@@ -90,6 +90,9 @@ class Draft:
     hidden: np.ndarray | None = None
     # per token, where a copying drafter found it (app.engine.suffix); None for the others
     copied_from: list[CopySource] | None = None
+    # per token, which of the target's own MTP heads proposed it (app.engine.mtp), 0-based;
+    # None for every other draft
+    heads: list[int] | None = None
 
     def q_row(self, i: int, vocab: int) -> np.ndarray:
         """q for tokens[i] over the target's `vocab` logit rows (the widths may differ by

@@ -126,3 +126,36 @@ class OutputHeadModel(Protocol):
     def output_rows(self, ids: Sequence[int]) -> np.ndarray:
         """Rows (len(ids), n_embd) of the output matrix, as float32."""
         ...
+
+
+class MtpHeads(Protocol):
+    """A model's own multi-token-prediction layers (llama.cpp's NextN blocks), run beside the
+    target: they read the target's hidden state with the token it produced, and their own
+    state after that, to guess the tokens after the next one."""
+
+    n_heads: int  # the NextN blocks in the file (head 0 drafts every position here)
+
+    def reset(self) -> None:
+        """Forget the last generation."""
+        ...
+
+    def start(self, context: Sequence[int]) -> np.ndarray | None:
+        """Catch up with the target (whose cache holds context[:-1]) and run on context[-1]:
+        logits (n_vocab,) for the token after it; None where the target's cache is not
+        context[:-1]."""
+        ...
+
+    def step(self, token: int) -> np.ndarray:
+        """Feed the token just drafted: logits (n_vocab,) for the one after it."""
+        ...
+
+
+@runtime_checkable
+class MtpModel(Protocol):
+    """A target loaded with its own MTP layers, which keeps the hidden state of every cached
+    position for them."""
+
+    @property
+    def n_mtp_heads(self) -> int: ...
+
+    def mtp_heads(self) -> MtpHeads: ...

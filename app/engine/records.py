@@ -67,6 +67,8 @@ class TokenRecord:
     hidden_cos: float | None = None
     # a copied draft token's source (suffix drafting); None for every other draft
     copied_from: CopySource | None = None
+    # which of the target's own MTP heads proposed it (0-based); None for other drafts
+    head: int | None = None
 
     @property
     def ratio(self) -> float:
@@ -81,6 +83,12 @@ def mark_copied(records: list[TokenRecord], sources: list[CopySource] | None) ->
     """Give each draft token's record its copy source (records[i] is draft token i's)."""
     for record, source in zip(records, sources or (), strict=False):
         record.copied_from = source
+
+
+def mark_heads(records: list[TokenRecord], heads: list[int] | None) -> None:
+    """Give each draft token's record the MTP head that proposed it."""
+    for record, head in zip(records, heads or (), strict=False):
+        record.head = head
 
 
 @dataclass

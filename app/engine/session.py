@@ -17,7 +17,7 @@ from app.engine.diagnostics import describe
 from app.engine.drafters import EMPTY_DRAFT, Budget, Drafter
 from app.engine.metrics import RunStats
 from app.engine.protocol import LanguageModel, returns_hidden
-from app.engine.records import ORIGIN_PLAIN, StepRecord, mark_copied
+from app.engine.records import ORIGIN_PLAIN, StepRecord, mark_copied, mark_heads
 from app.engine.sampling import finite_logits
 from app.engine.similarity import annotate, verify_pass
 from app.engine.speculative import DraftRows, TargetRows, Verdict, verify
@@ -156,6 +156,7 @@ class Session:
             )
             annotate(verdict.records, draft.hidden, target_hidden)
             mark_copied(verdict.records, draft.copied_from)
+            mark_heads(verdict.records, draft.heads)
         n_accepted = len(verdict.emitted) - 1
         self.target.truncate(len(context) + n_accepted)
         record = self._finish_step(context, verdict, index, len(draft_tokens),

@@ -246,6 +246,7 @@ def iter_token_rows(steps: list[StepRecord]) -> Iterator[dict[str, Any]]:
                 "accepted": "" if t.accepted is None else int(t.accepted),
                 "replacement": "" if t.replacement is None else t.replacement,
                 "replacement_text": t.replacement_text or "",
+                "head": "" if t.head is None else t.head,
                 "t_draft": step.t_draft,
                 "t_verify": step.t_verify,
                 "t_overhead": step.t_overhead,

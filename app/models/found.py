@@ -36,6 +36,8 @@ class FoundModel:
     vocab_type: str = ""
     vocab_size: int | None = None
     error: str = ""  # why the model cannot be used, when its metadata did not read
+    # its own trained MTP (NextN) layers, which can draft for it with no second model
+    mtp_layers: int = 0
 
     def as_json(self) -> dict[str, Any]:
         data = asdict(self)
@@ -66,7 +68,7 @@ def describe_gguf(path: Path, name: str, store: str, size: int | None = None) ->
     except ModelFileError as exc:
         return FoundModel(name, path, store, FORMAT_GGUF, size, error=str(exc))
     return FoundModel(name, path, store, FORMAT_GGUF, size, info.architecture, info.n_params,
-                      info.vocab_type, info.vocab_size)
+                      info.vocab_type, info.vocab_size, mtp_layers=info.n_mtp_layers)
 
 
 def describe_folder(path: Path, name: str, store: str) -> FoundModel:

@@ -68,6 +68,8 @@ class GgufInfo:
     add_eos: bool
     has_chat_template: bool
     file_size: int
+    # trained multi-token-prediction (NextN) blocks after the trunk: <arch>.nextn_predict_layers
+    n_mtp_layers: int = 0
 
 
 @dataclass
@@ -123,6 +125,7 @@ def check_gguf(path: str | os.PathLike[str]) -> GgufInfo:
         add_eos=bool(add_eos) if add_eos is not None else _ADD_EOS_DEFAULT.get(vocab_type, False),
         has_chat_template="tokenizer.chat_template" in fields,
         file_size=head.file_size,
+        n_mtp_layers=_int_or_none(fields.get(f"{arch}.nextn_predict_layers")) or 0,
     )
 
 

@@ -41,6 +41,7 @@ class ModelSpec:
     draft_heads: str = ""  # a heads file trained on the target (app.models.draft_heads)
     suffix: bool = False  # draft by suffix decoding (app.engine.suffix)
     draft_memory: str = ""  # its memory of earlier outputs: a file (app.draft_memory)
+    draft_mtp: bool = False  # the target's own MTP (NextN) layers draft (app.engine.mtp)
 
     def resolved_backend(self) -> str:
         backend = self._backend()
@@ -134,8 +135,9 @@ def validate_model_file(path: str, backend: str) -> None:
         preflight_gguf(file)
 
 
-def load_model(path: str, spec: ModelSpec, rpc: str = "") -> LanguageModel:
-    """Load one model of the pair; `rpc` puts its layers on those rpc-servers."""
+def load_model(path: str, spec: ModelSpec, rpc: str = "", mtp: bool = False) -> LanguageModel:
+    """Load one model of the pair; `rpc` puts its layers on those rpc-servers; `mtp` loads
+    its own MTP layers too, to draft with (llama.cpp only)."""
     from backends.base import BackendError
 
     backend = spec.resolved_backend()
@@ -144,7 +146,13 @@ def load_model(path: str, spec: ModelSpec, rpc: str = "") -> LanguageModel:
     # the annotations make the type checker prove that each backend satisfies the protocol
     model: LanguageModel
     try:
-        if backend == "llamacpp":
+        if backend == "llamacpp" and mtp:
+            from backends.llamacpp_mtp import LlamaCppMtpModel
+
+            model = LlamaCppMtpModel(path, n_gpu_layers=spec.n_gpu_layers, n_ctx=spec.n_ctx,
+                                     n_threads=spec.n_threads,
+                                     batch_invariant=spec.batch_invariant, rpc=rpc)
+        elif backend == "llamacpp":
             from backends.llamacpp import LlamaCppModel
 
             model = LlamaCppModel(path, n_gpu_layers=spec.n_gpu_layers, n_ctx=spec.n_ctx,
@@ -241,13 +249,20 @@ def load_pair(spec: ModelSpec, progress: Progress | None = None) -> LoadedPair:
     if spec.rpc:
         say("greeting the rpc-servers")
         check_rpc_servers(spec)
+    if spec.draft_mtp:
+        from app.models.mtp import require_mtp
+
+        if spec.draft or spec.self_draft_layers or spec.draft_heads:
+            raise SettingsError("pick one draft: the target's own MTP layers (--draft-mtp) "
+                                "or another draft, not both")
+        require_mtp(spec.target, spec.resolved_backend())
     if spec.draft:
         say("checking that the pair shares a vocabulary")
         check = check_pair_files(spec.target, spec.draft)
         check.raise_if_incompatible()
         warnings.extend(check.warnings)
     say(f"loading target {Path(spec.target).name}")
-    target = load_model(spec.target, spec, rpc=spec.rpc)
+    target = load_model(spec.target, spec, rpc=spec.rpc, mtp=spec.draft_mtp)
     draft = None
     self_drafts: dict[int, LanguageModel] = {}
     heads = None

@@ -1,0 +1,33 @@
+"""The pair picker offers a target's own MTP layers as its draft, only where its file has
+them; ticking the option makes a --draft-mtp spec with no draft model."""
+
+from __future__ import annotations
+
+from app.settings import RecentPair
+from tests.tiny_mtp_gguf import write_tiny_mtp_gguf
+from ui.pair_picker import PairPicker
+
+
+def test_the_picker_offers_own_mtp_layers_only_for_a_target_with_them(qtbot, tmp_path):
+    with_mtp = write_tiny_mtp_gguf(tmp_path / "mtp.gguf")
+    without = write_tiny_mtp_gguf(tmp_path / "plain.gguf", nextn=0)
+    picker = PairPicker()
+    qtbot.addWidget(picker)
+    picker.show()
+    picker.set_pair(RecentPair(str(without)))
+    assert not picker.own_mtp.isVisible() and not picker.own_mtp_chosen()
+    assert not picker.model_spec().draft_mtp
+
+    picker.set_pair(RecentPair(str(with_mtp)))
+    assert picker.own_mtp.isVisible()
+    assert "its own MTP layers" in picker.verdict.text()
+    picker.own_mtp.setChecked(True)
+    spec = picker.model_spec()
+    assert spec.draft_mtp and spec.draft is None and not spec.ngram
+    assert not picker.draft.isEnabled() and picker.blocking_reason() == ""
+    picker.ngram.setChecked(True)  # one draft at a time
+    assert not picker.own_mtp.isChecked() and not picker.model_spec().draft_mtp
+
+    picker.own_mtp.setChecked(True)
+    picker.set_pair(RecentPair(str(without)))  # the option goes with the target
+    assert not picker.own_mtp_chosen() and not picker.model_spec().draft_mtp
