@@ -21,6 +21,7 @@ adaptive k decoded that run plainly, presses "Watch the draft anyway" and writes
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import tempfile
 from dataclasses import replace
@@ -31,12 +32,23 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 if TYPE_CHECKING:
+    from app.engine.records import StepRecord
     from ui.main_window import MainWindow
 
 PROMPT = (
     "from dataclasses import dataclass\n\n\n@dataclass\nclass Point:\n    x: float\n"
     "    y: float\n\n    def distance_to(self, other: \"Point\") -> float:\n"
 )
+
+
+# two requests of one shape, as a user of a local model sends them one after another: the second
+# answer repeats the scaffolding of the first, which suffix decoding copies from its memory
+EARLIER_PROMPT = ("Write a Python function load_users(path) that reads a CSV file with the "
+                  "columns name, email and age and returns a list of dicts. Use the csv module "
+                  "and type hints.")
+SUFFIX_PROMPT = ("Write a Python function load_orders(path) that reads a CSV file with the "
+                 "columns order_id, customer and total and returns a list of dicts. Use the "
+                 "csv module and type hints.")
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -59,6 +71,15 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         help="n-gram lookup on one of the bench's edit prompts, as a chat "
                              "(e.g. 'rename a variable (7 uses)'); adaptive k up to --draft-max "
                              "(the bench uses --draft-max 64 --tokens 200)")
+    parser.add_argument("--suffix", action="store_true",
+                        help="suffix decoding with a draft memory: --earlier-prompt runs first "
+                             "(filling the memory of a scratch data folder), then --prompt; the "
+                             "shot shows a step whose draft was copied from the earlier run")
+    parser.add_argument("--earlier-prompt", default=EARLIER_PROMPT,
+                        help="with --suffix: the request run before --prompt")
+    parser.add_argument("--target", help="another target than the demo pair's (no draft model)")
+    parser.add_argument("--draft-mtp", action="store_true",
+                        help="with --target: its own MTP layers draft (a GGUF that has them)")
     parser.add_argument("--theme", default="light", choices=("light", "dark", "system"))
     parser.add_argument("--dark", action="store_true", help="also write <out>-dark.png")
     parser.add_argument("--width", type=int, default=1600)
@@ -152,10 +173,36 @@ def pick_rejection_step(window: MainWindow) -> int:
     return pool[len(pool) // 2]
 
 
+def pick_memory_step(window: MainWindow) -> int | None:
+    """The step that copied the most draft tokens from an earlier run."""
+    from app.engine.records import COPIED_FROM_MEMORY
+
+    def copied(step: StepRecord) -> int:
+        return sum(1 for t in step.tokens
+                   if t.copied_from is not None and t.copied_from.kind == COPIED_FROM_MEMORY)
+
+    best = max(window.run.steps if window.run else [], key=copied, default=None)
+    return best.index if best is not None and copied(best) else None
+
+
 def pick_confidence_step(window: MainWindow) -> int | None:
     """A step whose draft ended on its confidence, preferring a longer draft."""
     steps = [s for s in window.run.steps if s.stop_chance is not None]
     return max(steps, key=lambda s: (s.k, -s.index)).index if steps else None
+
+
+def earlier(window: MainWindow, earlier_prompt: str, prompt: str) -> None:
+    """Run the earlier request (no comparison), so the next run has something to copy."""
+    from ui.app import wait_until
+
+    panel = window.decode
+    panel.prompt.setPlainText(earlier_prompt)
+    panel.compare.setChecked(False)
+    window.start_run()
+    if not wait_until(lambda: not window.running, 900):
+        raise RuntimeError("the earlier run did not finish in 15 minutes")
+    panel.prompt.setPlainText(prompt)
+    panel.compare.setChecked(True)
 
 
 def _edit_tasks() -> dict[str, str]:
@@ -182,6 +229,8 @@ def main(argv: list[str] | None = None) -> int:
     make_application()
     errors: list[str] = []
     with tempfile.TemporaryDirectory(prefix="draftlens-shot-") as tmp:
+        if args.suffix:  # the memory of a scratch data folder, not the user's
+            os.environ["DRAFTLENS_HOME"] = tmp
         window = MainWindow(Settings(), save_path=Path(tmp) / "settings.json")
         window.dialogs = False
         window.trace_folder = Path(tmp) / "traces"
@@ -206,10 +255,21 @@ def main(argv: list[str] | None = None) -> int:
         pair = replace(demo_pair(), backend=args.backend)
         if args.edit:
             pair = replace(pair, draft="", ngram=True)
+        if args.suffix:
+            pair = replace(pair, draft="", suffix=True)
+        if args.target:
+            pair = replace(pair, target=args.target, draft="")
         window.picker.set_pair(pair)
+        window.picker.own_mtp.setChecked(args.draft_mtp)
+        if args.draft_mtp and not window.picker.own_mtp_chosen():
+            print(f"{args.target} has no MTP layers to draft with", file=sys.stderr)
+            return 1
         panel = window.decode
-        panel.prompt.setPlainText(_edit_tasks()[args.edit] if args.edit else args.prompt)
-        panel.chat.setChecked(bool(args.edit))
+        prompt = _edit_tasks()[args.edit] if args.edit else args.prompt
+        if args.suffix and args.prompt == PROMPT:
+            prompt = SUFFIX_PROMPT
+        panel.prompt.setPlainText(prompt)
+        panel.chat.setChecked(bool(args.edit) or args.suffix)
         panel.max_new.setValue(args.tokens)
         panel.draft_max.setValue(args.draft_max)
         panel.tree_width.setValue(args.tree_width)
@@ -223,6 +283,8 @@ def main(argv: list[str] | None = None) -> int:
         try:
             if not wait_until(lambda: not window.picker.checking, 120):
                 raise RuntimeError("the pair check did not finish")
+            if args.suffix:
+                earlier(window, args.earlier_prompt, prompt)
             window.start_run()
             if not wait_until(lambda: not window.running, 900):
                 raise RuntimeError("the run did not finish in 15 minutes")
@@ -230,6 +292,11 @@ def main(argv: list[str] | None = None) -> int:
                 raise RuntimeError(errors[0])
             tree_step = pick_tree_step(window) if args.tree_width > 1 else None
             step = tree_step if tree_step is not None else pick_rejection_step(window)
+            if args.suffix:
+                copied = pick_memory_step(window)
+                if copied is None:
+                    raise RuntimeError("no draft was copied from the earlier run")
+                step = copied
             if args.ended_on_confidence:
                 ended = pick_confidence_step(window)
                 if ended is None:

@@ -72,7 +72,7 @@ def test_a_second_run_drafts_from_the_first_and_the_inspector_says_so_until_forg
     index, row = copied[0]
     window.select_step(index)
     table = window.inspector.model
-    cell = table.data(table.index(row, COLUMNS.index("copied from")))
+    cell = table.data(table.index(row, COLUMNS.index("drafted from")))
     assert cell.startswith(f"run {memory.outputs[0].run} · ")
 
     window.picker.forget_button.click()

@@ -93,6 +93,14 @@ def _html(text: str) -> str:
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
+def drafted_from(record: TokenRecord) -> str:
+    """What proposed a draft token, where the drafter says more than its name: a suffix copy's
+    source, or the MTP head (counted from 1; the trace counts from 0)."""
+    if record.copied_from is not None:
+        return copy_source(record.copied_from)
+    return f"MTP head {record.head + 1}" if record.head is not None else ""
+
+
 def copy_source(source: CopySource | None) -> str:
     """Where suffix decoding copied a draft token from: "run 12 · 7 of 9"; "" for a draft
     that was not copied."""

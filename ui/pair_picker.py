@@ -16,7 +16,6 @@ from PySide6.QtGui import QStandardItemModel
 from PySide6.QtWidgets import (
     QCheckBox,
     QComboBox,
-    QFileDialog,
     QFormLayout,
     QGroupBox,
     QHBoxLayout,
@@ -37,55 +36,8 @@ from ui.background import run_in_thread
 from ui.fit import wrapping_check
 from ui.hub_download import HubDownloadDialog
 from ui.model_browser import FoldersDialog, ModelBrowser, ModelChooser
+from ui.path_row import PathRow
 from ui.theme import LIGHT, Colours
-
-MODEL_FILTER = "Models (*.gguf);;All files (*)"
-
-
-class _PathRow(QWidget):
-    """A path field with "File…" and "Folder…" buttons."""
-
-    changed = Signal()
-
-    def __init__(self, placeholder: str, parent: QWidget | None = None) -> None:
-        super().__init__(parent)
-        self.edit = QLineEdit()
-        self.edit.setPlaceholderText(placeholder)
-        self.edit.setClearButtonEnabled(True)
-        self.file_button = QToolButton(text="File…")
-        self.folder_button = QToolButton(text="Folder…")
-        self.file_button.setToolTip("a GGUF file (llama.cpp or PyTorch)")
-        self.folder_button.setToolTip("a transformers model folder (PyTorch)")
-        layout = QHBoxLayout(self)
-        layout.setContentsMargins(0, 0, 0, 0)
-        layout.addWidget(self.edit, 1)
-        layout.addWidget(self.file_button)
-        layout.addWidget(self.folder_button)
-        self.edit.textChanged.connect(self.changed)
-        self.file_button.clicked.connect(self._pick_file)
-        self.folder_button.clicked.connect(self._pick_folder)
-
-    def path(self) -> str:
-        return self.edit.text().strip()
-
-    def set_path(self, path: str) -> None:
-        self.edit.setText(path)
-
-    def _start_dir(self) -> str:
-        current = Path(self.path())
-        return str(current.parent if current.parent.exists() else Path.home())
-
-    def _pick_file(self) -> None:
-        path, _ = QFileDialog.getOpenFileName(self, "Choose a model file", self._start_dir(),
-                                              MODEL_FILTER)
-        if path:
-            self.set_path(path)
-
-    def _pick_folder(self) -> None:
-        path = QFileDialog.getExistingDirectory(self, "Choose a transformers model folder",
-                                                self._start_dir())
-        if path:
-            self.set_path(path)
 
 
 class PairPicker(QGroupBox):
@@ -96,8 +48,8 @@ class PairPicker(QGroupBox):
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__("Model pair", parent)
-        self.target = _PathRow("target model: .gguf file or transformers folder")
-        self.draft = _PathRow("draft model (smaller, same tokenizer)")
+        self.target = PathRow("target model: .gguf file or transformers folder")
+        self.draft = PathRow("draft model (smaller, same tokenizer)")
         self.ngram = QCheckBox()
         self.ngram.setToolTip("drafts by copying what followed the same words earlier in the "
                               "prompt and output (q is one-hot)")

@@ -17,7 +17,7 @@ from ui import format as fmt
 from ui.theme import LIGHT, Colours
 
 COLUMNS = ("pos", "draft token", "q (draft)", "p (target)", "min(1, p/q)", "u", "decision",
-           "replacement", "copied from")  # fmt: skip
+           "replacement", "drafted from")  # fmt: skip
 COL_Q, COL_P, COL_U, COL_DECISION, COL_REPLACEMENT = 2, 3, 5, 6, 7
 RIGHT = Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter
 TIPS = (
@@ -30,7 +30,8 @@ TIPS = (
     "the verdict",
     "what the target wrote instead, after a rejection (or the bonus token)",
     "suffix decoding: where the draft token was copied from (the prompt, this output, or an "
-    "earlier run) and how many of the remembered continuations went this way",
+    "earlier run) and how many of the remembered continuations went this way; MTP: which of "
+    "the target's own MTP heads proposed it (counted from 1)",
 )
 _Index = QModelIndex | QPersistentModelIndex
 
@@ -115,7 +116,7 @@ class StepTableModel(QAbstractTableModel):
             (fmt.prob(r.u) if r.u is not None else "—", r.u),
             (_decision(r), r.accepted),
             (replacement, r.replacement),
-            (fmt.copy_source(r.copied_from), r.copied_from),
+            (fmt.drafted_from(r), r.copied_from if r.copied_from is not None else r.head),
         )[column]
 
     def _tint(self, row: Row, column: int) -> str:
