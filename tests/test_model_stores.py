@@ -87,7 +87,7 @@ def test_list_finds_every_store(every_store, capsys):
         ("folder", "mine.gguf"),
     }
     keys = {"name", "path", "store", "format", "size_bytes", "architecture", "n_params",
-            "vocab_type", "vocab_size", "error"}
+            "vocab_type", "vocab_size", "mtp_layers", "error"}
     assert all(set(m) == keys for m in found.values())
     ollama = found[("ollama", "tinydraft:latest")]
     assert ollama["path"].split("/")[-2:][0] == "blobs" and ollama["format"] == "gguf"

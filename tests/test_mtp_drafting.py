@@ -108,7 +108,7 @@ def test_built_through_the_run_wiring_mtp_drafts_and_matches_plain(mtp_file):
         assert session.output_ids == plain.output_ids
         assert_drafted(steps)
         # the controller prices MTP drafting from what it measured, like any paid draft
-        assert session.controller.stats(DRAFT_MTP).draft_cost > 0
+        assert session.controller.pass_cost(DRAFT_MTP).draft_cost > 0
     finally:
         pair.close()
 
