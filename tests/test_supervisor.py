@@ -77,3 +77,31 @@ def test_a_command_whose_engine_dies_mid_pass_ends_with_one_line(gguf_files, cap
     assert f"the engine process ended with {signal_name}" in lines[0]
     if fault == "abort":
         assert "GGML_ASSERT(planted) failed" in lines[0], "the engine's last words are named"
+
+
+def test_ctrl_c_reaches_the_supervised_child_and_its_exit_code_comes_back(
+    gguf_files, plant, tmp_path, monkeypatch
+):
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    plant("sleep", passes=2)
+    mark = tmp_path / "sleeping"
+    monkeypatch.setenv("DRAFTLENS_TEST_FAULT_MARK", str(mark))
+    target, draft = gguf_files
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "app.cli.main", "bench", "-m", str(target), "-md", str(draft),
+         "-n", "24", "-p", "the cat", "--draft-max", "3"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
+    deadline = time.monotonic() + 120
+    while not mark.exists():  # the child is in the planted 60 s pass
+        assert proc.poll() is None, proc.communicate()
+        assert time.monotonic() < deadline, "the child never reached its second verify pass"
+        time.sleep(0.05)
+    sent = time.monotonic()
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=30)
+    assert time.monotonic() - sent < 5, "Ctrl+C did not stop the child's pass"
+    assert proc.returncode == 130 and "interrupted" in err and "Traceback" not in err, err

@@ -78,8 +78,12 @@ def _wait_forwarding_signals(proc: subprocess.Popen[bytes]) -> int:
     def forward(signum: int, frame: object) -> None:
         nonlocal asked
         asked += 1
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGKILL if asked > 1 else signum)
+        if proc.poll() is not None:
+            return
+        if asked > 1:
+            proc.kill()
+        elif os.name != "nt":  # Windows' console gives Ctrl+C to the child itself
+            proc.send_signal(signum)
 
     signals = (signal.SIGINT, signal.SIGTERM)
     on_main_thread = threading.current_thread() is threading.main_thread()

@@ -6,7 +6,8 @@ target's verify pass after step DRAFTLENS_TEST_FAULT_AFTER (default 2) has been 
   abort  writes a llama.cpp-style assert line to stderr and calls os.abort() (SIGABRT)
   kill   SIGKILLs its own process, as the out-of-memory killer does
   sleep  sleeps DRAFTLENS_TEST_FAULT_SECONDS (default 60) inside the pass: a pass that
-         cannot be interrupted, for Stop
+         cannot be interrupted, for Stop (first creating the file DRAFTLENS_TEST_FAULT_MARK
+         names, if set)
 With DRAFTLENS_TEST_FAULT_PASSES=N instead, the N-th verify pass of the process fails: for
 the commands that report no steps (bench, sweep, rank, check-exact under app.cli.supervisor).
   memory limits the host's address space to what it uses plus 16 MiB just before it loads
@@ -52,6 +53,9 @@ if _FAULT:
             elif _FAULT == "kill":
                 os.kill(os.getpid(), signal.SIGKILL)
             elif _FAULT == "sleep":
+                mark = os.environ.get("DRAFTLENS_TEST_FAULT_MARK")
+                if mark:  # tells a test the pass has begun
+                    open(mark, "w").close()
                 time.sleep(float(os.environ.get("DRAFTLENS_TEST_FAULT_SECONDS", "60")))
         return _extend(self, ids, n_logits, *args, **kwargs)
 
