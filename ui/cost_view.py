@@ -93,15 +93,17 @@ class CostPanel(QWidget):
         self.speedup_view.setVisible(on)
 
     def set_costs(self, costs: PairCosts | None) -> None:
-        if costs != self.costs:
-            self.costs = costs
-            self.refresh()
+        self.show_costs(costs, self.alpha, self.alpha_tokens)
 
     def set_alpha(self, alpha: float | None, tokens: int = 0) -> None:
-        """The acceptance a run measured on `tokens` judged draft tokens (None: not measured,
-        the prior is assumed)."""
-        if (alpha, tokens) != (self.alpha, self.alpha_tokens):
-            self.alpha, self.alpha_tokens = alpha, tokens
+        self.show_costs(self.costs, alpha, tokens)
+
+    def show_costs(self, costs: PairCosts | None, alpha: float | None, tokens: int = 0) -> None:
+        """The pair's costs and the acceptance a run measured on `tokens` judged draft tokens
+        (None: not measured, the prior is assumed), redrawn once (during a run this comes
+        every second: one redraw, not one per figure)."""
+        if (costs, alpha, tokens) != (self.costs, self.alpha, self.alpha_tokens):
+            self.costs, self.alpha, self.alpha_tokens = costs, alpha, tokens
             self.refresh()
 
     def refresh(self) -> None:

@@ -28,7 +28,7 @@ from app.engine.records import Alternative, StepRecord, TokenRecord
 from ui import format as fmt
 from ui.charts import style_legend
 from ui.plain_notice import PlainRunNotice
-from ui.step_table import StepTableModel
+from ui.step_table import COL_DRAFTED_FROM, StepTableModel
 from ui.theme import LIGHT, Colours
 from ui.tree_view import TreeView
 
@@ -150,6 +150,9 @@ class StepInspector(QWidget):
         selection = table.selectionModel()
         selection.blockSignals(True)
         model.set_step(step)
+        # only copying and MTP drafts say more than the drafter's name: no empty column else
+        table.setColumnHidden(COL_DRAFTED_FROM, not any(
+            t.copied_from is not None or t.head is not None for t in step.tokens))
         table.resizeColumnsToContents()
         rejected = next((i for i, r in enumerate(step.tokens) if r.accepted is False), None)
         if model.rows:

@@ -18,7 +18,7 @@ from ui.theme import LIGHT, Colours
 
 COLUMNS = ("pos", "draft token", "q (draft)", "p (target)", "min(1, p/q)", "u", "decision",
            "replacement", "drafted from")  # fmt: skip
-COL_Q, COL_P, COL_U, COL_DECISION, COL_REPLACEMENT = 2, 3, 5, 6, 7
+COL_Q, COL_P, COL_U, COL_DECISION, COL_REPLACEMENT, COL_DRAFTED_FROM = 2, 3, 5, 6, 7, 8
 RIGHT = Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter
 TIPS = (
     "position of the token in the generated text",

@@ -88,10 +88,11 @@ class WhyTabs(QWidget):
 
     def _follow_costs(self, run: RunData | None) -> None:
         """The cost view from this run's own step timings and acceptance, and the notices."""
-        if self.pair_costs is not None:
-            self.cost.set_costs(run_costs(self.pair_costs, run))
+        costs = run_costs(self.pair_costs, run) if self.pair_costs is not None else None
         if run is not None and run.stats.spec_steps:
-            self.cost.set_alpha(round(run.stats.alpha, 2), run.stats.judged)
+            self.cost.show_costs(costs, round(run.stats.alpha, 2), run.stats.judged)
+        elif costs is not None:
+            self.cost.set_costs(costs)
         self._show_verdict()
         plain = adaptive_ran_plainly(run)
         run_k = int(run.header.settings.get("draft_max", 0)) if run and run.header else 0
