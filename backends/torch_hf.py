@@ -54,9 +54,10 @@ def torch_devices() -> tuple[bool, bool]:
 
 def read_tokenizer_vocab(
     path: Path,
-) -> tuple[str, tuple[str, ...], int | None, int | None]:
-    """(kind, token texts, BOS id, EOS id) of a transformers folder's (or GGUF's) tokenizer,
-    without loading weights; kind is "gpt2" for byte-level BPE, else "sentencepiece"."""
+) -> tuple[str, tuple[str, ...], int | None, int | None, frozenset[int]]:
+    """(kind, token texts, BOS id, EOS id, special token ids) of a transformers folder's (or
+    GGUF's) tokenizer, without loading weights; kind is "gpt2" for byte-level BPE, else
+    "sentencepiece"."""
     ok, _why = torch_available()
     if not ok:
         raise BackendError(
@@ -74,8 +75,10 @@ def read_tokenizer_vocab(
         ) from exc
     texts = tokenizer.convert_ids_to_tokens(list(range(len(tokenizer))))
     kind = "gpt2" if any("Ġ" in (t or "") for t in texts[:2000]) else "sentencepiece"
+    special = {int(i) for i in tokenizer.all_special_ids}
+    special |= {int(i) for i, added in tokenizer.added_tokens_decoder.items() if added.special}
     return (kind, tuple(t or "" for t in texts), tokenizer.bos_token_id,
-            tokenizer.eos_token_id)
+            tokenizer.eos_token_id, frozenset(special))
 
 
 def cpu_has_bf16() -> bool:

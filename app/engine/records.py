@@ -42,6 +42,16 @@ class CopySource:
 
 
 @dataclass
+class Translation:
+    """How a draft token from another vocabulary became this target token
+    (app.engine.cross_vocab): the draft's own token text, and for a TLI draft the mass its
+    distribution put outside the shared vocabulary (None: a string-level draft)."""
+
+    draft_text: str
+    outside_mass: float | None = None
+
+
+@dataclass
 class TokenRecord:
     """One draft token and the verdict on it."""
 
@@ -67,6 +77,8 @@ class TokenRecord:
     hidden_cos: float | None = None
     # a copied draft token's source (suffix drafting); None for every other draft
     copied_from: CopySource | None = None
+    # a draft token translated from another vocabulary; None for a same-vocabulary draft
+    translated: Translation | None = None
 
     @property
     def ratio(self) -> float:
@@ -81,6 +93,12 @@ def mark_copied(records: list[TokenRecord], sources: list[CopySource] | None) ->
     """Give each draft token's record its copy source (records[i] is draft token i's)."""
     for record, source in zip(records, sources or (), strict=False):
         record.copied_from = source
+
+
+def mark_translated(records: list[TokenRecord], sources: list[Translation] | None) -> None:
+    """Give each draft token's record its translation (records[i] is draft token i's)."""
+    for record, source in zip(records, sources or (), strict=False):
+        record.translated = source
 
 
 @dataclass
