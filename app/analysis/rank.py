@@ -51,7 +51,9 @@ class DraftModelCandidate:
         check.raise_if_incompatible()
         spec = replace(base.spec, draft=self.path, ngram=False)
         draft = load_model(self.path, spec)
-        if draft.n_vocab != base.target.n_vocab:
+        if check.cross is not None:
+            self.kind = "draft model, other vocabulary (TLI)"
+        elif draft.n_vocab != base.target.n_vocab:
             draft.close()
             raise ModelFileError(f"the draft scores {draft.n_vocab} tokens but the target "
                                  f"{base.target.n_vocab} — pick a draft from the same family")

@@ -54,27 +54,38 @@ def _list(args: argparse.Namespace) -> int:
 
     models = discover_models()
     if not args.drafts_for:
-        rows = [(m, "") for m in models]
+        rows = [(m, "", "") for m in models]
     else:
         target = find_model(args.drafts_for, models)
-        rows = [(v.model, v.check.message) for v in drafts_for(target, models) if v.compatible]
+        # same-vocabulary drafts first, then those that draft across vocabularies
+        rows = [(v.model, v.check.message, v.label)
+                for v in drafts_for(target, models) if v.usable]
     if args.json:
-        out = [m.as_json() | ({"verdict": why} if args.drafts_for else {}) for m, why in rows]
+        out = [m.as_json() | ({"verdict": why, "pair": label} if args.drafts_for else {})
+               for m, why, label in rows]
         print(json.dumps(out, indent=2))
         return 0
     if args.drafts_for:
-        print(f"drafts for {args.drafts_for}: {len(rows)} compatible", file=sys.stderr)
+        same = sum(label == "same vocabulary" for _, _, label in rows)
+        print(f"drafts for {args.drafts_for}: {same} with its vocabulary, {len(rows) - same} "
+              "across vocabularies", file=sys.stderr)
     elif not models:
         print("no models found — `draftlens models fetch-demo`, or `draftlens models fetch "
               "REPO` for a GGUF from the Hugging Face hub", file=sys.stderr)
-    print(format_table([m for m, _ in rows]))
+    notes = [label for _, _, label in rows] if args.drafts_for else None
+    print(format_table([m for m, _, _ in rows], notes))
     return 0
 
 
-def format_table(models: list[FoundModel]) -> str:
-    header = ("NAME", "STORE", "FORMAT", "SIZE", "VOCAB", "PATH")
+def format_table(models: list[FoundModel], notes: list[str] | None = None) -> str:
+    """The models as a table; with notes (one per model), a PAIR column before the path."""
+    header: tuple[str, ...] = ("NAME", "STORE", "FORMAT", "SIZE", "VOCAB")
+    if notes is not None:
+        header += ("PAIR",)
+    header += ("PATH",)
     rows = [header] + [(m.name, m.store, m.format, human_size(m.size_bytes), _vocab(m),
-                        str(m.path)) for m in models]
+                        *([notes[i]] if notes is not None else []), str(m.path))
+                       for i, m in enumerate(models)]
     widths = [max(len(row[i]) for row in rows) for i in range(len(header) - 1)]
     return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=False))
                      + "  " + row[-1] for row in rows)

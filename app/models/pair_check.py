@@ -137,7 +137,7 @@ def check_vocabs(target: Vocab, draft: Vocab) -> PairCheck:
     if cross is None:
         return check
     reason = check.message.split(" — ")[0]
-    return PairCheck(False, f"different vocabularies ({reason}): {cross.describe()} — the "
+    return PairCheck(False, f"{reason}: different vocabularies — {cross.describe()}; the "
                             "draft drafts across vocabularies (TLI; string-level for greedy)",
                      _size_warning(target, draft), cross)
 
