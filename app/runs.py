@@ -18,6 +18,7 @@ from app.engine.hybrid import HybridDrafter
 from app.engine.lookup import NgramDrafter, block_limit
 from app.engine.protocol import LanguageModel
 from app.engine.session import DecodeConfig, Session
+from app.engine.string_draft import StringDrafter
 from app.engine.suffix import SUFFIX_LABEL, RememberedRun, SuffixDrafter, memory_buffer
 from app.engine.trace import MODE_PLAIN, MODE_SPECULATIVE, TraceHeader, TraceWriter
 from app.models.draft_heads import load_heads
@@ -91,6 +92,8 @@ def model_drafter(pair: LoadedPair, draft: LanguageModel, config: DecodeConfig) 
         return ModelDrafter(draft, p_min=config.draft_p_min, draft_min=config.draft_min,
                             target_vocab=pair.target.n_vocab,
                             with_hidden=bool(pair.spec.self_draft_layers))
+    if pair.spec.cross_vocab == "string":
+        return StringDrafter(pair.target, draft)
     return TLIDrafter(pair.target, draft, cross.bridge, p_min=config.draft_p_min,
                       draft_min=config.draft_min)
 

@@ -17,6 +17,7 @@ from app.engine.cross_vocab import TLIDrafter
 from app.engine.drafters import Budget
 from app.engine.sampling import SamplingParams
 from app.engine.session import DecodeConfig, Session
+from app.engine.string_draft import StringDrafter
 from app.engine.trace import step_from_dict, step_to_dict
 from app.models.pair_check import check_pair_files, read_model_vocab
 from app.models.token_bytes import byte_level_bytes, sentencepiece_bytes, vocab_bytes
@@ -151,6 +152,19 @@ def test_tli_adaptive_greedy_equals_plain(xv_pair):
     got, _ = generate(target, TLIDrafter(target, draft, check.cross.bridge), 6, PROMPTS[1],
                       adaptive=True)
     assert got == expected
+
+
+@pytest.mark.parametrize("k", [2, 5])
+@pytest.mark.parametrize("prompt", PROMPTS)
+def test_string_level_greedy_equals_plain(xv_pair, k, prompt):
+    target, draft, _ = xv_pair
+    expected, _ = generate(target, None, 1, prompt)
+    got, steps = generate(target, StringDrafter(target, draft), k, prompt)
+    assert got == expected
+    assert_drafted(steps)
+    tokens = [t for s in steps for t in s.tokens]
+    assert all(t.translated is not None and t.translated.outside_mass is None for t in tokens)
+    assert all(t.q == 1.0 for t in tokens)  # a guess: one-hot
 
 
 def test_records_show_the_translation_and_survive_the_trace(xv_pair):

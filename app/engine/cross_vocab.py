@@ -58,7 +58,39 @@ class ContextTranslator:
         return self.draft.tokenize(self.text(context), add_special=True)
 
 
-class TLIDrafter(Drafter):
+class ForeignDraftModel(Drafter):
+    """A draft model of another vocabulary, kept in step with the target's context: its
+    cache holds the draft's tokens for the context's text (ContextTranslator)."""
+
+    def __init__(self, target: LanguageModel, model: LanguageModel) -> None:
+        self.model = model
+        self.target = target
+        self.translator = ContextTranslator(target, model)
+        self._cached: list[int] = []
+
+    def begin(self, prompt_ids: Sequence[int]) -> None:
+        self.model.truncate(0)
+        self._cached = []
+
+    def _sync(self, context: list[int]) -> np.ndarray | None:
+        """Bring the draft's cache to the context's text; the next-token logits, or None
+        when the text gives the draft no token to start from or fills its context."""
+        ids = self.translator.draft_ids(context)
+        if not ids or len(ids) >= self.model.n_ctx - 1:
+            return None
+        keep = min(common_prefix(self._cached, ids), len(ids) - 1)
+        self.model.truncate(keep)
+        logits = finite_logits(self.model.extend(ids[keep:], 1)[0], self.model.name)
+        self._cached = ids
+        return logits
+
+    def _step(self, token: int) -> np.ndarray:
+        """Feed one drafted token of the draft's own; the next-token logits."""
+        self._cached.append(token)
+        return finite_logits(self.model.extend([token], 1)[0], self.model.name)
+
+
+class TLIDrafter(ForeignDraftModel):
     """A draft model of another vocabulary, drafting among the tokens both share."""
 
     kind = TLI
@@ -71,30 +103,11 @@ class TLIDrafter(Drafter):
         p_min: float = 0.0,
         draft_min: int = 0,
     ) -> None:
-        self.model = model
-        self.target = target
+        super().__init__(target, model)
         self.bridge = bridge
-        self.translator = ContextTranslator(target, model)
         self.name = f"draft model ({model.name}, TLI)"
         self.p_min = p_min
         self.draft_min = draft_min
-        self._cached: list[int] = []
-
-    def begin(self, prompt_ids: Sequence[int]) -> None:
-        self.model.truncate(0)
-        self._cached = []
-
-    def _sync(self, context: list[int]) -> np.ndarray | None:
-        """Bring the draft's cache to the context's text; the next-token logits, or None
-        when the text gives the draft no token to start from."""
-        ids = self.translator.draft_ids(context)
-        if not ids or len(ids) >= self.model.n_ctx - 1:
-            return None
-        keep = min(common_prefix(self._cached, ids), len(ids) - 1)
-        self.model.truncate(keep)
-        logits = finite_logits(self.model.extend(ids[keep:], 1)[0], self.model.name)
-        self._cached = ids
-        return logits
 
     def propose(
         self, context: list[int], budget: Budget, params: SamplingParams,
@@ -129,8 +142,7 @@ class TLIDrafter(Drafter):
             if (stop is not None and len(tokens) >= self.draft_min
                     and not stop.keep_drafting(len(tokens), float(q_shared[index]))):
                 break
-            logits = finite_logits(self.model.extend([draft_token], 1)[0], self.model.name)
-            self._cached.append(draft_token)
+            logits = self._step(draft_token)
         if not tokens:
             return EMPTY_DRAFT
         return Draft(tokens, np.stack(rows), translated=translated)
