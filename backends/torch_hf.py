@@ -170,6 +170,7 @@ class TorchModel:
         self._n_cached = 0
         self._tree_start: int | None = None  # tokens cached before an unresolved tree pass
         self._text_cache: dict[int, str] = {}
+        self.reference_passes = 0  # this model's forward passes in the last reference_generate
 
     @property
     def n_cached(self) -> int:
@@ -318,21 +319,32 @@ class TorchModel:
     def reference_generate(
         self, prompt_ids: Sequence[int], n_new: int, assistant: object | None = None
     ) -> list[int]:
-        """transformers' own greedy generate(), assisted by `assistant` (a TorchModel) if given.
+        """transformers' own greedy generate(), assisted by `assistant` (a TorchModel) if given:
+        with another tokenizer than this model's, its universal assisted generation (the
+        draft's text re-tokenized). `reference_passes` then counts this model's forward passes.
 
         It runs on its own cache, so this model's cache is left as it was."""
         torch = self._torch
-        extra = {}
+        extra: dict[str, Any] = {}
         if assistant is not None:
             if not isinstance(assistant, TorchModel):
                 raise BackendError("transformers' assisted generation needs a torch draft model")
             extra["assistant_model"] = assistant.model
+            if assistant.tokenizer.get_vocab() != self.tokenizer.get_vocab():
+                extra["tokenizer"] = self.tokenizer
+                extra["assistant_tokenizer"] = assistant.tokenizer
         input_ids = torch.tensor([list(prompt_ids)], device=self.model.device)
-        with torch.inference_mode():
-            out = self.model.generate(
-                input_ids, attention_mask=torch.ones_like(input_ids), do_sample=False,
-                max_new_tokens=n_new, pad_token_id=self.tokenizer.eos_token_id, **extra,
-            )
+        passes = [0]
+        hook = self.model.register_forward_hook(lambda *_: passes.__setitem__(0, passes[0] + 1))
+        try:
+            with torch.inference_mode():
+                out = self.model.generate(
+                    input_ids, attention_mask=torch.ones_like(input_ids), do_sample=False,
+                    max_new_tokens=n_new, pad_token_id=self.tokenizer.eos_token_id, **extra,
+                )
+        finally:
+            hook.remove()
+        self.reference_passes = passes[0]
         return [int(t) for t in out[0, len(prompt_ids):].tolist()]
 
     @property

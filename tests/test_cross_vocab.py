@@ -10,6 +10,9 @@ shared tokens must fail the same test.
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -214,3 +217,65 @@ def test_a_draft_not_renormalised_over_the_shared_tokens_is_detected(xv_hf, monk
     first, second = first_two_pvalues(target, drafter, SamplingParams(temperature=1.0),
                                       N_SESSIONS, seed0=20_000)
     assert min(first, second) < BROKEN_P
+
+
+# --- the commands ------------------------------------------------------------------------
+
+
+def run_cli(capsys, *argv):
+    from app.cli.main import main
+
+    code = main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_check_exact_passes_on_a_cross_vocabulary_pair(xv_gguf, capsys):
+    target, draft, _ = xv_gguf
+    code, out, err = run_cli(capsys, "check-exact", "-m", target.path, "-md", draft.path,
+                             "--samples", 100, "-n", 16, "--json")
+    report = json.loads(out.strip().splitlines()[-1])
+    assert report["exact_kernels_identical"] is True
+    assert report["passed"] is True and code == 0, err
+
+
+@pytest.mark.parametrize("method", ["tli", "string"])
+def test_run_drafts_across_vocabularies_as_asked(xv_gguf, capsys, tmp_path, method):
+    target, draft, _ = xv_gguf
+    trace = tmp_path / "t.jsonl"
+    code, _, err = run_cli(capsys, "run", "-m", target.path, "-md", draft.path, "-n", 16,
+                           "-p", PROMPTS[1], "--cross-vocab", method, "--trace", trace)
+    assert code == 0, err
+    lines = [json.loads(line) for line in trace.read_text().splitlines()]
+    label = "TLI" if method == "tli" else "string-level"
+    steps = [line for line in lines if line["type"] == "step" and line["tokens"]]
+    assert steps and all(label in s["drafter"] for s in steps)
+    assert all(t["translated"]["draft_text"] for s in steps for t in s["tokens"])
+
+
+def test_cross_vocab_flag_on_a_same_vocabulary_pair_is_refused(gguf_files, capsys):
+    code, _, err = run_cli(capsys, "run", "-m", gguf_files[0], "-md", gguf_files[1], "-p", "x",
+                           "--cross-vocab", "string")
+    assert code != 0 and "drop the flag" in err
+
+
+def test_rank_measures_each_way_of_drafting_across_vocabularies(xv_gguf, capsys):
+    target, draft, _ = xv_gguf
+    code, out, err = run_cli(capsys, "rank", "-m", target.path, "--candidates", draft.path,
+                             "--draft-max", 3, "-n", 12, "-p", PROMPTS[1], "--json")
+    assert code == 0, err
+    rows = json.loads(out)["rows"]
+    labels = sorted(r["label"] for r in rows)
+    assert labels == sorted([f"{Path(draft.path).name} (TLI)",
+                             f"{Path(draft.path).name} (string-level)"])
+    assert all(not r["error"] and r["acceptance"] > 0 for r in rows)
+
+
+def test_bench_beside_transformers_universal_assisted_generation(xv_hf, capsys):
+    target, draft, _ = xv_hf
+    code, out, err = run_cli(capsys, "bench", "-m", target.path, "-md", draft.path, "-n", 16,
+                             "-p", "the cat", "--backend", "torch", "--compare-hf", "--json")
+    assert code == 0, err
+    report = json.loads(out)
+    assert report["identical"] is True and report["hf_identical"] is True
+    assert report["acceptance"] > 0 and report["hf_assisted_tokens_per_pass"] > 1.0
