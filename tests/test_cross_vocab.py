@@ -183,6 +183,21 @@ def test_records_show_the_translation_and_survive_the_trace(xv_pair):
     assert again.tokens[0].translated == steps[0].tokens[0].translated
 
 
+def test_the_inspector_shows_each_draft_token_with_the_target_token_it_became(xv_gguf):
+    from ui.step_table import StepTableModel, rows_of
+
+    target, draft, check = xv_gguf
+    _, steps = generate(target, StringDrafter(target, draft), 4, PROMPTS[1])
+    _, tli_steps = generate(target, TLIDrafter(target, draft, check.cross.bridge), 4,
+                            PROMPTS[1])
+    table = StepTableModel()
+    for step in (steps[1], tli_steps[1]):
+        row = rows_of(step)[0]
+        shown = table.cell(row, 1)[0]
+        assert " → " in shown and shown.split(" → ")[0]
+        assert ("outside)" in shown) == (row.record.translated.outside_mass is not None)
+
+
 def test_q_is_the_renormalised_shared_distribution(xv_hf):
     target, draft, check = xv_hf
     drafter = TLIDrafter(target, draft, check.cross.bridge)
