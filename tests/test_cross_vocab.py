@@ -294,3 +294,11 @@ def test_bench_beside_transformers_universal_assisted_generation(xv_hf, capsys):
     report = json.loads(out)
     assert report["identical"] is True and report["hf_identical"] is True
     assert report["acceptance"] > 0 and report["hf_assisted_tokens_per_pass"] > 1.0
+
+
+def test_models_check_measures_the_mass_the_shared_tokens_hold(xv_gguf, capsys):
+    target, draft, _ = xv_gguf
+    code, out, err = run_cli(capsys, "models", "check", target.path, draft.path, "--mass")
+    assert code == 0, err
+    share = float(out.split("the shared tokens hold ")[1].split("%")[0])
+    assert 0.0 < share < 100.0

@@ -32,6 +32,9 @@ def add_models_parser(sub: Any) -> None:
     check = models_sub.add_parser("check", help="can these two work as target and draft?")
     check.add_argument("target")
     check.add_argument("draft")
+    check.add_argument("--mass", action="store_true",
+                       help="for a draft of another vocabulary: load it and measure how much "
+                            "of its probability the shared tokens hold on a few prompts")
     fetch = models_sub.add_parser("fetch", help="download a GGUF file from the Hugging Face hub")
     fetch.add_argument("repo", help="repo id, e.g. Qwen/Qwen2.5-Coder-0.5B-Instruct-GGUF")
     fetch.add_argument("file", nargs="?",
@@ -124,7 +127,21 @@ def _check(args: argparse.Namespace) -> int:
         print(f"warning: {warning}", file=sys.stderr)
     check.raise_if_incompatible()
     print(check.message)
+    if args.mass and check.cross is not None:
+        print(f"the shared tokens hold {_shared_mass(args.draft, check.cross.bridge):.1%} of "
+              "the draft's probability on the sample prompts (what TLI drafts from)")
     return 0
+
+
+def _shared_mass(draft_path: str, bridge: Any) -> float:
+    from app.analysis.shared_mass import shared_mass
+    from app.models.loading import ModelSpec, load_model
+
+    draft = load_model(draft_path, ModelSpec(target=draft_path))
+    try:
+        return shared_mass(draft, bridge)
+    finally:
+        draft.close()
 
 
 def _show(progress: FetchProgress) -> None:
