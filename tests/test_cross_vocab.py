@@ -23,7 +23,7 @@ from app.engine.session import DecodeConfig, Session
 from app.engine.string_draft import StringDrafter
 from app.engine.trace import step_from_dict, step_to_dict
 from app.models.pair_check import check_pair_files, read_model_vocab
-from app.models.token_bytes import byte_level_bytes, sentencepiece_bytes, vocab_bytes
+from app.models.token_bytes import byte_level_bytes, sentencepiece_bytes
 from tests.helpers import (
     BROKEN_P,
     EXACT_P,
@@ -107,8 +107,8 @@ def test_different_vocabularies_are_the_third_answer(xv_pair):
 def test_shared_tokens_are_exactly_the_texts_both_have(which, request, hf_dirs, gguf_files):
     _, draft, check = request.getfixturevalue(which)
     target_path = hf_dirs[0] if which == "xv_hf" else gguf_files[0]
-    target_bytes = vocab_bytes(read_model_vocab(target_path))
-    draft_bytes = vocab_bytes(read_model_vocab(draft.path))
+    target_bytes = read_model_vocab(target_path).as_bytes()
+    draft_bytes = read_model_vocab(draft.path).as_bytes()
     bridge = check.cross.bridge
     for d, t in zip(bridge.draft_ids, bridge.target_ids, strict=True):
         assert draft_bytes[d] == target_bytes[t] is not None

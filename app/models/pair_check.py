@@ -51,6 +51,12 @@ class Vocab:
     def size(self) -> int:
         return len(self.tokens)
 
+    def as_bytes(self) -> list[bytes | None]:
+        """Each token's text as the bytes it stands for (None: a special token)."""
+        from app.models.token_bytes import vocab_bytes
+
+        return vocab_bytes(self.kind, self.tokens, self.special)
+
 
 @dataclass(frozen=True)
 class CrossVocab:
@@ -145,9 +151,8 @@ def check_vocabs(target: Vocab, draft: Vocab) -> PairCheck:
 def cross_vocab(target: Vocab, draft: Vocab) -> CrossVocab | None:
     """What two vocabularies share by token text, where that is enough to draft across."""
     from app.engine.vocab_bridge import build_bridge
-    from app.models.token_bytes import vocab_bytes
 
-    bridge = build_bridge(vocab_bytes(target), vocab_bytes(draft))
+    bridge = build_bridge(target.as_bytes(), draft.as_bytes())
     enough = min(MIN_SHARED_TOKENS, draft.size // 2)
     return CrossVocab(bridge) if bridge.n_shared >= max(1, enough) else None
 

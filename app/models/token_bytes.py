@@ -11,9 +11,8 @@ Special tokens (control, unknown, unused) stand for no text: None.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from functools import lru_cache
-
-from app.models.pair_check import Vocab
 
 BYTE_LEVEL_KINDS = frozenset({"gpt2"})
 SPM_SPACE = "\u2581"
@@ -52,9 +51,8 @@ def sentencepiece_bytes(text: str) -> bytes:
     return text.replace(SPM_SPACE, " ").encode("utf-8")
 
 
-def vocab_bytes(vocab: Vocab) -> list[bytes | None]:
-    """Per token id, the bytes it stands for; None for special tokens and empty texts."""
-    decode = byte_level_bytes if vocab.kind in BYTE_LEVEL_KINDS else sentencepiece_bytes
-    special = vocab.special
-    return [None if i in special or not text else decode(text)
-            for i, text in enumerate(vocab.tokens)]
+def vocab_bytes(kind: str, tokens: Sequence[str], special: frozenset[int]) -> list[bytes | None]:
+    """Per token id of a vocabulary of this kind ("gpt2", "llama", "sentencepiece", ...), the
+    bytes it stands for; None for special tokens and empty texts."""
+    decode = byte_level_bytes if kind in BYTE_LEVEL_KINDS else sentencepiece_bytes
+    return [None if i in special or not text else decode(text) for i, text in enumerate(tokens)]
