@@ -10,6 +10,7 @@ from typing import Any
 
 from app.draft_memory import DraftMemory, prompt_fingerprint
 from app.engine.calibration import cached_verify_curve, measure_token_cost
+from app.engine.cross_vocab import TLIDrafter
 from app.engine.decode_config import DecodeConfig
 from app.engine.draft_model import ModelDrafter
 from app.engine.drafters import Drafter
@@ -20,6 +21,7 @@ from app.engine.lookup_edits import EditAwareLookup
 from app.engine.mtp import MtpDrafter
 from app.engine.protocol import LanguageModel, MtpModel
 from app.engine.session import Session
+from app.engine.string_draft import StringDrafter
 from app.engine.suffix import SUFFIX_LABEL, RememberedRun, SuffixDrafter, memory_buffer
 from app.engine.trace import MODE_PLAIN, MODE_SPECULATIVE, TraceHeader, TraceWriter
 from app.errors import SettingsError
@@ -75,9 +77,7 @@ def build_drafter(pair: LoadedPair, config: DecodeConfig,
     if pair.spec.draft_mtp:
         return mtp_drafter(pair, config)
     if pair.draft is not None:
-        drafter = ModelDrafter(pair.draft, p_min=config.draft_p_min, draft_min=config.draft_min,
-                               target_vocab=pair.target.n_vocab,
-                               with_hidden=bool(pair.spec.self_draft_layers))
+        drafter = model_drafter(pair, pair.draft, config)
         if pair.spec.self_draft_layers:
             drafter.name = self_draft_label(pair.spec.self_draft_layers)
         if pair.spec.ngram:
@@ -89,6 +89,20 @@ def build_drafter(pair: LoadedPair, config: DecodeConfig,
     if pair.spec.ngram:
         return EditAwareLookup(limit=block_limit(pair.target))
     return None
+
+
+def model_drafter(pair: LoadedPair, draft: LanguageModel, config: DecodeConfig) -> Drafter:
+    """A draft model's drafter: of the target's vocabulary, or across vocabularies (TLI, or
+    string-level as --cross-vocab asks)."""
+    cross = pair.cross
+    if cross is None:
+        return ModelDrafter(draft, p_min=config.draft_p_min, draft_min=config.draft_min,
+                            target_vocab=pair.target.n_vocab,
+                            with_hidden=bool(pair.spec.self_draft_layers))
+    if pair.spec.cross_vocab == "string":
+        return StringDrafter(pair.target, draft)
+    return TLIDrafter(pair.target, draft, cross.bridge, p_min=config.draft_p_min,
+                      draft_min=config.draft_min)
 
 
 def suffix_drafter(pair: LoadedPair, avoid_prompt: Sequence[int] | None = None) -> SuffixDrafter:

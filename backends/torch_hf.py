@@ -54,9 +54,10 @@ def torch_devices() -> tuple[bool, bool]:
 
 def read_tokenizer_vocab(
     path: Path,
-) -> tuple[str, tuple[str, ...], int | None, int | None]:
-    """(kind, token texts, BOS id, EOS id) of a transformers folder's (or GGUF's) tokenizer,
-    without loading weights; kind is "gpt2" for byte-level BPE, else "sentencepiece"."""
+) -> tuple[str, tuple[str, ...], int | None, int | None, frozenset[int]]:
+    """(kind, token texts, BOS id, EOS id, special token ids) of a transformers folder's (or
+    GGUF's) tokenizer, without loading weights; kind is "gpt2" for byte-level BPE, else
+    "sentencepiece"."""
     ok, _why = torch_available()
     if not ok:
         raise BackendError(
@@ -74,8 +75,10 @@ def read_tokenizer_vocab(
         ) from exc
     texts = tokenizer.convert_ids_to_tokens(list(range(len(tokenizer))))
     kind = "gpt2" if any("Ġ" in (t or "") for t in texts[:2000]) else "sentencepiece"
+    special = {int(i) for i in tokenizer.all_special_ids}
+    special |= {int(i) for i, added in tokenizer.added_tokens_decoder.items() if added.special}
     return (kind, tuple(t or "" for t in texts), tokenizer.bos_token_id,
-            tokenizer.eos_token_id)
+            tokenizer.eos_token_id, frozenset(special))
 
 
 def cpu_has_bf16() -> bool:
@@ -167,6 +170,7 @@ class TorchModel:
         self._n_cached = 0
         self._tree_start: int | None = None  # tokens cached before an unresolved tree pass
         self._text_cache: dict[int, str] = {}
+        self.reference_passes = 0  # this model's forward passes in the last reference_generate
 
     @property
     def n_cached(self) -> int:
@@ -315,21 +319,32 @@ class TorchModel:
     def reference_generate(
         self, prompt_ids: Sequence[int], n_new: int, assistant: object | None = None
     ) -> list[int]:
-        """transformers' own greedy generate(), assisted by `assistant` (a TorchModel) if given.
+        """transformers' own greedy generate(), assisted by `assistant` (a TorchModel) if given:
+        with another tokenizer than this model's, its universal assisted generation (the
+        draft's text re-tokenized). `reference_passes` then counts this model's forward passes.
 
         It runs on its own cache, so this model's cache is left as it was."""
         torch = self._torch
-        extra = {}
+        extra: dict[str, Any] = {}
         if assistant is not None:
             if not isinstance(assistant, TorchModel):
                 raise BackendError("transformers' assisted generation needs a torch draft model")
             extra["assistant_model"] = assistant.model
+            if assistant.tokenizer.get_vocab() != self.tokenizer.get_vocab():
+                extra["tokenizer"] = self.tokenizer
+                extra["assistant_tokenizer"] = assistant.tokenizer
         input_ids = torch.tensor([list(prompt_ids)], device=self.model.device)
-        with torch.inference_mode():
-            out = self.model.generate(
-                input_ids, attention_mask=torch.ones_like(input_ids), do_sample=False,
-                max_new_tokens=n_new, pad_token_id=self.tokenizer.eos_token_id, **extra,
-            )
+        passes = [0]
+        hook = self.model.register_forward_hook(lambda *_: passes.__setitem__(0, passes[0] + 1))
+        try:
+            with torch.inference_mode():
+                out = self.model.generate(
+                    input_ids, attention_mask=torch.ones_like(input_ids), do_sample=False,
+                    max_new_tokens=n_new, pad_token_id=self.tokenizer.eos_token_id, **extra,
+                )
+        finally:
+            hook.remove()
+        self.reference_passes = passes[0]
         return [int(t) for t in out[0, len(prompt_ids):].tolist()]
 
     @property

@@ -183,3 +183,16 @@ def random_heads(target, n_heads=3, rank=8, seed=0):
         (rng.standard_normal((n_heads, rank, d)) / np.sqrt(d)).astype(np.float32),
         (rng.standard_normal((n_heads, d, rank)) / np.sqrt(rank)).astype(np.float32),
         np.arange(v), (rng.standard_normal((v, d)) / np.sqrt(d)).astype(np.float32), v)
+
+
+def unrenormalised_tli(monkeypatch):
+    """Bug: a TLI draft keeps the draft's mass on the shared tokens without renormalising
+    it there (the draw renormalises silently, the reported q does not), so q understates what
+    each token was drawn from and too many drafts pass."""
+    import app.engine.vocab_bridge as vocab_bridge
+
+    def wrong(q_draft, bridge):
+        shared = np.asarray(q_draft[bridge.draft_ids], dtype=np.float64)
+        return shared, max(0.0, 1.0 - float(shared.sum()))
+
+    monkeypatch.setattr(vocab_bridge, "restrict", wrong)

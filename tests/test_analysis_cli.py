@@ -9,7 +9,6 @@ import pytest
 
 from app.cli.main import main
 from tests.helpers import always_accept, greedy_accepts_everything, resample_from_p
-from tests.tiny_gguf import write_tiny_gguf
 
 SWEEP_ROW_KEYS = {"k", "measured_speedup", "predicted_speedup", "theory_speedup",
                   "acceptance", "tokens_per_pass"}
@@ -60,9 +59,14 @@ def test_rank_orders_candidates_and_skips_an_incompatible_one(files, gguf_files,
                            "the cat sat on the mat. the cat", "--json")
     assert code == 0
     rows = json.loads(out)["rows"]
-    assert len(rows) == 4 and all(RANK_ROW_KEYS <= set(r) for r in rows)
+    # a draft of another vocabulary is ranked once per way of drafting across it
+    from app.models.pair_check import check_pair_files
+
+    n_foreign = 2 if check_pair_files(target, foreign).cross is not None else 1
+    assert len(rows) == 3 + n_foreign and all(RANK_ROW_KEYS <= set(r) for r in rows)
     ok = [r for r in rows if not r["error"]]
-    assert len(ok) == 3 and rows[-1]["error"]  # the foreign draft, last, with its reason
+    # the foreign draft (another backend's model) last, with its reason
+    assert len(ok) == 3 and all(r["error"] for r in rows[3:])
     assert [r["speedup"] for r in ok] == sorted((r["speedup"] for r in ok), reverse=True)
     assert all(1 <= r["best_k"] <= 3 and r["tok_s"] > 0 for r in ok)
 
@@ -123,7 +127,10 @@ def test_trace_analysis_prints_the_rejection_analysis(gguf_files, capsys, tmp_pa
     assert code == 0 and "acceptance by token class" in out and "judged draft tokens" in out
 
 
-def test_check_exact_refuses_a_pair_that_is_not(tmp_path, gguf_files, capsys):
-    other = write_tiny_gguf(tmp_path / "other.gguf", seed=3, words=("zebra", "quux"))
-    code, _, err = run_cli(capsys, "check-exact", "-m", gguf_files[0], "-md", other)
+def test_check_exact_refuses_a_pair_that_is_not(tmp_path, hf_dirs, capsys):
+    from tests.tiny_hf import write_tiny_hf
+
+    # no character in common: not even drafting across vocabularies can pair them
+    other = write_tiny_hf(tmp_path / "other", chars=list("ABCDEFGHIJKLMNOPQRSTUVWXYZ"))
+    code, _, err = run_cli(capsys, "check-exact", "-m", hf_dirs[0], "-md", other)
     assert code != 0 and "error:" in err

@@ -8,7 +8,7 @@ import shutil
 import pytest
 
 from app.cli.main import main
-from tests.tiny_gguf import DEFAULT_WORDS, write_tiny_gguf
+from tests.tiny_gguf import write_tiny_gguf
 
 BENCH_KEYS = {"plain_tok_s", "spec_tok_s", "speedup", "acceptance", "cost_ratio",
               "theory_speedup", "predicted_speedup", "identical"}
@@ -114,20 +114,27 @@ def test_gguf_that_would_abort_llama_cpp(capsys, tmp_path):
     assert_one_line_error(code, err, "byte")
 
 
-def test_incompatible_pair_names_first_differing_token(gguf_files, capsys, tmp_path):
-    words = list(DEFAULT_WORDS)
-    words[3] = "zebra"
-    other = write_tiny_gguf(tmp_path / "other.gguf", words=words)
-    code, _, err = run_cli(capsys, "run", "-m", str(gguf_files[0]), "-md", str(other),
+def test_incompatible_pair_names_first_differing_token(hf_dirs, capsys, tmp_path):
+    from tests.tiny_hf import write_tiny_hf
+
+    # no character in common: not even drafting across vocabularies can work
+    other = write_tiny_hf(tmp_path / "other", chars=list("ABCDEFGHIJKLMNOPQRSTUVWXYZ"))
+    code, _, err = run_cli(capsys, "run", "-m", str(hf_dirs[0]), "-md", str(other),
                            "-p", "x")
     assert_one_line_error(code, err, "token", "differs")
 
 
-def test_pair_of_different_vocabulary_sizes_is_refused(gguf_files, capsys, tmp_path):
-    # within llama.cpp's 128 tokens of each other, so the first differing token is named
+def test_pair_of_different_vocabularies_drafts_across_them(gguf_files, capsys, tmp_path):
+    # within llama.cpp's 128 tokens of each other, so the first differing token is named;
+    # the byte tokens and letters both have are enough to draft across vocabularies
     other = write_tiny_gguf(tmp_path / "other.gguf", words=("alpha", "beta", "gamma"))
-    code, _, err = run_cli(capsys, "models", "check", str(gguf_files[0]), str(other))
-    assert_one_line_error(code, err, "token", "differs", "sizes 411 and")
+    code, out, _ = run_cli(capsys, "models", "check", str(gguf_files[0]), str(other))
+    assert code == 0
+    assert "token" in out and "differs" in out and "sizes 411 and" in out
+    assert "different vocabularies" in out
+    code, out, err = run_cli(capsys, "run", "-m", str(gguf_files[0]), "-md", str(other),
+                             "-p", "the cat", "-n", "6")
+    assert code == 0, err
 
 
 def test_prompt_longer_than_context(gguf_files, capsys, tmp_path):

@@ -100,14 +100,22 @@ def test_list_finds_every_store(every_store, capsys):
     assert all(not m["error"] for m in found.values())
 
 
-def test_drafts_for_keeps_only_fitting_vocabularies(every_store, capsys):
+def test_drafts_for_lists_same_vocabulary_drafts_then_cross_vocabulary_ones(every_store,
+                                                                          capsys):
     drafts = _list(capsys, "--drafts-for", "own-target.gguf")
-    names = {m["name"] for m in drafts}
-    assert "someone/Foreign-GGUF/foreign.gguf" not in names, "another vocabulary is excluded"
+    names = [m["name"] for m in drafts]
     assert "own-target.gguf" not in names, "the target is not its own draft"
+    same = [m for m in drafts if m["pair"] == "same vocabulary"]
     assert {"tinydraft:latest", "mine.gguf", "tiny/Tiny-Target-GGUF/tiny-target-f32.gguf",
-            "lmstudio-community/Tiny-Draft-GGUF/tiny-draft-Q4_K_M.gguf"} <= names
-    assert all(m["verdict"].startswith("compatible") for m in drafts)
+            "lmstudio-community/Tiny-Draft-GGUF/tiny-draft-Q4_K_M.gguf"} <= {
+        m["name"] for m in same}
+    assert all(m["verdict"].startswith("compatible") for m in same)
+    # another vocabulary that shares tokens drafts across vocabularies, listed after, labelled
+    foreign = names.index("someone/Foreign-GGUF/foreign.gguf")
+    assert foreign >= len(same) and drafts[foreign]["pair"].startswith("other vocabulary: ")
+    assert "different vocabularies" in drafts[foreign]["verdict"]
+    assert [m["pair"] == "same vocabulary" for m in drafts] == [True] * len(same) + [False] * (
+        len(drafts) - len(same))
 
 
 def test_drafts_for_ranks_compatible_first_and_says_why(every_store, ggufs):

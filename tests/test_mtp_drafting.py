@@ -12,9 +12,10 @@ import json
 import numpy as np
 import pytest
 
+from app.engine.decode_config import DecodeConfig
 from app.engine.mtp import DRAFT_MTP, MtpDrafter
 from app.engine.sampling import SamplingParams
-from app.engine.session import DecodeConfig, Session
+from app.engine.session import Session
 from app.engine.trace import TraceHeader, TraceWriter, iter_token_rows, read_trace
 from app.errors import SettingsError
 from app.models.found import describe_gguf

@@ -71,6 +71,7 @@ def write_tiny_gguf(
     peak: float = 4.0,
     pad_vocab: int = 0,
     pad_logit_scale: float = 0.0,
+    rows_from: Path | None = None,
 ) -> Path:
     """Write a tiny llama GGUF; returns its path.
 
@@ -84,6 +85,11 @@ def write_tiny_gguf(
     greedy never picks one while some real logit is positive) unless `pad_logit_scale` gives
     them random weights of that scale (for tests where padding must carry mass). With
     `noise_from`, a source with another padding is cut or padded to this one's first.
+
+    `rows_from` makes a draft of ANOTHER vocabulary (other `words`) that mostly agrees with
+    that file's model: its layers are the source's, and each token's embedding and output
+    rows are those of the source token of the same text (fresh random rows for tokens the
+    source lacks), then `noise` as with `noise_from`.
     """
     path = Path(path)
     if hidden % n_head:
@@ -118,7 +124,9 @@ def write_tiny_gguf(
             f"{blk}.ffn_up.weight": mat(n_ff, hidden),
             f"{blk}.ffn_down.weight": mat(hidden, n_ff),
         }
-    if noise_from is not None:
+    if rows_from is not None:
+        tensors = _jitter(_rows_by_text(Path(rows_from), texts, tensors), rng, noise)
+    elif noise_from is not None:
         tensors = _perturb(Path(noise_from), tensors, rng, noise)
     if pad_vocab:
         tensors = _pad_rows(tensors, pad_vocab, pad_logit_scale, seed)
@@ -171,6 +179,44 @@ def _pad_rows(
         "token_embd.weight": np.concatenate([embd, extra_embd]),
         "output.weight": np.concatenate([output, extra_out.astype(np.float32)]),
     }
+
+
+def _rows_by_text(
+    source: Path, texts: list[str], fresh: dict[str, np.ndarray]
+) -> dict[str, np.ndarray]:
+    """Source-shaped tensors whose vocabulary rows follow `texts`: a token the source has
+    takes its rows, any other keeps the fresh random ones (written where _perturb reads)."""
+    reader = gguf.GGUFReader(source)
+    field = reader.fields["tokenizer.ggml.tokens"]
+    source_texts = [bytes(field.parts[i]).decode() for i in field.data]
+    base = {t.name: np.array(t.data, dtype=np.float32) for t in reader.tensors}
+    del reader
+    index = {text: i for i, text in enumerate(source_texts)}
+    out = dict(fresh)
+    for name in _VOCAB_TENSORS:
+        rows = fresh[name].copy()
+        source_rows = base[name].reshape(-1, rows.shape[1])
+        for i, text in enumerate(texts[: rows.shape[0]]):
+            if text in index:
+                rows[i] = source_rows[index[text]]
+        out[name] = rows
+    for name, array in base.items():
+        if name not in _VOCAB_TENSORS:
+            out[name] = array.reshape(fresh[name].shape)
+    return out
+
+
+def _jitter(
+    tensors: dict[str, np.ndarray], rng: np.random.Generator, noise: float
+) -> dict[str, np.ndarray]:
+    """Gaussian noise of `noise` times each matrix's standard deviation; norms kept."""
+    out = {}
+    for name, weights in tensors.items():
+        if weights.ndim == 2:
+            jitter = rng.standard_normal(weights.shape) * noise * float(weights.std())
+            weights = (weights + jitter).astype(np.float32)
+        out[name] = weights
+    return out
 
 
 def _perturb(

@@ -20,6 +20,8 @@ def write_tiny_hf(
     noise_seed: int = 1,
     pad_vocab: int = 0,
     pad_logit_scale: float = 0.0,
+    chars: list[str] | None = None,
+    rows_from: Path | None = None,
 ) -> Path:
     """A LlamaForCausalLM with a 37-token vocabulary, saved as safetensors + tokenizer.
 
@@ -30,6 +32,10 @@ def write_tiny_hf(
     37 tokens, as Qwen2.5 7B+ do (152,064 logit rows for 151,665 tokens); the real tokens'
     weights stay those of the unpadded model. The padding's lm_head rows are zero (logit 0)
     unless `pad_logit_scale` gives them random weights of that scale.
+
+    `chars` replaces the character vocabulary (another vocabulary); `rows_from` (a folder
+    written here) then gives a draft that mostly agrees with that model: its layers, and for
+    each character it has too, its embedding and output rows (before the noise).
     """
     import torch
     from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
@@ -37,7 +43,7 @@ def write_tiny_hf(
 
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    vocab = {token: i for i, token in enumerate(SPECIALS + CHARS)}
+    vocab = {token: i for i, token in enumerate(SPECIALS + (chars or CHARS))}
     tokenizer = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
     tokenizer.pre_tokenizer = pre_tokenizers.Split(Regex("."), behavior="isolated")
     tokenizer.decoder = decoders.Fuse()
@@ -65,6 +71,8 @@ def write_tiny_hf(
     model = LlamaForCausalLM(config)
     with torch.no_grad():
         model.lm_head.weight.mul_(sharpness)
+        if rows_from is not None:
+            _copy_by_text(model, vocab, Path(rows_from))
         if noise > 0:
             generator = torch.Generator().manual_seed(noise_seed)
             for weights in model.parameters():
@@ -74,6 +82,26 @@ def write_tiny_hf(
             model = _padded(model, config, pad_vocab, pad_logit_scale, seed)
     model.save_pretrained(folder)
     return folder
+
+
+def _copy_by_text(model, vocab: dict[str, int], source: Path) -> None:
+    """The source model's weights, each token's rows taken from its token of the same text."""
+    import json
+
+    from safetensors.torch import load_file
+
+    state = load_file(str(source / "model.safetensors"))
+    source_vocab = json.loads((source / "tokenizer.json").read_text())["model"]["vocab"]
+    own = model.state_dict()
+    for name, weights in state.items():
+        if name in ("model.embed_tokens.weight", "lm_head.weight"):
+            rows = own[name].clone()
+            for text, i in vocab.items():
+                if text in source_vocab:
+                    rows[i] = weights[source_vocab[text]]
+            weights = rows
+        own[name] = weights
+    model.load_state_dict(own)
 
 
 def _padded(model, config, pad: int, logit_scale: float, seed: int):

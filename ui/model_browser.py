@@ -39,6 +39,14 @@ def describe(model: FoundModel) -> str:
     return f"{model.name}  ·  {model.store}, {size}"
 
 
+def _verdict_text(verdict: DraftVerdict) -> str:
+    if verdict.compatible:
+        return "✓ " + describe(verdict.model)
+    if verdict.usable:
+        return f"⇄ {describe(verdict.model)}  —  {verdict.label}"
+    return "✗ " + describe(verdict.model)
+
+
 class ModelChooser(QComboBox):
     """A list of found models; choosing one emits its path (the first row is a prompt)."""
 
@@ -56,10 +64,14 @@ class ModelChooser(QComboBox):
         self._fill(prompt or self._prompt, [(describe(m), str(m.path), "") for m in models])
 
     def show_verdicts(self, verdicts: list[DraftVerdict]) -> None:
+        """Same-vocabulary drafts (✓), then those that draft across vocabularies (⇄, with
+        what the vocabularies share), then the incompatible ones, disabled, with why."""
         good = sum(v.compatible for v in verdicts)
-        rows = [(("✓ " if v.compatible else "✗ ") + describe(v.model), str(v.model.path),
-                 "" if v.compatible else v.check.message) for v in verdicts]
-        self._fill(f"{good} compatible draft{'s' * (good != 1)} found…", rows)
+        across = sum(v.usable and not v.compatible for v in verdicts)
+        rows = [(_verdict_text(v), str(v.model.path), "" if v.usable else v.check.message)
+                for v in verdicts]
+        more = f", {across} across vocabularies" if across else ""
+        self._fill(f"{good} compatible draft{'s' * (good != 1)}{more} found…", rows)
 
     def _fill(self, prompt: str, rows: list[tuple[str, str, str]]) -> None:
         self.blockSignals(True)

@@ -418,6 +418,9 @@ class PairPicker(QGroupBox):
         elif self._check is not None and self._check.compatible:
             lines = [f"✓ {self._check.message}"] + [f"⚠ {w}" for w in self._check.warnings]
             self._show_verdict("<br>".join(lines), "good")
+        elif self._check is not None and self._check.usable:
+            lines = [f"⇄ {self._check.message}"] + [f"⚠ {w}" for w in self._check.warnings]
+            self._show_verdict("<br>".join(lines), "good")
         elif self._check is not None:
             self._show_verdict(f"✗ incompatible: {self._check.message}", "bad")
 
@@ -448,6 +451,6 @@ class PairPicker(QGroupBox):
             return "checking the pair…"
         if self.rpc.isEnabled() and (problem := rpc_problem(self.rpc.text().strip())):
             return problem
-        if self._check is not None and not self._check.compatible:
+        if self._check is not None and not self._check.usable:
             return f"incompatible pair: {self._check.message}"
         return ""

@@ -108,7 +108,7 @@ class StepTableModel(QAbstractTableModel):
         replacement = fmt.token(r.replacement_text) if r.replacement is not None else ""
         return (
             (str(r.pos), r.pos),
-            (fmt.token(r.text), r.token),
+            (_draft_token(r), r.token),
             (fmt.prob(r.q), r.q),
             (fmt.prob(r.p), r.p) if r.accepted is not None else ("—", None),
             ((fmt.prob(r.acceptance_chance), r.acceptance_chance) if r.accepted is not None
@@ -129,6 +129,16 @@ class StepTableModel(QAbstractTableModel):
         if column == COL_REPLACEMENT and r.replacement is not None:
             return c.replacement_bg
         return ""
+
+
+def _draft_token(r: TokenRecord) -> str:
+    """The token, and for a draft of another vocabulary what it was in the draft's own
+    tokens (and, for TLI, the draft's mass outside the tokens both vocabularies share)."""
+    t = r.translated
+    if t is None:
+        return fmt.token(r.text)
+    outside = f"  ({t.outside_mass:.1%} outside)" if t.outside_mass is not None else ""
+    return f"{fmt.token(t.draft_text)} → {fmt.token(r.text)}{outside}"
 
 
 def _decision(r: TokenRecord) -> str:

@@ -33,6 +33,8 @@ def spec_flags(spec: ModelSpec) -> list[str]:
              "-ngl", str(spec.n_gpu_layers), "-c", str(spec.n_ctx), "--exact-kernels"]
     if spec.draft:
         flags += ["-md", spec.draft]
+    if spec.cross_vocab != "auto":
+        flags += ["--cross-vocab", spec.cross_vocab]
     if spec.ngram:
         flags.append("--ngram")
     if spec.self_draft_layers:

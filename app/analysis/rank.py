@@ -42,19 +42,26 @@ class Candidate(Protocol):
 
 
 class DraftModelCandidate:
+    """A draft model file; one of another vocabulary drafts across it by `cross` (TLI or
+    string-level; auto: TLI)."""
+
     kind = "draft model"
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, cross: str = "auto") -> None:
         self.path = path
-        self.label = Path(path).name
+        self.cross = cross
+        self.label = Path(path).name + (f" ({CROSS_LABELS[cross]})" if cross != "auto" else "")
         self._pair: LoadedPair | None = None
 
     def attach(self, base: LoadedPair) -> LoadedPair:
         check = check_pair_files(base.spec.target, self.path)
         check.raise_if_incompatible()
-        spec = replace(base.spec, draft=self.path, ngram=False)
+        spec = replace(base.spec, draft=self.path, ngram=False,
+                       cross_vocab=self.cross if check.cross is not None else "auto")
         draft = load_model(self.path, spec)
-        if draft.n_vocab != base.target.n_vocab:
+        if check.cross is not None:
+            self.kind = f"draft model, other vocabulary ({CROSS_LABELS[spec.cross_vocab]})"
+        elif draft.n_vocab != base.target.n_vocab:
             draft.close()
             raise ModelFileError(f"the draft scores {draft.n_vocab} tokens but the target "
                                  f"{base.target.n_vocab} — pick a draft from the same family")
@@ -65,6 +72,22 @@ class DraftModelCandidate:
         if self._pair is not None and self._pair.draft is not None:
             self._pair.draft.close()
         self._pair = None
+
+
+CROSS_LABELS = {"auto": "TLI", "tli": "TLI", "string": "string-level"}
+
+
+def draft_model_candidates(target: str, path: str) -> list[DraftModelCandidate]:
+    """A draft file as ranking candidates: one of the target's vocabulary once, one of
+    another vocabulary once per way of drafting across it (the ranking then shows which
+    suits this pair)."""
+    try:
+        cross = check_pair_files(target, path).cross
+    except DraftLensError:
+        cross = None  # attach() reports the problem in the candidate's row
+    if cross is None:
+        return [DraftModelCandidate(path)]
+    return [DraftModelCandidate(path, "tli"), DraftModelCandidate(path, "string")]
 
 
 class NgramCandidate:

@@ -22,9 +22,9 @@ from app.analysis.exactness import (
 )
 from app.analysis.rank import (
     Candidate,
-    DraftModelCandidate,
     NgramCandidate,
     SelfDraftCandidate,
+    draft_model_candidates,
     rank_candidates,
 )
 from app.analysis.sweep import parse_ks, run_sweep
@@ -122,7 +122,8 @@ def cmd_rank(args: Namespace) -> int:
         from app.models.demo import demo_paths
 
         paths = [str(demo_paths()[1])]
-    candidates: list[Candidate] = [DraftModelCandidate(path) for path in paths]
+    candidates: list[Candidate] = [candidate for path in paths
+                                   for candidate in draft_model_candidates(base_spec.target, path)]
     candidates += [SelfDraftCandidate(n) for n in layers]
     if args.ngram:
         candidates.append(NgramCandidate())

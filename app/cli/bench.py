@@ -225,6 +225,7 @@ def compare_hf(pair: LoadedPair, encoded: list[list[int]], config: DecodeConfig,
         raise SettingsError("--compare-hf needs --backend torch and a draft model")
     times = {"plain": 0.0, "assisted": 0.0}
     tokens = {"plain": 0, "assisted": 0}
+    passes = {"plain": 0, "assisted": 0}
     outputs: dict[str, list[list[int]]] = {"plain": [], "assisted": []}
     for round_index in range(rounds):
         for ids in encoded:
@@ -235,6 +236,7 @@ def compare_hf(pair: LoadedPair, encoded: list[list[int]], config: DecodeConfig,
                 new = target.reference_generate(ids, config.n_predict, assistant)
                 times[mode] += time.perf_counter() - start
                 tokens[mode] += len(new)
+                passes[mode] += target.reference_passes
                 outputs[mode].append(new)
     plain_rate = tokens["plain"] / times["plain"]
     assisted_rate = tokens["assisted"] / times["assisted"]
@@ -243,6 +245,8 @@ def compare_hf(pair: LoadedPair, encoded: list[list[int]], config: DecodeConfig,
         "hf_assisted_tok_s": assisted_rate,
         "hf_assisted_speedup": assisted_rate / plain_rate,
         "hf_identical": outputs["plain"] == outputs["assisted"],
+        # the prefill pass included, as the peer counts it
+        "hf_assisted_tokens_per_pass": tokens["assisted"] / max(1, passes["assisted"]),
     }
 
 
@@ -283,7 +287,8 @@ def print_report(report: dict[str, Any]) -> None:
     if "hf_assisted_speedup" in report:
         lines.append(f"{'transformers assisted':>22}  {report['hf_assisted_speedup']:8.2f}x "
                      f"({report['hf_plain_tok_s']:.2f} -> {report['hf_assisted_tok_s']:.2f} "
-                     f"tok/s, identical: {report['hf_identical']})")
+                     f"tok/s, {report['hf_assisted_tokens_per_pass']:.2f} tokens per pass, "
+                     f"identical: {report['hf_identical']})")
         ours = report["spec_tok_s_with_prefill"]
         lines.append(f"{'with prefill, as hf':>22}  DraftLens {ours:.2f} tok/s "
                      f"({ours / report['plain_tok_s_with_prefill']:.2f}x its plain), "

@@ -3,6 +3,7 @@
   draftlens run    -m TARGET -md DRAFT -p PROMPT -n N   stream text, stats to stderr
   draftlens bench  ...                                  plain vs speculative, side by side
   draftlens models list [--json] [--drafts-for T] | check T D | fetch REPO [FILE] | fetch-demo
+                 | fetch-extra [smollm2|gemma3]
   draftlens sweep  --k 1,2,4,8 ...                      each draft length vs plain decoding
   draftlens rank   --candidates D1 D2 [--ngram]         which draft suits this target best
   draftlens check-exact ...                             is speculation exact on this pair?

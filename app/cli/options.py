@@ -16,6 +16,11 @@ def add_model_flags(parser: argparse.ArgumentParser) -> None:
     g.add_argument("-m", "--target", "--model", dest="target",
                    help="target model: a .gguf file or a transformers folder (default: demo pair)")
     g.add_argument("-md", "--draft", "--model-draft", dest="draft", help="draft model")
+    g.add_argument("--cross-vocab", dest="cross_vocab", default="auto",
+                   choices=("auto", "tli", "string"),
+                   help="a draft with another vocabulary than the target's: tli (draws among "
+                        "the tokens both share; exact under sampling too), string (its greedy "
+                        "text re-tokenized for the target) or auto (tli)")
     g.add_argument("--ngram", action="store_true",
                    help="draft by n-gram / prompt lookup; with a draft model, look up first "
                         "and use the draft model when the context has no match")
@@ -144,6 +149,7 @@ def model_spec(args: argparse.Namespace) -> ModelSpec:
         batch_invariant=args.exact_kernels, rpc=args.rpc.strip(),
         self_draft_layers=layers_list[0] if layers_list else 0,
         draft_heads=heads or "", suffix=suffix, draft_memory=memory, draft_mtp=mtp,
+        cross_vocab=getattr(args, "cross_vocab", "auto"),
     )
 
 

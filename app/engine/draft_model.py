@@ -124,18 +124,30 @@ class ModelDrafter(Drafter):
         """The chain, plus sibling leaves beside each chain token where the draft gave
         another candidate at least p_split (siblings cost no draft passes)."""
         chain = self.propose(context, Budget(min(depth, shape.max_nodes)), params, rng)
-        builder = TreeBuilder(shape.width, shape.max_nodes)
-        rows = chain.q_rows if chain.q_rows is not None else np.zeros((0, 0))
-        for level, token in enumerate(chain.tokens):
-            builder.add(level - 1, token, rows[level])
-        for level, token in enumerate(chain.tokens):
-            drawn = [token]
-            while not builder.full:
-                sibling = _another_candidate(rows[level], drawn, shape.p_split, params, rng)
-                if sibling is None or builder.add(level - 1, sibling, rows[level]) is None:
-                    break
-                drawn.append(sibling)
-        return builder.tree()
+        return branch_chain(chain, shape, params, rng)[0]
+
+
+def branch_chain(
+    chain: Draft, shape: TreeShape, params: SamplingParams, rng: np.random.Generator
+) -> tuple[DraftTree, list[int]]:
+    """A tree of the chain's tokens, with sibling leaves beside each chain token where its
+    q row gave another candidate at least p_split; and per node, the chain level its row
+    came from."""
+    builder = TreeBuilder(shape.width, shape.max_nodes)
+    rows = chain.q_rows if chain.q_rows is not None else np.zeros((0, 0))
+    levels: list[int] = []
+    for level, token in enumerate(chain.tokens):
+        builder.add(level - 1, token, rows[level])
+        levels.append(level)
+    for level, token in enumerate(chain.tokens):
+        drawn = [token]
+        while not builder.full:
+            sibling = _another_candidate(rows[level], drawn, shape.p_split, params, rng)
+            if sibling is None or builder.add(level - 1, sibling, rows[level]) is None:
+                break
+            drawn.append(sibling)
+            levels.append(level)
+    return builder.tree(), levels
 
 
 def _another_candidate(

@@ -22,7 +22,7 @@ from typing import Protocol
 
 import numpy as np
 
-from app.engine.records import CopySource
+from app.engine.records import CopySource, Translation
 from app.engine.sampling import SamplingParams, fit_width
 from app.engine.tree import DraftTree, one_hot
 
@@ -93,6 +93,8 @@ class Draft:
     # per token, which of the target's own MTP heads proposed it (app.engine.mtp), 0-based;
     # None for every other draft
     heads: list[int] | None = None
+    # per token, how a draft from another vocabulary became it (app.engine.cross_vocab)
+    translated: list[Translation] | None = None
 
     def q_row(self, i: int, vocab: int) -> np.ndarray:
         """q for tokens[i] over the target's `vocab` logit rows (the widths may differ by

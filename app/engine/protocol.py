@@ -79,6 +79,8 @@ class ReferenceGenerator(Protocol):
     """A runtime that can also generate with its own decoding loop (greedy), plainly or with
     its own assisted generation, so the bench can time the peer beside DraftLens."""
 
+    reference_passes: int  # the target's forward passes in the last reference_generate
+
     def reference_generate(
         self, prompt_ids: Sequence[int], n_new: int, assistant: object | None = None
     ) -> list[int]:

@@ -42,6 +42,16 @@ class CopySource:
 
 
 @dataclass
+class Translation:
+    """How a draft token from another vocabulary became this target token
+    (app.engine.cross_vocab): the draft's own token text, and for a TLI draft the mass its
+    distribution put outside the shared vocabulary (None: a string-level draft)."""
+
+    draft_text: str
+    outside_mass: float | None = None
+
+
+@dataclass
 class TokenRecord:
     """One draft token and the verdict on it."""
 
@@ -69,6 +79,8 @@ class TokenRecord:
     copied_from: CopySource | None = None
     # which of the target's own MTP heads proposed it (0-based); None for other drafts
     head: int | None = None
+    # a draft token translated from another vocabulary; None for a same-vocabulary draft
+    translated: Translation | None = None
 
     @property
     def ratio(self) -> float:
@@ -89,6 +101,12 @@ def mark_heads(records: list[TokenRecord], heads: list[int] | None) -> None:
     """Give each draft token's record the MTP head that proposed it."""
     for record, head in zip(records, heads or (), strict=False):
         record.head = head
+
+
+def mark_translated(records: list[TokenRecord], sources: list[Translation] | None) -> None:
+    """Give each draft token's record its translation (records[i] is draft token i's)."""
+    for record, source in zip(records, sources or (), strict=False):
+        record.translated = source
 
 
 @dataclass

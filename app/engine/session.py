@@ -17,7 +17,13 @@ from app.engine.diagnostics import describe
 from app.engine.drafters import EMPTY_DRAFT, Budget, Drafter
 from app.engine.metrics import RunStats
 from app.engine.protocol import LanguageModel, returns_hidden
-from app.engine.records import ORIGIN_PLAIN, StepRecord, mark_copied, mark_heads
+from app.engine.records import (
+    ORIGIN_PLAIN,
+    StepRecord,
+    mark_copied,
+    mark_heads,
+    mark_translated,
+)
 from app.engine.sampling import finite_logits
 from app.engine.similarity import annotate, verify_pass
 from app.engine.speculative import DraftRows, TargetRows, Verdict, verify
@@ -157,6 +163,7 @@ class Session:
             annotate(verdict.records, draft.hidden, target_hidden)
             mark_copied(verdict.records, draft.copied_from)
             mark_heads(verdict.records, draft.heads)
+            mark_translated(verdict.records, draft.translated)
         n_accepted = len(verdict.emitted) - 1
         self.target.truncate(len(context) + n_accepted)
         record = self._finish_step(context, verdict, index, len(draft_tokens),
@@ -190,6 +197,7 @@ class Session:
             start_pos=len(self.output_ids), exact_rows=exact,
         )
         mark_copied(verdict.records, tree.copied_from)
+        mark_translated(verdict.records, tree.translated)
         # the cache never holds the last emitted token: the next pass starts from it
         kept = verdict.path[: len(verdict.emitted) - 1]
         self.target.keep_path([*range(offset), *(offset + i for i in kept)])

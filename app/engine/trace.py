@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from app.engine.records import Alternative, CopySource, StepRecord, TokenRecord
+from app.engine.records import Alternative, CopySource, StepRecord, TokenRecord, Translation
 from app.errors import DraftLensError, TraceWriteError
 from app.paths import write_atomically
 
@@ -69,6 +69,8 @@ def step_from_dict(data: dict[str, Any]) -> StepRecord:
         row["top"] = [Alternative(**a) for a in row.get("top", [])]
         if row.get("copied_from") is not None:
             row["copied_from"] = CopySource(**row["copied_from"])
+        if row.get("translated") is not None:
+            row["translated"] = Translation(**row["translated"])
         tokens.append(TokenRecord(**row))
     return StepRecord(
         index=data.get("index", 0),

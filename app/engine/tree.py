@@ -28,6 +28,7 @@ from app.engine.records import (
     ORIGIN_REPLACEMENT,
     CopySource,
     TokenRecord,
+    Translation,
 )
 from app.engine.sampling import SamplingParams, choose, fit_width
 from app.engine.speculative import Rows, Verdict, token_record
@@ -53,6 +54,8 @@ class DraftTree:
     q_rows: list[np.ndarray | None]
     # per node, where a copying drafter found it (app.engine.suffix); None for the others
     copied_from: list[CopySource] | None = None
+    # per node, how a draft from another vocabulary became it (app.engine.cross_vocab)
+    translated: list[Translation] | None = None
 
     def __post_init__(self) -> None:
         if not len(self.tokens) == len(self.parents) == len(self.q_rows):
@@ -97,9 +100,10 @@ class DraftTree:
                 parents.append(new_index[self.parents[i]])
                 rows.append(self.q_rows[i])
                 kept.append(i)
-        sources = self.copied_from
+        sources, translated = self.copied_from, self.translated
         return DraftTree(tokens, parents, rows,
-                         None if sources is None else [sources[i] for i in kept])
+                         None if sources is None else [sources[i] for i in kept],
+                         None if translated is None else [translated[i] for i in kept])
 
 
 class TreeBuilder:

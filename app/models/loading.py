@@ -17,9 +17,17 @@ from app.engine.heads import HeadsWeights
 from app.engine.protocol import EarlyExitModel, LanguageModel
 from app.engine.token_buffer import TokenBuffer
 from app.errors import DraftLensError, ModelFileError, SettingsError
-from app.models.pair_check import PairCheck, check_pair_files, is_gguf, model_size_bytes
+from app.models.pair_check import (
+    CrossVocab,
+    PairCheck,
+    check_pair_files,
+    is_gguf,
+    model_size_bytes,
+)
 
 BACKENDS = ("llamacpp", "torch")
+# how a draft of another vocabulary drafts (app.engine.cross_vocab, app.engine.string_draft)
+CROSS_VOCAB_CHOICES = ("auto", "tli", "string")
 Progress = Callable[[str], None]
 
 
@@ -42,6 +50,8 @@ class ModelSpec:
     suffix: bool = False  # draft by suffix decoding (app.engine.suffix)
     draft_memory: str = ""  # its memory of earlier outputs: a file (app.draft_memory)
     draft_mtp: bool = False  # the target's own MTP (NextN) layers draft (app.engine.mtp)
+    # a draft of another vocabulary: TLI, string-level, or auto (TLI)
+    cross_vocab: str = "auto"
 
     def resolved_backend(self) -> str:
         backend = self._backend()
@@ -73,6 +83,13 @@ class LoadedPair:
     memory: DraftMemory | None = None  # spec.draft_memory, read once, written after each run
     # the memory's outputs indexed for suffix drafting, and what they were indexed for
     memory_index: tuple[tuple[int, str], TokenBuffer] | None = None
+
+    @property
+    def cross(self) -> CrossVocab | None:
+        """What the vocabularies share, where the draft's differs from the target's."""
+        if self.check is None or self.check.compatible:
+            return None
+        return self.check.cross
 
     def close(self) -> None:
         for model in self.self_drafts.values():
@@ -238,6 +255,16 @@ def _sounds_like_memory(message: str) -> bool:
 
 
 
+def check_cross_choice(spec: ModelSpec, check: PairCheck) -> None:
+    """Refuse an unknown --cross-vocab, or one given for a draft of the target's vocabulary."""
+    if spec.cross_vocab not in CROSS_VOCAB_CHOICES:
+        raise SettingsError(f"unknown --cross-vocab {spec.cross_vocab!r} — use "
+                            f"{', '.join(CROSS_VOCAB_CHOICES)}")
+    if spec.cross_vocab != "auto" and check.compatible:
+        raise SettingsError(f"--cross-vocab {spec.cross_vocab} is for a draft with another "
+                            "vocabulary; this draft shares the target's — drop the flag")
+
+
 def load_pair(spec: ModelSpec, progress: Progress | None = None) -> LoadedPair:
     """Check the pair, then load target and draft. Incompatible pairs are refused."""
     say = progress or (lambda message: None)
@@ -260,6 +287,7 @@ def load_pair(spec: ModelSpec, progress: Progress | None = None) -> LoadedPair:
         say("checking that the pair shares a vocabulary")
         check = check_pair_files(spec.target, spec.draft)
         check.raise_if_incompatible()
+        check_cross_choice(spec, check)
         warnings.extend(check.warnings)
     say(f"loading target {Path(spec.target).name}")
     target = load_model(spec.target, spec, rpc=spec.rpc, mtp=spec.draft_mtp)
