@@ -229,6 +229,7 @@ def main(argv: list[str] | None = None) -> int:
     make_application()
     errors: list[str] = []
     with tempfile.TemporaryDirectory(prefix="draftlens-shot-") as tmp:
+        demo = demo_pair()  # where the demo pair is, before the data folder moves
         if args.suffix:  # the memory of a scratch data folder, not the user's
             os.environ["DRAFTLENS_HOME"] = tmp
         window = MainWindow(Settings(), save_path=Path(tmp) / "settings.json")
@@ -238,7 +239,7 @@ def main(argv: list[str] | None = None) -> int:
         window.set_theme(args.theme)
         window.show_workspace()
         if args.first_run:
-            window.picker.set_pair(demo_pair())
+            window.picker.set_pair(demo)
             window.show()
             try:
                 if not wait_until(lambda: not window.picker.checking, 120):
@@ -252,7 +253,7 @@ def main(argv: list[str] | None = None) -> int:
                 for message in errors:
                     print(f"error shown: {message}", file=sys.stderr)
                 window.close()
-        pair = replace(demo_pair(), backend=args.backend)
+        pair = replace(demo, backend=args.backend)
         if args.edit:
             pair = replace(pair, draft="", ngram=True)
         if args.suffix:

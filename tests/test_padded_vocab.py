@@ -10,7 +10,7 @@ import json
 import numpy as np
 import pytest
 
-import app.engine.session as session_module
+import app.engine.speculative as speculative_module
 from app.cli.main import main
 from app.engine.decode_config import DecodeConfig
 from app.engine.draft_model import ModelDrafter
@@ -203,14 +203,14 @@ def test_dropping_the_targets_extra_ids_is_detected(hf_padded, monkeypatch):
     target, draft = hf_padded
     prompt_ids = target.tokenize(PROMPT)
     exact = exact_distributions(target, prompt_ids, PARAMS)
-    real_process = session_module.process
+    real_process = speculative_module.process  # where verify turns logits into p
 
     def narrow(logits, params):
         probs = real_process(logits, params).copy()
         probs[..., draft.n_vocab:] = 0.0
         return probs / probs.sum(axis=-1, keepdims=True)
 
-    monkeypatch.setattr(session_module, "process", narrow)
+    monkeypatch.setattr(speculative_module, "process", narrow)
     drafter = ModelDrafter(draft, target_vocab=target.n_vocab)
     tokens = first_two_tokens(target, drafter, prompt_ids, PARAMS, 400, 30_000)
     assert gof_pvalue(tokens[:, 0], exact.first) < BROKEN_P
