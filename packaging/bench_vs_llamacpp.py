@@ -592,6 +592,8 @@ def markdown_table(result: dict[str, Any]) -> str:
         lines += draft_model_table(result)
     if result.get("draftless"):
         lines += draftless_tables(result["draftless"], result.get("draftless_exact", {}))
+    if result.get("exact_error"):
+        lines += ["", f"No exact-kernel rows: {result['exact_error']}."]
     return "\n".join(lines)
 
 
