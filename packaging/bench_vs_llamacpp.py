@@ -70,7 +70,7 @@ from app.cli.bench_tasks import (  # noqa: E402
     REPETITIVE_PROMPTS,
     TEXT_PROMPTS,
 )
-from app.engine.calibration import cached_verify_curve  # noqa: E402
+from app.engine.calibration import cached_verify_curve, calibration_sizes  # noqa: E402
 from app.engine.cost_curve import VerifyCostCurve, interpolate  # noqa: E402
 from app.engine.decode_config import DecodeConfig  # noqa: E402
 from app.engine.divergence import MarginTap  # noqa: E402
@@ -305,7 +305,8 @@ def verify_limit(curve: VerifyCostCurve, draft_max: int) -> dict[str, Any]:
     tok/s at that row's load (the calibrated curve scaled to it, as app.analysis.cost does).
     A pass over n tokens is taken to cost at least a pass over one: a curve calibrated in a
     moment of load can say otherwise, and would promise more than n times plain."""
-    points = curve.points
+    sizes = calibration_sizes(draft_max)  # a cache entry may keep sizes an older one measured
+    points = {n: t for n, t in curve.points.items() if n in sizes} or curve.points
     one = interpolate(points, 1)
 
     def cost(n: int) -> float:
@@ -687,9 +688,11 @@ def draftless_tables(workloads: dict[str, Any], exact: dict[str, Any]) -> list[s
                              f"{speedup_cell(row)} | {fmt(row['acceptance'], '{:.0%}')} | "
                              f"{row['mean_k']:.1f} | {ident(row)} | {limit} |")
             else:
+                accepted = (fmt(row["acceptance"], "{:.0%}") if row["drafted"]
+                            else "nothing drafted")
                 lines.append(f"| {name} | {label} | {row['tok_s']:.1f} | "
-                             f"{fmt(row['over_plain'], '{:.2f}×')} | "
-                             f"{fmt(row['acceptance'], '{:.0%}')} | – | – | {limit} |")
+                             f"{fmt(row['over_plain'], '{:.2f}×')} | {accepted} | – | – | "
+                             f"{limit} |")
     for name, w in workloads.items():
         labels = [DRAFTLENS_PLAIN, *(label for label in ROW_ORDER if label in w["rows"])]
         lines += ["", f"Workload '{name}' task by task, in the order run (tok/s):", "",
