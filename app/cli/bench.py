@@ -27,8 +27,10 @@ def add_bench_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--prompt-file", help="one JSON string per line")
     parser.add_argument("--suite", choices=tuple(SUITES), default="code",
                         help="built-in prompts when none are given: code completion, edit "
-                             "tasks (code asked back with one edit: a rename or not), or free "
-                             "text (use the last two with --chat)")
+                             "tasks (code asked back with one edit: a rename or not), free "
+                             "text, or a repetitive session whose answers repeat earlier "
+                             "answers (for --suffix --draft-memory; use all but code with "
+                             "--chat)")
     parser.add_argument("--rounds", type=int, default=1, help="alternations per prompt")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument("--compare-hf", action="store_true",

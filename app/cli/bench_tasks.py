@@ -1,5 +1,6 @@
 """The bench's built-in tasks: code to complete, code asked back with one edit (a rename, or
-an edit that renames nothing), and free text. Chat prompts for edits and text (--chat)."""
+an edit that renames nothing), free text, and a repetitive session (prompts in order whose
+answers repeat earlier answers). Chat prompts for all but code completion (--chat)."""
 
 from __future__ import annotations
 
@@ -80,9 +81,9 @@ def load_settings(overrides):
 '''
 
 
-def edit_prompt(source: str, request: str) -> str:
+def edit_prompt(source: str, request: str, what: str = "function") -> str:
     """Code in the prompt, asked back with one change: what n-gram drafting is for."""
-    return (f"Here is a Python function:\n\n```python\n{source}```\n\n{request} "
+    return (f"Here is a Python {what}:\n\n```python\n{source}```\n\n{request} "
             "Reply with only the complete code in one ```python block.")
 
 
@@ -118,4 +119,73 @@ TEXT_PROMPTS = [
     "bottle.",
     "What are the trade-offs between a linked list and an array? Answer in prose.",
 ]
-SUITES = {"code": CODE_PROMPTS, "edit": list(EDIT_PROMPTS.values()), "text": TEXT_PROMPTS}
+
+# A repetitive workload, in order, as one working session sends it: answers that repeat the
+# structure of earlier answers (not of their own prompt), what a memory of earlier outputs
+# (suffix decoding's --draft-memory) is for. Three runs of three turns each: an agent's JSON
+# tool calls over the same tools, a batch of structurally similar code requests, and one file
+# edited turn after turn (each turn shows the file as the turns before left it).
+AGENT_TOOLS = (
+    "You are a coding agent with these tools: read_file(path), search(pattern, path), "
+    "edit_file(path, old, new), run_tests(path). Reply with only a JSON list of the tool "
+    'calls the task needs, in order, one object per call: {"tool": NAME, "args": {...}}.'
+    "\n\nTask: ")
+
+
+def agent_prompt(task: str) -> str:
+    return AGENT_TOOLS + task
+
+
+def dataclass_prompt(name: str, fields: str) -> str:
+    return (f"Write a Python dataclass `{name}` with the fields {fields}, a `to_dict` method "
+            "and a `from_dict` classmethod that parses the datetime field from ISO format. "
+            "Reply with only the code in one ```python block.")
+
+
+REPORT_SOURCE = '''def load_rows(path):
+    rows = []
+    with open(path) as f:
+        for line in f:
+            name, score = line.strip().split(",")
+            rows.append((name, int(score)))
+    return rows
+
+
+def best(rows, n):
+    return sorted(rows, key=lambda row: row[1], reverse=True)[:n]
+'''
+REPORT_SOURCE_2 = REPORT_SOURCE.replace(
+    '            name, score = line.strip().split(",")\n',
+    '            if not line.strip():\n                continue\n'
+    '            name, score = line.strip().split(",")\n')
+REPORT_SOURCE_3 = REPORT_SOURCE_2.replace(
+    "def load_rows(path):\n", "def load_rows(path: str) -> list[tuple[str, int]]:\n").replace(
+    "def best(rows, n):\n",
+    "def best(rows: list[tuple[str, int]], n: int) -> list[tuple[str, int]]:\n")
+
+REPETITIVE_PROMPTS = {
+    "agent: rename a function": agent_prompt(
+        "rename the function `load_config` to `read_config` in src/config.py and where "
+        "src/app.py and src/cli.py call it, then run tests/test_config.py."),
+    "agent: change a constant": agent_prompt(
+        "the request timeout is 30 seconds in src/client.py and src/server.py; make it 60 in "
+        "both, then run tests/test_client.py."),
+    "agent: replace prints": agent_prompt(
+        "find the print calls in src/worker.py and src/jobs.py, replace each with "
+        "logger.info, then run tests/test_worker.py."),
+    "code: dataclass Customer": dataclass_prompt(
+        "Customer", "id: int, name: str, email: str and created: datetime"),
+    "code: dataclass Product": dataclass_prompt(
+        "Product", "id: int, title: str, price: float and added: datetime"),
+    "code: dataclass Invoice": dataclass_prompt(
+        "Invoice", "id: int, customer_id: int, total: float and issued: datetime"),
+    "file turn 1: skip blank lines": edit_prompt(
+        REPORT_SOURCE, "Make `load_rows` skip blank lines; change nothing else.", "file"),
+    "file turn 2: type hints": edit_prompt(
+        REPORT_SOURCE_2, "Add type hints to both functions; change nothing else.", "file"),
+    "file turn 3: docstrings": edit_prompt(
+        REPORT_SOURCE_3, "Add a one-line docstring to each function; change nothing else.",
+        "file"),
+}
+SUITES = {"code": CODE_PROMPTS, "edit": list(EDIT_PROMPTS.values()), "text": TEXT_PROMPTS,
+          "repetitive": list(REPETITIVE_PROMPTS.values())}
