@@ -56,8 +56,15 @@ class ModelDrafter(Drafter):
         self._cached: list[int] = []
 
     def begin(self, prompt_ids: Sequence[int]) -> None:
+        """The prompt goes into the draft's cache now, as the target's does before the first
+        step, so the first step's draft time is drafting, not the prompt's prefill (which on
+        a fresh model also pays llama.cpp's first buffer allocations)."""
         self.model.truncate(0)
         self._cached = []
+        prefix = list(prompt_ids[:-1])
+        if prefix and max(prefix) < self.model.n_vocab:
+            self.model.extend(prefix, 0)
+            self._cached = prefix
 
     def _extend_one(self, ids: list[int]) -> np.ndarray:
         """The next-token logits after ids; the hidden state too when kept (_last_hidden)."""
