@@ -99,7 +99,6 @@ def write_tiny_gguf(
     texts += [f"[PAD{i}]" for i in range(n_real, n_real + pad_vocab)]
     scores += [0.0] * pad_vocab
     types += [int(gguf.TokenType.UNUSED)] * pad_vocab
-    n_vocab = len(texts)
     rng = np.random.default_rng(seed)
 
     def mat(rows: int, cols: int, scale: float = 1.0) -> np.ndarray:
@@ -142,8 +141,16 @@ def write_tiny_gguf(
     writer.add_head_count_kv(n_head)
     writer.add_layer_norm_rms_eps(1e-5)
     writer.add_rope_freq_base(10000.0)
+    finish_llama_gguf(writer, texts, scores, types, tensors)
+    return path
+
+
+def finish_llama_gguf(writer: gguf.GGUFWriter, texts: list[str], scores: list[float],
+                      types: list[int], tensors: dict[str, np.ndarray]) -> None:
+    """The F32 file type, the SentencePiece-style vocabulary and chat template, the tensors,
+    and the file written: what every tiny test GGUF shares."""
     writer.add_file_type(gguf.LlamaFileType.ALL_F32)
-    writer.add_vocab_size(n_vocab)
+    writer.add_vocab_size(len(texts))
     writer.add_tokenizer_model("llama")
     writer.add_token_list(texts)
     writer.add_token_scores(scores)
@@ -160,7 +167,6 @@ def write_tiny_gguf(
     writer.write_kv_data_to_file()
     writer.write_tensors_to_file()
     writer.close()
-    return path
 
 
 _VOCAB_TENSORS = ("token_embd.weight", "output.weight")

@@ -23,7 +23,7 @@ from pathlib import Path
 import gguf
 import numpy as np
 
-from tests.tiny_gguf import BOS_ID, CHAT_TEMPLATE, EOS_ID, UNK_ID, tiny_vocab
+from tests.tiny_gguf import finish_llama_gguf, tiny_vocab
 
 WORDS = ("the", "a", "cat", "dog", "sat", "on", "mat", "and", "ran", "to")
 
@@ -123,22 +123,5 @@ def write_tiny_mtp_gguf(
     writer.add_expert_weights_scale(1.0)
     if nextn:
         writer.add_nextn_predict_layers(nextn)
-    writer.add_file_type(gguf.LlamaFileType.ALL_F32)
-    writer.add_vocab_size(n_vocab)
-    writer.add_tokenizer_model("llama")
-    writer.add_token_list(texts)
-    writer.add_token_scores(scores)
-    writer.add_token_types(types)
-    writer.add_unk_token_id(UNK_ID)
-    writer.add_bos_token_id(BOS_ID)
-    writer.add_eos_token_id(EOS_ID)
-    writer.add_add_bos_token(True)
-    writer.add_add_eos_token(False)
-    writer.add_chat_template(CHAT_TEMPLATE)
-    for name, array in tensors.items():
-        writer.add_tensor(name, array)
-    writer.write_header_to_file()
-    writer.write_kv_data_to_file()
-    writer.write_tensors_to_file()
-    writer.close()
+    finish_llama_gguf(writer, texts, scores, types, tensors)
     return path
