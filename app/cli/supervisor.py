@@ -25,7 +25,7 @@ from collections import deque
 from collections.abc import Sequence
 from typing import IO
 
-from app.host.client import ending, tidy_line
+from app.host.client import ending, last_words
 
 IN_PROCESS = "DRAFTLENS_IN_PROCESS"
 SUPERVISED_COMMANDS = frozenset({"bench", "sweep", "rank", "check-exact"})
@@ -65,7 +65,7 @@ def supervise(argv: Sequence[str]) -> int:
     if returncode >= 0:
         return returncode
     cause = f"error: the engine process {ending(returncode)}"
-    last = _last_words(tail)
+    last = "".join(last_words(tail))
     print(f"{cause}; its last words: {last}" if last else cause, file=sys.stderr)
     return 1
 
@@ -118,7 +118,3 @@ def _pump(source: IO[bytes] | None, sink: IO[str], tail: deque[str] | None) -> N
             tail.extend(lines)
 
 
-def _last_words(tail: deque[str]) -> str:
-    lines = [tidy_line(line.rsplit("\r", 1)[-1]) for line in tail]
-    lines = [line for line in lines if line.strip(". ")]
-    return lines[-1] if lines else ""

@@ -19,6 +19,7 @@ import sys
 import threading
 import time
 from collections import deque
+from collections.abc import Iterable
 from pathlib import Path
 from typing import IO, Any
 
@@ -143,8 +144,7 @@ class EngineHost:
     # --- how it ended -------------------------------------------------------------------
     def last_lines(self, n: int = 3) -> list[str]:
         """The engine's last words on stderr, blank lines and bare progress dots left out."""
-        lines = [tidy_line(line) for line in self.tail]
-        return [line for line in lines if line.strip(". ")][-n:]
+        return last_words(self.tail, n)
 
     # --- readers ------------------------------------------------------------------------
     def _read_stderr(self, stream: IO[str] | None, done: threading.Event) -> None:
@@ -174,6 +174,13 @@ class EngineHost:
         returncode = proc.wait()
         stderr_done.wait(timeout=5)
         self.events.put({"event": EXITED, "returncode": returncode})
+
+
+def last_words(tail: Iterable[str], n: int = 1) -> list[str]:
+    """The last n lines of an engine's log worth quoting: each tidied, blank lines and bare
+    progress dots left out; a line redrawn with carriage returns counts as what it showed last."""
+    lines = [tidy_line(line.rsplit("\r", 1)[-1]) for line in tail]
+    return [line for line in lines if line.strip(". ")][-n:]
 
 
 def tidy_line(line: str, limit: int = 240) -> str:
