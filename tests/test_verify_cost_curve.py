@@ -19,6 +19,7 @@ from app.engine.heads import DRAFT_HEADS
 from app.engine.lookup import NGRAM_COPY, NGRAM_GUESS
 from app.engine.lookup_edits import NGRAM_EDIT
 from app.paths import cache_dir
+from tests.helpers import step
 
 
 def test_a_live_pass_replaces_its_calibrated_size_and_rescales_the_others():
@@ -148,3 +149,33 @@ def test_a_position_that_once_looked_bad_is_tried_again():
     assert ctl.next_k(1000, DRAFT_MODEL) <= 3
     ks = _feed(ctl, 15)
     assert ks[-1] > 3, ks
+
+
+def test_one_slow_pass_moves_neither_the_level_nor_the_price_of_other_sizes():
+    curve = VerifyCostCurve({1: 1.0, 2: 1.2, 5: 1.8})
+    for _ in range(5):
+        curve.observe(1, 1.0)
+    curve.observe(1, 50.0)  # a stall: another process took the cores for one step
+    assert curve.load == 1.0
+    assert curve.cost(2) / curve.cost(1) == pytest.approx(1.2)
+
+
+def test_a_cold_first_plain_step_does_not_make_a_draft_that_never_passes_look_cheap():
+    """The tiny pair of test_ui_costs as CI saw it: a plain step 0.17 ms once warm, a draft
+    token 2.2 ms (13 plain steps), every draft rejected, and the run's first plain step cold
+    (20 ms). Plain decoding must win after at most a probe or two; when the cold step was kept
+    as the plain step's price while drafting passes were timed warm, k = 1 drafted in 15 of
+    24 steps with nothing accepted."""
+    curve = {1: 0.141e-3, 2: 0.169e-3, 3: 0.223e-3, 4: 0.253e-3, 5: 0.241e-3}
+    ctl = DraftLengthController(4, adaptive=True, curve=VerifyCostCurve(dict(curve)),
+                                draft_cost=2.0e-3)
+    drafted = 0
+    for i in range(24):
+        k = ctl.next_k(24 - i, DRAFT_MODEL)
+        if k == 0:
+            ctl.observe(step(i, 0, [], t_verify=20e-3 if i == 0 else 0.17e-3))
+        else:
+            drafted += 1
+            ctl.observe(step(i, k, [False] * k, t_draft=2.2e-3 * k,
+                             t_verify=curve[k + 1] * 1.2))
+    assert drafted <= 2

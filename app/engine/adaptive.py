@@ -14,13 +14,14 @@ Queries (estimate, pass_cost, best_k, could_pay) read; next_k, record and observ
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 from app.engine.acceptance_estimate import POOL_MEMORY, AcceptanceEstimate
-from app.engine.cost_curve import VerifyCostCurve, interpolate, verify_slope
+from app.engine.cost_curve import RECENT_PASSES, VerifyCostCurve, interpolate, verify_slope
 from app.engine.draft_model import DRAFT_MODEL
 from app.engine.draft_stop import ConfidenceCalibration, ConfidenceStop
 from app.engine.drafters import DraftKind
@@ -71,6 +72,7 @@ class DraftLengthController:
         self.costs: dict[str, PassCost] = {}
         self.calibrations: dict[str, ConfidenceCalibration] = {}
         self.probes = ProbePolicy()
+        self._draft_times: dict[str, deque[float]] = {}  # per kind: seconds per drafted token
         self._probing = False
 
     # -- queries: they read, never learn --
@@ -152,9 +154,9 @@ class DraftLengthController:
         depth = max(1, step.draft_depth)
         # a probe's draft time includes catching up on the tokens emitted while it sat idle
         if not self._probing:
-            per_token = step.t_draft / depth
-            cost.draft_cost = per_token if cost.draft_cost == 0 else (
-                (1 - _EMA) * cost.draft_cost + _EMA * per_token)
+            samples = self._draft_times.setdefault(kind.name, deque(maxlen=RECENT_PASSES))
+            samples.append(step.t_draft / depth)
+            cost.draft_cost = float(np.median(samples))  # one cold or loaded pass moves nothing
         extra = (step.n_pass - depth - 1) / depth
         cost.extra_per_level = (1 - _EMA) * cost.extra_per_level + _EMA * extra
         self.record(kind, list(step.depth_outcomes()))

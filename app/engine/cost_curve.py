@@ -7,11 +7,12 @@ kept per pass size, never assumed linear, and interpolated between the sizes it 
 
 from __future__ import annotations
 
+from collections import deque
 from dataclasses import dataclass, field
 
 import numpy as np
 
-_EMA = 0.15  # weight of a new live time (and load ratio) against what was known
+RECENT_PASSES = 9  # the live level is the median over this many of the latest passes
 
 
 @dataclass
@@ -19,30 +20,44 @@ class VerifyCostCurve:
     """Seconds for one target pass over n tokens, keyed by n; interpolated between points.
 
     `points` are calibrated (measured once per model and device, cached); the machine's load
-    moves the level of the whole curve but seldom its shape. So a size seen in this run uses
-    its live time, and every other size its calibrated time scaled by `load`, the ratio of live
-    to calibrated times so far (the first live pass sets it): a curve measured on a busy
-    machine is not trusted for ever.
+    moves the level of the whole curve but seldom its shape. So live passes set one `load`,
+    the median ratio of live to calibrated time over the last few passes of any size, and
+    every size costs its calibrated time scaled by it: all sizes are priced at the same
+    moment. Per-size live times would not be: a plain step is timed only while k = 0, so a
+    slow (cold) plain step once made every later pass size look cheap beside it and kept a
+    draft that never passed drafting. A curve measured on a busy machine is not trusted for
+    ever, and one slow pass moves nothing. Without calibrated points the live median of each
+    size is the curve.
     """
 
     points: dict[int, float] = field(default_factory=dict)
-    live: dict[int, float] = field(default_factory=dict)
-    load: float = 1.0
+    recent: deque[tuple[int, float]] = field(
+        default_factory=lambda: deque(maxlen=RECENT_PASSES))
+
+    @property
+    def load(self) -> float:
+        ratios = [t / max(interpolate(self.points, n), 1e-9) for n, t in self.recent]
+        return float(np.median(ratios)) if self.points and ratios else 1.0
+
+    @property
+    def live(self) -> dict[int, float]:
+        """The median live time of each pass size seen lately."""
+        by_size: dict[int, list[float]] = {}
+        for n, t in self.recent:
+            by_size.setdefault(n, []).append(t)
+        return {n: float(np.median(times)) for n, times in by_size.items()}
 
     def current(self) -> dict[int, float]:
-        merged = {n: t * self.load for n, t in self.points.items()}
-        merged.update(self.live)
-        return merged
+        if not self.points:
+            return self.live
+        load = self.load
+        return {n: t * load for n, t in self.points.items()}
 
     def cost(self, n: int) -> float:
         return interpolate(self.current(), n)
 
     def observe(self, n: int, seconds: float) -> None:
-        if self.points:
-            ratio = seconds / max(interpolate(self.points, n), 1e-9)
-            self.load = ratio if not self.live else (1 - _EMA) * self.load + _EMA * ratio
-        old = self.live.get(n)
-        self.live[n] = seconds if old is None else (1 - _EMA) * old + _EMA * seconds
+        self.recent.append((n, seconds))
 
 
 def interpolate(points: dict[int, float], n: int) -> float:
