@@ -177,3 +177,18 @@ def test_a_side_the_run_did_not_measure_keeps_the_ratio_measured_at_load(
     else:
         per_token = cols["t_draft"][steady] / cols["k"][steady]
         assert live.t_draft == pytest.approx(float(np.median(per_token)))
+
+
+def test_the_cost_charts_are_drawn_when_their_tab_is_shown_not_while_hidden(
+        window, qtbot, hf_dirs, dialogs):  # noqa: F811
+    loaded_run(window, qtbot, hf_dirs, k=3)
+    cost = window.why.cost
+    assert window.why.tabs.currentWidget() is not cost and cost.view_data is not None
+    drawn_x, _ = cost.verify_curve.getData()
+    shown_sizes = [1] + [p.k + 1 for p in cost.view_data.points]
+    assert drawn_x is None or list(drawn_x) != shown_sizes  # the costs came while hidden
+    window.why.tabs.setCurrentWidget(cost)
+    qtbot.waitUntil(cost.isVisible, timeout=5_000)
+    drawn_x, drawn_y = cost.verify_curve.getData()
+    assert list(drawn_x) == shown_sizes
+    assert drawn_y[0] == pytest.approx(cost.view_data.t_plain * 1000)

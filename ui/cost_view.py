@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import pyqtgraph as pg
 from PySide6.QtCore import Qt, Signal
+from PySide6.QtGui import QShowEvent
 from PySide6.QtWidgets import QGridLayout, QLabel, QVBoxLayout, QWidget
 
 from app.analysis.cost import CostView, PairCosts
@@ -34,7 +35,7 @@ def _plot(title: str, left: str, bottom: str) -> pg.PlotWidget:
 
 
 class CostPanel(QWidget):
-    costs_shown = Signal()  # the view was redrawn with a pair's costs
+    costs_shown = Signal()  # the view has a pair's costs (drawn now, or when next shown)
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -42,6 +43,7 @@ class CostPanel(QWidget):
         self.alpha: float | None = None
         self.alpha_tokens = 0
         self.view_data: CostView | None = None
+        self._drawn = True  # False: view_data changed while hidden, not yet drawn
         self.verdict = QLabel(EMPTY_TEXT)
         self.verdict.setWordWrap(True)
         self.verdict.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
@@ -117,6 +119,21 @@ class CostPanel(QWidget):
         self.view_data = view
         self.verdict.setText("<b>" + view.verdict() + "</b>")
         self._set_visible(True)
+        if self.isVisible():
+            self._draw(view)
+        else:  # another tab is on show: drawn when this one is (showEvent)
+            self._drawn = False
+        self.costs_shown.emit()
+
+    def showEvent(self, event: QShowEvent) -> None:  # noqa: N802 - Qt override
+        super().showEvent(event)
+        if not self._drawn and self.view_data is not None:
+            self._draw(self.view_data)
+
+    def _draw(self, view: CostView) -> None:
+        """The two charts; only while they are on show (during a run refresh comes every
+        second, and on a 2-core machine each hidden redraw was taken from the engine)."""
+        self._drawn = True
         sizes = [1] + [p.k + 1 for p in view.points]
         times = [view.t_plain * 1000] + [p.t_verify * 1000 for p in view.points]
         self.verify_curve.setData(sizes, times)
@@ -133,4 +150,3 @@ class CostPanel(QWidget):
                                                  yRange=(0, top * 1.1), padding=0.02)
         self.curve_view.getPlotItem().setRange(xRange=(0.5, sizes[-1] + 0.5),
                                                yRange=(0, max(times) * 1.1), padding=0.02)
-        self.costs_shown.emit()
