@@ -46,10 +46,13 @@ class DraftKind:
 @dataclass(frozen=True)
 class Outlook:
     """What propose() would draft now: its kind, and for a copy, how many of the context's
-    last tokens in a row equal the source text it continues (the copy's evidence)."""
+    last tokens in a row equal the source text it continues (the copy's evidence), and how
+    many tokens its draft would hold at most (None: as many as asked), so a pass is priced
+    at the size it will have, not the size asked for."""
 
     kind: DraftKind
     copied: int = 0
+    available: int | None = None
 
 
 class DraftStop(Protocol):
