@@ -53,7 +53,7 @@ DEMO_CURVE = {1: .041, 2: .081, 3: .106, 4: .143, 5: .139, 8: .337, 9: .352, 16:
 TOKENS = {"code": 128, "edit": 360, "text": 200, "repetitive": 256}
 
 
-def record(out: Path) -> None:
+def record(out: Path, suites: list[str] | None = None) -> None:
     from app.engine.decode_config import DecodeConfig
     from app.engine.session import Session
     from app.models.demo import demo_paths
@@ -67,6 +67,7 @@ def record(out: Path) -> None:
     tasks += [("code", f"code {i}", p, False) for i, p in enumerate(CODE_PROMPTS)]
     tasks += [("edit", name, p, True) for name, p in EDIT_PROMPTS.items()]
     tasks += [("text", f"text {i}", p, True) for i, p in enumerate(TEXT_PROMPTS)]
+    tasks = [task for task in tasks if suites is None or task[0] in suites]
     rows = []
     for suite, name, prompt, chat in tasks:
         ids = encode_prompt(pair.target, prompt, chat)
@@ -210,11 +211,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("mode", choices=("record", "replay"))
     parser.add_argument("file", type=Path)
     parser.add_argument("--draft-max", type=int, default=32)
+    parser.add_argument("--suite", action="append", choices=tuple(TOKENS),
+                        help="record only these suites (default: all)")
     parser.add_argument("--by-task", action="store_true",
                         help="the drafters side by side on every task")
     args = parser.parse_args(argv)
     if args.mode == "record":
-        record(args.file)
+        record(args.file, args.suite)
         return 0
     rows = json.loads(args.file.read_text())
     if args.by_task:

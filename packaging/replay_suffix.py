@@ -24,18 +24,17 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from replay_lookup import DEMO_CURVE, _step  # noqa: E402
+from suffix_variants import VARIANTS, Limit  # noqa: E402
 
 from app.engine.adaptive import DraftLengthController  # noqa: E402
 from app.engine.cost_curve import VerifyCostCurve  # noqa: E402
-from app.engine.drafters import Budget, Drafter, DraftKind, Outlook  # noqa: E402
+from app.engine.drafters import Budget, Drafter  # noqa: E402
 from app.engine.lookup import block_limit  # noqa: E402
 from app.engine.sampling import SamplingParams  # noqa: E402
-from app.engine.suffix import RememberedRun, SuffixDrafter, memory_buffer  # noqa: E402
-from app.engine.token_buffer import TokenBuffer  # noqa: E402
+from app.engine.suffix import RememberedRun, memory_buffer  # noqa: E402
 from app.runs import MEMORY_LEAD_TOKENS  # noqa: E402
 
 SUITES = ("repetitive", "edit", "code", "text")
-Limit = Callable[[list[int]], int] | None
 
 
 @dataclass
@@ -108,133 +107,6 @@ def replay(prompt: list[int], output: list[int], drafter: Drafter,
         drafter.accept(context, None)
     tally.tokens += len(output)
     tally.plain += len(output) * cost(1)
-
-
-def _controller(draft_max: int) -> DraftLengthController:
-    return DraftLengthController(draft_max, adaptive=True, curve=VerifyCostCurve(dict(DEMO_CURVE)))
-
-
-def current(memory: TokenBuffer, limit: Limit, draft_max: int
-            ) -> tuple[SuffixDrafter, DraftLengthController]:
-    return SuffixDrafter(memory, limit=limit), _controller(draft_max)
-
-
-def factor(f: float) -> Callable[..., tuple[SuffixDrafter, DraftLengthController]]:
-    def make(memory: TokenBuffer, limit: Limit, draft_max: int
-             ) -> tuple[SuffixDrafter, DraftLengthController]:
-        return SuffixDrafter(memory, limit=limit, factor=f), _controller(draft_max)
-    return make
-
-
-class _NoRunEvidence(DraftLengthController):
-    """Acceptance learnt from verdicts only, not lifted by the match length."""
-
-    def _lift(self, kind: DraftKind, copied: int) -> None:
-        super()._lift(kind, 0)
-
-
-def no_run_evidence(f: float) -> Callable[..., tuple[SuffixDrafter, DraftLengthController]]:
-    def make(memory: TokenBuffer, limit: Limit, draft_max: int
-             ) -> tuple[SuffixDrafter, DraftLengthController]:
-        return (SuffixDrafter(memory, limit=limit, factor=f),
-                _NoRunEvidence(draft_max, adaptive=True,
-                               curve=VerifyCostCurve(dict(DEMO_CURVE))))
-    return make
-
-
-def _classes(bounds: tuple[int, ...]) -> list[tuple[int, DraftKind]]:
-    kinds: list[tuple[int, DraftKind]] = []
-    weaker = None
-    for b in bounds:
-        kind = DraftKind(f"suffix-{b}", free=True, prior=0.5 if weaker is None else 0.875,
-                         at_least=weaker)
-        kinds.append((b, kind))
-        weaker = kind
-    return kinds
-
-
-class _ByMatch(SuffixDrafter):
-    """A kind per class of match length, each learnt apart."""
-
-    def __init__(self, *args: Any, bounds: tuple[int, ...], **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.classes = _classes(bounds)
-
-    def outlook(self, context: list[int]) -> Outlook:
-        seen = super().outlook(context)
-        match = self.match_length(context)
-        kind = [k for b, k in self.classes if match >= b or k is self.classes[0][1]][-1]
-        return Outlook(kind, seen.copied, seen.available)
-
-
-def by_match(f: float, bounds: tuple[int, ...], evidence: bool = True
-             ) -> Callable[..., tuple[SuffixDrafter, DraftLengthController]]:
-    def make(memory: TokenBuffer, limit: Limit, draft_max: int
-             ) -> tuple[SuffixDrafter, DraftLengthController]:
-        controller = DraftLengthController if evidence else _NoRunEvidence
-        return (_ByMatch(memory, limit=limit, factor=f, bounds=bounds),
-                controller(draft_max, adaptive=True, curve=VerifyCostCurve(dict(DEMO_CURVE))))
-    return make
-
-
-class _EvidenceUntilJudged(DraftLengthController):
-    """The match lifts a kind's rate only until its own verdicts fill the pool's memory."""
-
-    def _lift(self, kind: DraftKind, copied: int) -> None:
-        estimate = self.estimates[kind.name]
-        super()._lift(kind, copied if estimate.pool_seen < self.judged else 0)
-
-    judged = 8.0
-
-
-class _EvidenceAdded(DraftLengthController):
-    """The match's run is added to the kind's own counts, not put in their place."""
-
-    def _lift(self, kind: DraftKind, copied: int) -> None:
-        super()._lift(kind, 0)
-        estimate = self.estimates[kind.name]
-        self._saved = (estimate.pool_hits, estimate.pool_seen)
-        run = min(float(copied), self.cap)
-        estimate.pool_hits += run
-        estimate.pool_seen += run
-        estimate._estimate()
-
-    def observe(self, step: Any) -> None:
-        kind = self.kinds.get(step.source)
-        if kind is not None and getattr(self, "_saved", None) is not None:
-            estimate = self.estimates[kind.name]
-            estimate.pool_hits, estimate.pool_seen = self._saved
-            estimate._estimate()
-        self._saved = None
-        super().observe(step)
-
-    cap = 32.0
-
-
-def controlled(f: float, controller: type[DraftLengthController], bounds: tuple[int, ...] = ()
-               ) -> Callable[..., tuple[SuffixDrafter, DraftLengthController]]:
-    def make(memory: TokenBuffer, limit: Limit, draft_max: int
-             ) -> tuple[SuffixDrafter, DraftLengthController]:
-        drafter = (_ByMatch(memory, limit=limit, factor=f, bounds=bounds) if bounds
-                   else SuffixDrafter(memory, limit=limit, factor=f))
-        return drafter, controller(draft_max, adaptive=True,
-                                   curve=VerifyCostCurve(dict(DEMO_CURVE)))
-    return make
-
-
-VARIANTS: dict[str, Callable[..., tuple[SuffixDrafter, DraftLengthController]]] = {
-    "until judged": controlled(1, _EvidenceUntilJudged),
-    "until judged f4": controlled(4, _EvidenceUntilJudged),
-    "added": controlled(1, _EvidenceAdded),
-    "added f4": controlled(4, _EvidenceAdded),
-    "added f4 2/6/16": controlled(4, _EvidenceAdded, (2, 6, 16)),
-    "current": current, "factor 2": factor(2), "factor 4": factor(4), "factor 16": factor(16),
-    "no run evidence": no_run_evidence(1), "no run evidence f4": no_run_evidence(4),
-    "by match 2/6/16": by_match(1, (2, 6, 16)),
-    "by match 2/6/16 f4": by_match(4, (2, 6, 16)),
-    "by match 2/4/8/16 no ev": by_match(1, (2, 4, 8, 16), False),
-    "by match 2/4/8/16 no ev f4": by_match(4, (2, 4, 8, 16), False),
-}
 
 
 def replay_suite(rows: list[dict[str, Any]], variant: str,
@@ -313,7 +185,9 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"{variant:12} {suite:10} oracle k {plain / bound:.3f}x plain")
                 if args.by_task:
                     for row, per in zip(suite_rows, found, strict=True):
-                        print(f"  {row['name']}: " + " ".join(f"{m}:{a}" for m, a in per))
+                        speedup = len(per) * cost(1) / oracle(per, cost, args.draft_max)
+                        print(f"  {row['name']:32} {speedup:.3f}x  (match:agreement) "
+                              + " ".join(f"{m}:{a}" for m, a in per))
         return 0
     for variant in args.variant or list(VARIANTS):
         print(variant)
