@@ -1,10 +1,11 @@
 """Replaying suffix decoding over the target's own greedy outputs (see replay_lookup.py): each
-suite's tasks in order, the draft memory filling with every answer as a working session's
-does (app.runs keeps the prompt's last MEMORY_LEAD_TOKENS, then the output), each pass priced
-on the demo target's verify curve. Modelled, not timed: a variant's speed is compared with
-plain decoding's on the same curve.
+suite's tasks in order, the draft memory (empty at first) filling with every answer as a
+working session's does (app.runs keeps the prompt's last MEMORY_LEAD_TOKENS, then the
+output), each pass priced on the demo target's verify curve. Modelled, not timed: a
+variant's speed is compared with plain decoding's on the same curve. --oracle bounds what any
+controller could earn from a drafter: k chosen knowing how much of each draft agrees.
 
-  python packaging/replay_suffix.py OUT.json [--variant NAME ...] [--by-task]
+  python packaging/replay_suffix.py OUT.json [--variant NAME ...] [--by-task] [--oracle]
 
 OUT.json comes from `replay_lookup.py record`; its sidecar OUT.vocab.json (token texts and
 end-of-generation ids, also written there) lets drafts end at a code fence as the app's do.
@@ -19,6 +20,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -35,6 +38,8 @@ from app.engine.suffix import RememberedRun, memory_buffer  # noqa: E402
 from app.runs import MEMORY_LEAD_TOKENS  # noqa: E402
 
 SUITES = ("repetitive", "edit", "code", "text")
+GREEDY = SamplingParams()
+RNG = np.random.default_rng(0)  # never drawn from: a copy samples nothing
 
 
 @dataclass
@@ -67,7 +72,7 @@ class _Vocab:
         return self.texts.get(token, "")
 
 
-def load_limit(recording: Path) -> Callable[[list[int]], int] | None:
+def load_limit(recording: Path) -> Limit:
     sidecar = recording.with_suffix(".vocab.json")
     if not sidecar.exists():
         print(f"no {sidecar.name}: drafts run past code fences", file=sys.stderr)
@@ -89,7 +94,7 @@ def replay(prompt: list[int], output: list[int], drafter: Drafter,
         outlook = drafter.outlook(context)
         k = controller.next_k(remaining, outlook.kind, min(outlook.copied, done),
                               outlook.available)
-        draft = drafter.propose(context, Budget(k), SamplingParams(), None) if k else None  # type: ignore[arg-type]
+        draft = drafter.propose(context, Budget(k), GREEDY, RNG) if k else None
         tokens = [] if draft is None else draft.tokens[: remaining - 1]
         kept = 0
         while kept < len(tokens) and tokens[kept] == output[done + kept]:
@@ -109,10 +114,9 @@ def replay(prompt: list[int], output: list[int], drafter: Drafter,
     tally.plain += len(output) * cost(1)
 
 
-def replay_suite(rows: list[dict[str, Any]], variant: str,
-                 limit: Callable[[list[int]], int] | None, draft_max: int,
+def replay_suite(rows: list[dict[str, Any]], variant: str, limit: Limit, draft_max: int,
                  by_task: bool = False) -> dict[str, Tally]:
-    """Each task in order, the memory holding the suite's earlier answers."""
+    """Each task in order, the memory holding the suite's earlier answers (none at first)."""
     tallies: dict[str, Tally] = {}
     runs: list[RememberedRun] = []
     for row in rows:
@@ -139,7 +143,7 @@ def agreement(rows: list[dict[str, Any]], variant: str, limit: Limit,
         per: list[tuple[int, int]] = []
         for done in range(len(output)):
             context = [*prompt, *output[:done]]
-            draft = drafter.propose(context, Budget(depth), SamplingParams(), None)  # type: ignore[arg-type]
+            draft = drafter.propose(context, Budget(depth), GREEDY, RNG)
             agree = 0
             while (agree < len(draft.tokens) and done + agree < len(output)
                    and draft.tokens[agree] == output[done + agree]):
@@ -179,6 +183,8 @@ def main(argv: list[str] | None = None) -> int:
         for variant in args.variant or list(VARIANTS):
             for suite in args.suite or SUITES:
                 suite_rows = [row for row in rows if row["suite"] == suite]
+                if not suite_rows:
+                    continue
                 found = agreement(suite_rows, variant, limit, args.draft_max)
                 plain = sum(len(row["output"]) for row in suite_rows) * cost(1)
                 bound = sum(oracle(per, cost, args.draft_max) for per in found)
