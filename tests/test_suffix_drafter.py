@@ -102,6 +102,22 @@ def test_the_outlook_says_how_long_a_draft_would_be_and_the_pass_is_priced_at_th
     assert controller.next_k(100, nothing.kind, 0, nothing.available) == 0
 
 
+def test_a_suffix_match_counts_beside_the_copies_verdicts_never_in_their_place():
+    controller = DraftLengthController(32, adaptive=True, curve=VerifyCostCurve(
+        {1: .041, 4: .143, 5: .139, 16: .393, 17: .399, 32: .570, 33: .692}))
+    controller.next_k(100, SUFFIX_COPY)
+    controller.record(SUFFIX_COPY, [True] * 3 + [False])  # a recalled copy that went on for 3
+    own = controller.estimate(SUFFIX_COPY)
+    counts = (own.pool_hits, own.pool_seen)
+    verdicts_only = own.pooled_from(*counts)
+    k = controller.next_k(100, SUFFIX_COPY, copied=16)  # a 16-token match
+    assert verdicts_only < own.pooled() < own.pooled_from(16, 16)
+    assert (own.pool_hits, own.pool_seen) == counts  # its verdicts are kept
+    assert k < 16  # not a 17-token pass as if the match were sure to go on
+    controller.next_k(100, SUFFIX_COPY)
+    assert own.pooled() == verdicts_only
+
+
 def test_a_query_on_a_ten_thousand_token_history_takes_well_under_a_target_step():
     rng = np.random.default_rng(1)
     phrases = [rng.integers(0, 2000, size=int(rng.integers(5, 30))).tolist()

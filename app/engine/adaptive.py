@@ -189,13 +189,18 @@ class DraftLengthController:
         as (DraftKind.at_least), and the run of tokens the target wrote that this copy would
         have predicted (as much as the pool remembers): a copy 26 tokens into its source has
         shown what 26 accepted drafts would, whether the tokens came from drafts or from
-        plain steps. The run counts this step beside the kind's own verdicts, not in their
-        place: a suffix copy recalled from an earlier answer often matches 16 tokens and
-        goes on for 4 (an agent's JSON, a dataclass with other fields), and put in place of
-        its verdicts every long match drafted a 17-token pass (9.7 plain steps) as if
-        accepted at 99%."""
+        plain steps. A lookup's run (since the last edit) takes the place of the kind's
+        pooled verdicts when it says more; a kind that is not run_in_place counts it beside
+        them, for this step: a suffix copy recalled from an earlier answer often matches 16
+        tokens and goes on for 4 (an agent's JSON, a dataclass with other fields), and put
+        in place of its verdicts every long match drafted a 17-token pass (9.7 plain steps)
+        as if accepted at 99%."""
         estimate = self.estimates[kind.name]
         weaker = None if kind.at_least is None else self.estimates.get(kind.at_least.name)
         if weaker is not None:
             estimate.raise_pool(weaker.pool_hits, weaker.pool_seen)
-        estimate.set_evidence(min(float(copied), POOL_MEMORY))
+        run = min(float(copied), POOL_MEMORY)
+        if not kind.run_in_place:
+            estimate.set_evidence(run)
+        elif run:
+            estimate.raise_pool(run, run)

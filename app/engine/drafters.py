@@ -41,6 +41,10 @@ class DraftKind:
     # a kind this one is accepted at least as often as (a copy is a guess that kept
     # agreeing): its measured rate starts from that kind's when theirs is higher
     at_least: DraftKind | None = None
+    # a copy's run (Outlook.copied) may take the place of this kind's pooled verdicts when
+    # it says more (a lookup's run since the last edit); False: it counts beside them, for
+    # its step (a suffix match, often from an earlier answer whose values differ)
+    run_in_place: bool = True
 
 
 @dataclass(frozen=True)
