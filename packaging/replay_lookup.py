@@ -23,7 +23,12 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from app.cli.bench_tasks import CODE_PROMPTS, EDIT_PROMPTS, TEXT_PROMPTS  # noqa: E402
+from app.cli.bench_tasks import (  # noqa: E402
+    CODE_PROMPTS,
+    EDIT_PROMPTS,
+    REPETITIVE_PROMPTS,
+    TEXT_PROMPTS,
+)
 from app.engine.acceptance_estimate import AcceptanceEstimate  # noqa: E402
 from app.engine.adaptive import DraftLengthController, rates_by_k  # noqa: E402
 from app.engine.cost_curve import VerifyCostCurve  # noqa: E402
@@ -45,10 +50,10 @@ from app.engine.sampling import SamplingParams  # noqa: E402
 # the demo target's calibrated verify curve, seconds (Q4_K_M, 2 threads; tests use it too)
 DEMO_CURVE = {1: .041, 2: .081, 3: .106, 4: .143, 5: .139, 8: .337, 9: .352, 16: .393,
               17: .399, 32: .570, 33: .692, 64: 1.116, 65: 1.205}
-TOKENS = {"code": 128, "edit": 360, "text": 200}
+TOKENS = {"code": 128, "edit": 360, "text": 200, "repetitive": 256}
 
 
-def record(out: Path) -> None:
+def record(out: Path, suites: list[str] | None = None) -> None:
     from app.engine.decode_config import DecodeConfig
     from app.engine.session import Session
     from app.models.demo import demo_paths
@@ -57,9 +62,12 @@ def record(out: Path) -> None:
 
     target_path, _ = demo_paths()
     pair = load_pair(ModelSpec(str(target_path), ngram=True))
-    tasks = [("code", f"code {i}", p, False) for i, p in enumerate(CODE_PROMPTS)]
+    # in order: suffix decoding's memory of earlier runs fills as a session's would
+    tasks = [("repetitive", name, p, True) for name, p in REPETITIVE_PROMPTS.items()]
+    tasks += [("code", f"code {i}", p, False) for i, p in enumerate(CODE_PROMPTS)]
     tasks += [("edit", name, p, True) for name, p in EDIT_PROMPTS.items()]
     tasks += [("text", f"text {i}", p, True) for i, p in enumerate(TEXT_PROMPTS)]
+    tasks = [task for task in tasks if suites is None or task[0] in suites]
     rows = []
     for suite, name, prompt, chat in tasks:
         ids = encode_prompt(pair.target, prompt, chat)
@@ -71,7 +79,16 @@ def record(out: Path) -> None:
                      "output": session.output_ids})
         print(f"{name}: {len(session.output_ids)} tokens", file=sys.stderr)
         out.write_text(json.dumps(rows))
+    write_vocab(pair.target, rows, out)
     pair.close()
+
+
+def write_vocab(model: Any, rows: list[dict[str, Any]], out: Path) -> None:
+    """Beside OUT.json, the texts of the tokens it holds and the end-of-generation ids, so a
+    replay can end drafts where the app's do (lookup.block_limit)."""
+    used = sorted({t for row in rows for t in (*row["prompt"], *row["output"])})
+    vocab = {"eos": sorted(model.eos_ids), "texts": {t: model.token_text(t) for t in used}}
+    out.with_suffix(".vocab.json").write_text(json.dumps(vocab))
 
 
 def replay(prompt: list[int], output: list[int], drafter: Drafter,
@@ -139,11 +156,12 @@ class _FixedProbeGap(DraftLengthController):
 class _ProbeMargin(DraftLengthController):
     """A probe only where some k beats plain by 15% at 95% acceptance (the old rule)."""
 
-    def could_pay(self, kind: DraftKind) -> int:
-        k = super().could_pay(kind)
+    def could_pay(self, kind: DraftKind, limit: int | None = None) -> int:
+        k = super().could_pay(kind, limit)
+        top = self.draft_max if limit is None else min(limit, self.draft_max)
         cost, curve = self.pass_cost(kind), self.curve.current()
-        seconds = [cost.seconds(j, curve) for j in range(self.draft_max + 1)]
-        rates = rates_by_k([0.95] * self.draft_max, seconds)
+        seconds = [cost.seconds(j, curve) for j in range(top + 1)]
+        rates = rates_by_k([0.95] * top, seconds)
         return k if rates[k] > 1.15 * rates[0] else 0
 
 
@@ -193,11 +211,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("mode", choices=("record", "replay"))
     parser.add_argument("file", type=Path)
     parser.add_argument("--draft-max", type=int, default=32)
+    parser.add_argument("--suite", action="append", choices=tuple(TOKENS),
+                        help="record only these suites (default: all)")
     parser.add_argument("--by-task", action="store_true",
                         help="the drafters side by side on every task")
     args = parser.parse_args(argv)
     if args.mode == "record":
-        record(args.file)
+        record(args.file, args.suite)
         return 0
     rows = json.loads(args.file.read_text())
     if args.by_task:

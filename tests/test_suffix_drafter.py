@@ -7,6 +7,7 @@ import time
 
 import numpy as np
 
+from app.engine.adaptive import DraftLengthController, VerifyCostCurve
 from app.engine.drafters import Budget, TreeShape
 from app.engine.records import COPIED_FROM_MEMORY, COPIED_FROM_OUTPUT, COPIED_FROM_PROMPT
 from app.engine.sampling import SamplingParams
@@ -77,6 +78,44 @@ def test_accepted_tokens_are_indexed_as_output_and_the_outlook_names_copy_or_gue
     draft = drafter.propose(context, Budget(3), GREEDY, RNG)
     assert draft.tokens == [12, 1, 5]
     assert draft.copied_from is not None and draft.copied_from[0].kind == COPIED_FROM_PROMPT
+
+
+def test_the_outlook_says_how_long_a_draft_would_be_and_the_pass_is_priced_at_that_size():
+    # a match of 7 tokens whose source goes on for 3 more: a draft holds 3 however many are
+    # asked, so the controller must price a pass of 4, not of the 32 it may draft
+    source = [5, 6, 7, 8, 9, 10, 11, 12, 13, 14]
+    drafter = SuffixDrafter(memory_buffer([RememberedRun(1, source)]))
+    context = [1, *source[:7]]
+    drafter.begin(context)
+    outlook = drafter.outlook(context)
+    assert outlook.kind == SUFFIX_COPY and outlook.available == 3
+    assert drafter.propose(context, Budget(32), GREEDY, RNG).tokens == [12, 13, 14]
+    assert drafter.propose(context, Budget(2), GREEDY, RNG).tokens == [12, 13]
+    controller = DraftLengthController(32, adaptive=True, curve=VerifyCostCurve(
+        {1: .041, 4: .143, 5: .139, 32: .570, 33: .692}))
+    k = controller.next_k(100, outlook.kind, outlook.copied, outlook.available)
+    assert 0 < k <= 3
+    # nothing to copy: no draft, and no probe spent on it
+    drafter.begin([1, 2, 3])
+    nothing = drafter.outlook([1, 2, 3])
+    assert nothing.available == 0
+    assert controller.next_k(100, nothing.kind, 0, nothing.available) == 0
+
+
+def test_a_suffix_match_counts_beside_the_copies_verdicts_never_in_their_place():
+    controller = DraftLengthController(32, adaptive=True, curve=VerifyCostCurve(
+        {1: .041, 4: .143, 5: .139, 16: .393, 17: .399, 32: .570, 33: .692}))
+    controller.next_k(100, SUFFIX_COPY)
+    controller.record(SUFFIX_COPY, [True] * 3 + [False])  # a recalled copy that went on for 3
+    own = controller.estimate(SUFFIX_COPY)
+    counts = (own.pool_hits, own.pool_seen)
+    verdicts_only = own.pooled_from(*counts)
+    k = controller.next_k(100, SUFFIX_COPY, copied=16)  # a 16-token match
+    assert verdicts_only < own.pooled() < own.pooled_from(16, 16)
+    assert (own.pool_hits, own.pool_seen) == counts  # its verdicts are kept
+    assert k < 16  # not a 17-token pass as if the match were sure to go on
+    controller.next_k(100, SUFFIX_COPY)
+    assert own.pooled() == verdicts_only
 
 
 def test_a_query_on_a_ten_thousand_token_history_takes_well_under_a_target_step():

@@ -41,15 +41,22 @@ class DraftKind:
     # a kind this one is accepted at least as often as (a copy is a guess that kept
     # agreeing): its measured rate starts from that kind's when theirs is higher
     at_least: DraftKind | None = None
+    # a copy's run (Outlook.copied) may take the place of this kind's pooled verdicts when
+    # it says more (a lookup's run since the last edit); False: it counts beside them, for
+    # its step (a suffix match, often from an earlier answer whose values differ)
+    run_in_place: bool = True
 
 
 @dataclass(frozen=True)
 class Outlook:
     """What propose() would draft now: its kind, and for a copy, how many of the context's
-    last tokens in a row equal the source text it continues (the copy's evidence)."""
+    last tokens in a row equal the source text it continues (the copy's evidence), and how
+    many tokens its draft would hold at most (None: as many as asked), so a pass is priced
+    at the size it will have, not the size asked for."""
 
     kind: DraftKind
     copied: int = 0
+    available: int | None = None
 
 
 class DraftStop(Protocol):

@@ -131,7 +131,7 @@ class Session:
             source = outlook.kind.name
             # only what the target wrote is evidence of a copy, not the prompt's own words
             copied = min(outlook.copied, len(self.output_ids))
-            k = self.controller.next_k(remaining, outlook.kind, copied)
+            k = self.controller.next_k(remaining, outlook.kind, copied, outlook.available)
             if k > 0 and self._trees:
                 tree = drafter.propose_tree(context, k, self.config.tree_shape, params, self.rng)
                 if tree is not None:

@@ -42,11 +42,16 @@ _STRONG_MATCH = 6
 # same priors, for the same reasons): a guess from a short match is trusted at even odds;
 SUFFIX_GUESS = DraftKind("suffix-weak", free=True, prior=0.5)
 # a copy (a match of at least _STRONG_MATCH tokens) continues with Laplace's chance
-# (6 + 1) / (6 + 2), and is a guess that kept agreeing, so accepted at least as often
-SUFFIX_COPY = DraftKind("suffix", free=True, prior=0.875, at_least=SUFFIX_GUESS)
+# (6 + 1) / (6 + 2), and is a guess that kept agreeing, so accepted at least as often. Its
+# match counts beside its verdicts, never in their place: a match recalled from an earlier
+# answer says little of how far it goes on (packaging/replay_suffix.py: of the repetitive
+# suite's copies from memory with a 6+ token match, 35% agree for 8 tokens, 6% for 16)
+SUFFIX_COPY = DraftKind("suffix", free=True, prior=0.875, at_least=SUFFIX_GUESS,
+                        run_in_place=False)
 # a branch followed by fewer than this share of the matched occurrences is not drafted
 # (SuffixDecoding's min_token_prob; vLLM's default)
 _MIN_SHARE = 0.1
+_SPEC_FACTOR = 1.0
 
 
 @dataclass(frozen=True)
@@ -78,17 +83,20 @@ class SuffixDrafter(Drafter):
     cost_hint = 0.0
 
     def __init__(self, memory: TokenBuffer | None = None, max_match: int = 64,
-                 limit: Callable[[list[int]], int] | None = None) -> None:
+                 limit: Callable[[list[int]], int] | None = None,
+                 factor: float = _SPEC_FACTOR) -> None:
         self.name = SUFFIX_LABEL
         self.memory = memory if memory is not None else TokenBuffer()
         self.max_match = max_match
         self.limit = limit
+        self.factor = factor  # a match of m tokens drafts at most factor * m (TreeBudget)
         self._clear()
 
     def _clear(self) -> None:
         self._live = TokenBuffer()
         self._index = SuffixIndex([self.memory, self._live], self.max_match)
         self._found: tuple[int, Occurrences] | None = None
+        self._chain: tuple[int, CandidateTree, int] | None = None  # (context length, tree, kept)
 
     def begin(self, prompt_ids: Sequence[int]) -> None:
         """A new generation: forget the last run's prompt and output (never the memory) and
@@ -125,11 +133,12 @@ class SuffixDrafter(Drafter):
 
     def outlook(self, context: list[int]) -> Outlook:
         match = self.match_length(context)
+        available = self._likeliest(context)[1]
         if match >= _STRONG_MATCH:
             # a copy's evidence is its match: a draft follows its match length (as
             # SuffixDecoding's)
-            return Outlook(SUFFIX_COPY, match)
-        return Outlook(SUFFIX_GUESS)
+            return Outlook(SUFFIX_COPY, match, available)
+        return Outlook(SUFFIX_GUESS, 0, available)
 
     def copied(self, context: list[int]) -> int:
         """The match, when it is a copy (see outlook)."""
@@ -139,22 +148,30 @@ class SuffixDrafter(Drafter):
         found = self._occurrences(context)  # may begin a new index: look it up after
         return self._index.candidates_from(found, budget)
 
+    def _likeliest(self, context: list[int]) -> tuple[CandidateTree, int]:
+        """The likeliest chain as long as a match may draft (max_match tokens at most), and
+        how many of its tokens a draft may take; built once per context length, so the
+        outlook's `available` and every k's draft are the same chain."""
+        found = self._occurrences(context)
+        if self._chain is None or self._chain[0] != len(context):
+            depth = self.max_match
+            tree = self._index.candidates_from(found, TreeBudget(
+                depth=depth, nodes=depth, min_share=_MIN_SHARE, factor=self.factor))
+            tokens = [node.token for node in tree.first_path()]
+            kept = len(tokens) if self.limit is None else self.limit(tokens)
+            self._chain = (len(context), tree, kept)
+        return self._chain[1], self._chain[2]
+
     def propose(
         self, context: list[int], budget: Budget, params: SamplingParams,
         rng: np.random.Generator,
     ) -> Draft:
-        k = budget.max_tokens
-        if k <= 0:
+        tree, available = self._likeliest(context)
+        n = min(budget.max_tokens, available)
+        if n <= 0:
             return EMPTY_DRAFT
-        tree = self.candidates(context, TreeBudget(depth=k, nodes=k, min_share=_MIN_SHARE))
-        path = tree.first_path()
-        tokens = [node.token for node in path]
-        if self.limit is not None:
-            path = path[: self.limit(tokens)]
-        if not path:
-            return EMPTY_DRAFT
-        return Draft([node.token for node in path], None,
-                     copied_from=[_source(tree, i) for i in range(len(path))])
+        return Draft([node.token for node in tree.nodes[:n]], None,
+                     copied_from=[_source(tree, i) for i in range(n)])
 
     def propose_tree(
         self, context: list[int], depth: int, shape: TreeShape, params: SamplingParams,
@@ -162,7 +179,7 @@ class SuffixDrafter(Drafter):
     ) -> DraftTree:
         """The continuations merged, likeliest first, within the shape's width and nodes."""
         tree = self.candidates(context, TreeBudget(depth, shape.max_nodes, shape.width,
-                                                   min_share=_MIN_SHARE))
+                                                   min_share=_MIN_SHARE, factor=self.factor))
         if self.limit is not None:  # as deep as the likeliest path may go
             depth = self.limit([node.token for node in tree.first_path()])
         kept = [i for i, node in enumerate(tree.nodes) if node.depth <= depth]

@@ -1,0 +1,211 @@
+"""Replaying suffix decoding over the target's own greedy outputs (see replay_lookup.py): each
+suite's tasks in order, the draft memory (empty at first) filling with every answer as a
+working session's does (app.runs keeps the prompt's last MEMORY_LEAD_TOKENS, then the
+output), each pass priced on the demo target's verify curve. Modelled, not timed: a
+variant's speed is compared with plain decoding's on the same curve. --oracle bounds what any
+controller could earn from a drafter: k chosen knowing how much of each draft agrees.
+
+  python packaging/replay_suffix.py OUT.json [--variant NAME ...] [--by-task] [--oracle]
+
+OUT.json comes from `replay_lookup.py record`; its sidecar OUT.vocab.json (token texts and
+end-of-generation ids, also written there) lets drafts end at a code fence as the app's do.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from replay_lookup import DEMO_CURVE, _step  # noqa: E402
+from suffix_variants import VARIANTS, Limit  # noqa: E402
+
+from app.engine.adaptive import DraftLengthController  # noqa: E402
+from app.engine.cost_curve import VerifyCostCurve  # noqa: E402
+from app.engine.drafters import Budget, Drafter  # noqa: E402
+from app.engine.lookup import block_limit  # noqa: E402
+from app.engine.sampling import SamplingParams  # noqa: E402
+from app.engine.suffix import RememberedRun, memory_buffer  # noqa: E402
+from app.runs import MEMORY_LEAD_TOKENS  # noqa: E402
+
+SUITES = ("repetitive", "edit", "code", "text")
+GREEDY = SamplingParams()
+RNG = np.random.default_rng(0)  # never drawn from: a copy samples nothing
+
+
+@dataclass
+class Tally:
+    """What a replay adds up, per suite."""
+
+    plain: float = 0.0  # modelled seconds of plain decoding
+    seconds: float = 0.0  # modelled seconds of the replay
+    tokens: int = 0
+    passes: int = 0
+    drafting: int = 0  # passes that drafted
+    drafted: int = 0  # draft tokens judged
+    accepted: int = 0
+
+    def row(self) -> str:
+        return (f"{self.plain / self.seconds:6.3f}x"
+                f"  accept {self.accepted / max(1, self.drafted):4.0%}"
+                f"  k {self.drafted / max(1, self.drafting):5.1f}"
+                f"  tok/pass {self.tokens / max(1, self.passes):4.2f}"
+                f"  drafting {self.drafting / max(1, self.passes):4.0%}")
+
+
+class _Vocab:
+    """The little of a model block_limit reads."""
+
+    def __init__(self, texts: dict[int, str], eos_ids: frozenset[int]) -> None:
+        self.texts, self.eos_ids = texts, eos_ids
+
+    def token_text(self, token: int) -> str:
+        return self.texts.get(token, "")
+
+
+def load_limit(recording: Path) -> Limit:
+    sidecar = recording.with_suffix(".vocab.json")
+    if not sidecar.exists():
+        print(f"no {sidecar.name}: drafts run past code fences", file=sys.stderr)
+        return None
+    data = json.loads(sidecar.read_text())
+    vocab = _Vocab({int(t): s for t, s in data["texts"].items()}, frozenset(data["eos"]))
+    return block_limit(vocab)  # type: ignore[arg-type]
+
+
+def replay(prompt: list[int], output: list[int], drafter: Drafter,
+           controller: DraftLengthController, cost: Callable[[int], float],
+           tally: Tally) -> None:
+    """Write `output` after `prompt` as greedy speculative decoding would (it writes the
+    plain output), adding each pass's modelled time and verdicts to `tally`."""
+    drafter.begin(prompt)
+    context, done = list(prompt), 0
+    while done < len(output):
+        remaining = len(output) - done
+        outlook = drafter.outlook(context)
+        k = controller.next_k(remaining, outlook.kind, min(outlook.copied, done),
+                              outlook.available)
+        draft = drafter.propose(context, Budget(k), GREEDY, RNG) if k else None
+        tokens = [] if draft is None else draft.tokens[: remaining - 1]
+        kept = 0
+        while kept < len(tokens) and tokens[kept] == output[done + kept]:
+            kept += 1
+        emitted = output[done : done + kept + 1]
+        t = cost(len(tokens) + 1)
+        tally.seconds += t
+        tally.passes += 1
+        tally.drafting += bool(tokens)
+        tally.drafted += len(tokens)
+        tally.accepted += kept
+        controller.observe(_step(tally.passes, tokens, kept, emitted, t, outlook.kind.name))
+        context += emitted
+        done += len(emitted)
+        drafter.accept(context, None)
+    tally.tokens += len(output)
+    tally.plain += len(output) * cost(1)
+
+
+def replay_suite(rows: list[dict[str, Any]], variant: str, limit: Limit, draft_max: int,
+                 by_task: bool = False) -> dict[str, Tally]:
+    """Each task in order, the memory holding the suite's earlier answers (none at first)."""
+    tallies: dict[str, Tally] = {}
+    runs: list[RememberedRun] = []
+    for row in rows:
+        drafter, controller = VARIANTS[variant](memory_buffer(runs), limit, draft_max)
+        tally = tallies.setdefault(row["name"] if by_task else row["suite"], Tally())
+        cost = VerifyCostCurve(dict(DEMO_CURVE)).cost
+        replay(row["prompt"], row["output"], drafter, controller, cost, tally)
+        runs.append(RememberedRun(len(runs) + 1,
+                                  [*row["prompt"][-MEMORY_LEAD_TOKENS:], *row["output"]]))
+    return tallies
+
+
+def agreement(rows: list[dict[str, Any]], variant: str, limit: Limit,
+              depth: int) -> list[list[tuple[int, int]]]:
+    """Per task, at every output position: (match length, how many of a `depth`-token chain
+    draft agree with the output). A drafter reads only the context, so this is what any
+    controller could get from it."""
+    found: list[list[tuple[int, int]]] = []
+    runs: list[RememberedRun] = []
+    for row in rows:
+        drafter, _ = VARIANTS[variant](memory_buffer(runs), limit, depth)
+        prompt, output = row["prompt"], row["output"]
+        drafter.begin(prompt)
+        per: list[tuple[int, int]] = []
+        for done in range(len(output)):
+            context = [*prompt, *output[:done]]
+            draft = drafter.propose(context, Budget(depth), GREEDY, RNG)
+            agree = 0
+            while (agree < len(draft.tokens) and done + agree < len(output)
+                   and draft.tokens[agree] == output[done + agree]):
+                agree += 1
+            per.append((drafter.match_length(context), agree))
+        found.append(per)
+        runs.append(RememberedRun(len(runs) + 1, [*prompt[-MEMORY_LEAD_TOKENS:], *output]))
+    return found
+
+
+def oracle(per: list[tuple[int, int]], cost: Callable[[int], float], k_max: int) -> float:
+    """The least modelled time to write the output with this drafter, k chosen knowing each
+    draft's agreement (a bound on what any controller earns from it)."""
+    n = len(per)
+    best = [0.0] * (n + 1)  # best[i]: seconds to write output[i:]
+    for i in range(n - 1, -1, -1):
+        agree = per[i][1]
+        best[i] = min(cost(k + 1) + best[min(n, i + min(k, agree) + 1)]
+                      for k in range(0, min(k_max, n - i - 1) + 1))
+    return best[0]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("file", type=Path)
+    parser.add_argument("--variant", action="append", choices=tuple(VARIANTS))
+    parser.add_argument("--draft-max", type=int, default=32)  # the CLI's default for --suffix
+    parser.add_argument("--by-task", action="store_true")
+    parser.add_argument("--suite", action="append", choices=SUITES)
+    parser.add_argument("--oracle", action="store_true",
+                        help="the bound a controller that knew each draft's agreement earns")
+    args = parser.parse_args(argv)
+    rows = json.loads(args.file.read_text())
+    limit = load_limit(args.file)
+    if args.oracle:
+        cost = VerifyCostCurve(dict(DEMO_CURVE)).cost
+        for variant in args.variant or list(VARIANTS):
+            for suite in args.suite or SUITES:
+                suite_rows = [row for row in rows if row["suite"] == suite]
+                if not suite_rows:
+                    continue
+                found = agreement(suite_rows, variant, limit, args.draft_max)
+                plain = sum(len(row["output"]) for row in suite_rows) * cost(1)
+                bound = sum(oracle(per, cost, args.draft_max) for per in found)
+                print(f"{variant:12} {suite:10} oracle k {plain / bound:.3f}x plain")
+                if args.by_task:
+                    for row, per in zip(suite_rows, found, strict=True):
+                        speedup = len(per) * cost(1) / oracle(per, cost, args.draft_max)
+                        print(f"  {row['name']:32} {speedup:.3f}x  (match:agreement) "
+                              + " ".join(f"{m}:{a}" for m, a in per))
+        return 0
+    for variant in args.variant or list(VARIANTS):
+        print(variant)
+        for suite in args.suite or SUITES:
+            suite_rows = [row for row in rows if row["suite"] == suite]
+            if not suite_rows:
+                continue
+            for name, tally in replay_suite(suite_rows, variant, limit, args.draft_max,
+                                            args.by_task).items():
+                print(f"  {name:34} {tally.row()}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,121 @@
+"""The suffix-decoding variants replay_suffix.py compares: the app's drafter and controller,
+and changes to either that were measured against them (kept here so a claim about one can be
+checked again; see the commit messages for the figures)."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from replay_lookup import DEMO_CURVE  # noqa: E402
+
+from app.engine.acceptance_estimate import POOL_MEMORY  # noqa: E402
+from app.engine.adaptive import DraftLengthController  # noqa: E402
+from app.engine.cost_curve import VerifyCostCurve  # noqa: E402
+from app.engine.drafters import DraftKind, Outlook  # noqa: E402
+from app.engine.records import COPIED_FROM_PROMPT  # noqa: E402
+from app.engine.suffix import SUFFIX_COPY, SUFFIX_GUESS, SuffixDrafter  # noqa: E402
+from app.engine.suffix_index import CandidateTree  # noqa: E402
+from app.engine.token_buffer import TokenBuffer  # noqa: E402
+
+Limit = Callable[[list[int]], int] | None
+Pair = tuple[SuffixDrafter, DraftLengthController]
+
+
+class EvidenceInPlace(DraftLengthController):
+    """The rule before: a copy's run replaced the kind's pooled counts when it said more."""
+
+    def _lift(self, kind: DraftKind, copied: int) -> None:
+        super()._lift(kind, 0)
+        if copied:
+            run = min(float(copied), POOL_MEMORY)
+            self.estimates[kind.name].raise_pool(run, run)
+
+
+class NoRunEvidence(DraftLengthController):
+    """Acceptance learnt from verdicts only."""
+
+    def _lift(self, kind: DraftKind, copied: int) -> None:
+        super()._lift(kind, 0)
+
+
+class UntilJudged(DraftLengthController):
+    """The run counts only until the kind's own verdicts have judged this many tokens."""
+
+    judged = 8.0
+
+    def _lift(self, kind: DraftKind, copied: int) -> None:
+        seen = self.estimates[kind.name].pool_seen
+        super()._lift(kind, copied if seen < self.judged else 0)
+
+
+class ByMatch(SuffixDrafter):
+    """A kind per class of match length (at least each bound), each learnt apart."""
+
+    def __init__(self, *args: Any, bounds: tuple[int, ...] = (2, 6, 16), **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.classes: list[tuple[int, DraftKind]] = []
+        weaker = None
+        for b in bounds:
+            weaker = DraftKind(f"suffix-{b}", free=True, prior=SUFFIX_COPY.prior if weaker
+                               else SUFFIX_GUESS.prior, at_least=weaker)
+            self.classes.append((b, weaker))
+
+    def outlook(self, context: list[int]) -> Outlook:
+        seen = super().outlook(context)
+        match = self.match_length(context)
+        kind = [k for i, (b, k) in enumerate(self.classes) if match >= b or i == 0][-1]
+        return Outlook(kind, seen.copied, seen.available)
+
+
+RECALL = DraftKind("suffix-recall", free=True, prior=SUFFIX_COPY.prior, at_least=SUFFIX_GUESS)
+
+
+class PromptFactor(SuffixDrafter):
+    """Only a copy of the prompt may draft `factor` * m tokens, others m."""
+
+    def _likeliest(self, context: list[int]) -> tuple[CandidateTree, int]:
+        tree, kept = super()._likeliest(context)
+        if tree.nodes and tree.nodes[0].label.kind != COPIED_FROM_PROMPT:
+            kept = min(kept, tree.match)
+        return tree, kept
+
+
+class BySource(PromptFactor):
+    """A copy of the prompt (SUFFIX_COPY) apart from one recalled from an earlier run or this
+    output (RECALL)."""
+
+    def outlook(self, context: list[int]) -> Outlook:
+        seen = super().outlook(context)
+        tree, _ = self._likeliest(context)
+        if seen.kind is SUFFIX_COPY and tree.nodes[0].label.kind != COPIED_FROM_PROMPT:
+            return Outlook(RECALL, seen.copied, seen.available)
+        return seen
+
+
+def variant(drafter: type[SuffixDrafter] = SuffixDrafter,
+            controller: type[DraftLengthController] = DraftLengthController,
+            factor: float = 1.0) -> Callable[[TokenBuffer, Limit, int], Pair]:
+    def make(memory: TokenBuffer, limit: Limit, draft_max: int) -> Pair:
+        return (drafter(memory, limit=limit, factor=factor),
+                controller(draft_max, adaptive=True, curve=VerifyCostCurve(dict(DEMO_CURVE))))
+    return make
+
+
+VARIANTS: dict[str, Callable[[TokenBuffer, Limit, int], Pair]] = {
+    "app": variant(),
+    "factor 2": variant(factor=2), "factor 4": variant(factor=4),
+    "factor 16": variant(factor=16),
+    "evidence in place": variant(controller=EvidenceInPlace),
+    "until judged": variant(controller=UntilJudged),
+    "no run evidence": variant(controller=NoRunEvidence),
+    "by match 2/6/16": variant(ByMatch),
+    "by source": variant(BySource), "by source, prompt f4": variant(BySource, factor=4),
+    "prompt f2": variant(PromptFactor, factor=2), "prompt f4": variant(PromptFactor, factor=4),
+    "prompt f16": variant(PromptFactor, factor=16),
+}
