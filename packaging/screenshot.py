@@ -78,6 +78,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--earlier-prompt", default=EARLIER_PROMPT,
                         help="with --suffix: the request run before --prompt")
     parser.add_argument("--target", help="another target than the demo pair's (no draft model)")
+    parser.add_argument("--draft", help="another draft for the demo target, e.g. one of another "
+                                        "vocabulary (models fetch-extra)")
     parser.add_argument("--draft-mtp", action="store_true",
                         help="with --target: its own MTP layers draft (a GGUF that has them)")
     parser.add_argument("--theme", default="light", choices=("light", "dark", "system"))
@@ -260,6 +262,8 @@ def main(argv: list[str] | None = None) -> int:
             pair = replace(pair, draft="", suffix=True)
         if args.target:
             pair = replace(pair, target=args.target, draft="")
+        if args.draft:
+            pair = replace(pair, draft=args.draft)
         window.picker.set_pair(pair)
         window.picker.own_mtp.setChecked(args.draft_mtp)
         if args.draft_mtp and not window.picker.own_mtp_chosen():
