@@ -16,10 +16,12 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Callable
-from dataclasses import replace
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -50,6 +52,7 @@ from app.engine.sampling import SamplingParams  # noqa: E402
 # the demo target's calibrated verify curve, seconds (Q4_K_M, 2 threads; tests use it too)
 DEMO_CURVE = {1: .041, 2: .081, 3: .106, 4: .143, 5: .139, 8: .337, 9: .352, 16: .393,
               17: .399, 32: .570, 33: .692, 64: 1.116, 65: 1.205}
+_NEVER_DRAWN = np.random.default_rng(0)  # lookups and copies sample nothing
 TOKENS = {"code": 128, "edit": 360, "text": 200, "repetitive": 256}
 
 
@@ -91,28 +94,45 @@ def write_vocab(model: Any, rows: list[dict[str, Any]], out: Path) -> None:
     out.with_suffix(".vocab.json").write_text(json.dumps(vocab))
 
 
-def replay(prompt: list[int], output: list[int], drafter: Drafter,
-           controller: DraftLengthController, cost: Callable[[int], float]) -> tuple[float, int]:
-    """Modelled seconds and passes to write `output` after `prompt` with this drafter."""
+@dataclass(frozen=True)
+class ReplayedPass:
+    drafted: int  # draft tokens judged
+    kept: int  # of them accepted
+    seconds: float  # the pass's modelled time
+
+
+def replay_passes(prompt: list[int], output: list[int], drafter: Drafter,
+                  controller: DraftLengthController,
+                  cost: Callable[[int], float]) -> Iterator[ReplayedPass]:
+    """Write `output` after `prompt` as greedy speculative decoding would (it writes the
+    plain output), pass by pass, each priced by `cost` (seconds of a pass over n tokens)."""
     drafter.begin(prompt)
-    context, done, seconds, passes = list(prompt), 0, 0.0, 0
+    context, done, passes = list(prompt), 0, 0
     while done < len(output):
         remaining = len(output) - done
         outlook = drafter.outlook(context)
-        k = controller.next_k(remaining, outlook.kind, min(outlook.copied, done))
-        draft = drafter.propose(context, Budget(k), SamplingParams(), None) if k else None
+        k = controller.next_k(remaining, outlook.kind, min(outlook.copied, done),
+                              outlook.available)
+        draft = drafter.propose(context, Budget(k), SamplingParams(), _NEVER_DRAWN) if k else None
         tokens = [] if draft is None else draft.tokens[: remaining - 1]
         kept = 0
         while kept < len(tokens) and tokens[kept] == output[done + kept]:
             kept += 1
         emitted = output[done : done + kept + 1]
         t = cost(len(tokens) + 1)
-        seconds, passes = seconds + t, passes + 1
+        passes += 1
         controller.observe(_step(passes, tokens, kept, emitted, t, outlook.kind.name))
+        yield ReplayedPass(len(tokens), kept, t)
         context += emitted
         done += len(emitted)
         drafter.accept(context, None)
-    return seconds, passes
+
+
+def replay(prompt: list[int], output: list[int], drafter: Drafter,
+           controller: DraftLengthController, cost: Callable[[int], float]) -> tuple[float, int]:
+    """Modelled seconds and passes to write `output` after `prompt` with this drafter."""
+    passes = list(replay_passes(prompt, output, drafter, controller, cost))
+    return sum(p.seconds for p in passes), len(passes)
 
 
 def _step(index: int, tokens: list[int], kept: int, emitted: list[int], t: float,

@@ -26,7 +26,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from replay_lookup import DEMO_CURVE, _step  # noqa: E402
+from replay_lookup import DEMO_CURVE, replay_passes  # noqa: E402
 from suffix_variants import VARIANTS, Limit  # noqa: E402
 
 from app.engine.adaptive import DraftLengthController  # noqa: E402
@@ -87,29 +87,12 @@ def replay(prompt: list[int], output: list[int], drafter: Drafter,
            tally: Tally) -> None:
     """Write `output` after `prompt` as greedy speculative decoding would (it writes the
     plain output), adding each pass's modelled time and verdicts to `tally`."""
-    drafter.begin(prompt)
-    context, done = list(prompt), 0
-    while done < len(output):
-        remaining = len(output) - done
-        outlook = drafter.outlook(context)
-        k = controller.next_k(remaining, outlook.kind, min(outlook.copied, done),
-                              outlook.available)
-        draft = drafter.propose(context, Budget(k), GREEDY, RNG) if k else None
-        tokens = [] if draft is None else draft.tokens[: remaining - 1]
-        kept = 0
-        while kept < len(tokens) and tokens[kept] == output[done + kept]:
-            kept += 1
-        emitted = output[done : done + kept + 1]
-        t = cost(len(tokens) + 1)
-        tally.seconds += t
+    for step in replay_passes(prompt, output, drafter, controller, cost):
+        tally.seconds += step.seconds
         tally.passes += 1
-        tally.drafting += bool(tokens)
-        tally.drafted += len(tokens)
-        tally.accepted += kept
-        controller.observe(_step(tally.passes, tokens, kept, emitted, t, outlook.kind.name))
-        context += emitted
-        done += len(emitted)
-        drafter.accept(context, None)
+        tally.drafting += bool(step.drafted)
+        tally.drafted += step.drafted
+        tally.accepted += step.kept
     tally.tokens += len(output)
     tally.plain += len(output) * cost(1)
 
