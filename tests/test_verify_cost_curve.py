@@ -22,7 +22,7 @@ from app.paths import cache_dir
 from tests.helpers import step
 
 
-def test_a_live_pass_replaces_its_calibrated_size_and_rescales_the_others():
+def test_live_passes_set_the_level_of_the_whole_calibrated_curve():
     curve = VerifyCostCurve({1: 1.0, 9: 3.0, 17: 4.0})
     curve.observe(1, 2.0)  # the machine is twice as busy as when it was calibrated
     assert curve.cost(1) == 2.0
