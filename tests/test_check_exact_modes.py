@@ -6,7 +6,7 @@ fail the check through the second."""
 from __future__ import annotations
 
 import json
-from dataclasses import replace
+from dataclasses import fields, replace
 
 import pytest
 
@@ -16,9 +16,11 @@ from app.cli.main import build_parser, main
 from app.cli.options import model_spec
 from app.engine.kernel_noise import KernelNoise
 from app.models.loading import ModelSpec
+from app.runs import build_session as real_build_session
 from tests.planted_bugs import plant, plant_in_children
 
-KEYS = {"passed", "greedy_identical", "exact_kernels_identical", "divergences", "p_value"}
+KEYS = {"passed", "greedy_identical", "exact_kernels_identical", "divergences", "p_value",
+        "drafted", "accepted"}
 NEAR_TIE = 0.5  # logits: the planted pass flips the target's top two when closer than this
 
 
@@ -35,6 +37,7 @@ def test_check_exact_on_fast_kernels_also_runs_the_exact_kernels(gguf_files, cap
     assert report["mode"] == "fast kernels" and report["exact_mode"] == "exact kernels"
     assert report["exact_kernels_identical"] is True
     assert all(d["near_tie"] for d in report["divergences"])
+    assert report["drafted"] > 0 and f"judged {report['drafted']} draft" in report["verdict"]
     assert report["passed"] is True and code == 0
     assert report["verdict"].startswith("PASS")
 
@@ -69,16 +72,42 @@ def test_a_divergence_beyond_the_noise_fails_even_when_the_exact_run_is_identica
     assert any("not a near-tie" in reason for reason in report["failures"])
 
 
-@pytest.mark.parametrize("spec", [
-    ModelSpec(target="t.gguf", draft="d.gguf", n_threads=2, rpc="127.0.0.1:5"),
-    ModelSpec(target="t.gguf", draft="d.gguf", ngram=True, n_gpu_layers=3, n_ctx=512),
-    ModelSpec(target="t.gguf", self_draft_layers=4),
-    ModelSpec(target="t.gguf", draft_heads="h.safetensors"),
-    ModelSpec(target="t.gguf", suffix=True, draft_memory="m.json"),
-    ModelSpec(target="hf", draft="hf-draft", backend="torch", device="cpu",
-              trust_remote_code=True, allow_pickle=True),
-], ids=["draft-rpc", "hybrid", "self-draft", "heads", "suffix", "torch"])
+CHILD_SPECS = {
+    "draft-rpc": ModelSpec(target="t.gguf", draft="d.gguf", n_threads=2, rpc="127.0.0.1:5"),
+    "hybrid": ModelSpec(target="t.gguf", draft="d.gguf", ngram=True, n_gpu_layers=3, n_ctx=512),
+    "self-draft": ModelSpec(target="t.gguf", self_draft_layers=4),
+    "heads": ModelSpec(target="t.gguf", draft_heads="h.safetensors"),
+    "suffix": ModelSpec(target="t.gguf", suffix=True, draft_memory="m.json"),
+    "mtp": ModelSpec(target="t.gguf", draft_mtp=True),
+    "cross-vocab": ModelSpec(target="t.gguf", draft="other.gguf", cross_vocab="string"),
+    "torch": ModelSpec(target="hf", draft="hf-draft", backend="torch", device="cpu",
+                       trust_remote_code=True, allow_pickle=True),
+}
+
+
+def test_every_setting_of_a_pair_is_in_a_child_spec_case():
+    """A setting added to ModelSpec must be added to the case list below, or the exact-kernels
+    child may load a different pair without any test noticing."""
+    default = ModelSpec(target="t.gguf")
+    covered = {f.name for spec in CHILD_SPECS.values() for f in fields(spec)
+               if getattr(spec, f.name) != getattr(default, f.name)}
+    assert {f.name for f in fields(ModelSpec)} - covered == {"batch_invariant"}
+
+
+@pytest.mark.parametrize("spec", CHILD_SPECS.values(), ids=CHILD_SPECS.keys())
 def test_the_exact_kernels_child_loads_the_same_pair(spec):
     """Every setting of the pair reaches the child, which differs only in its kernels."""
     args = build_parser().parse_args(["check-exact", *spec_flags(spec)])
     assert model_spec(args) == replace(spec, batch_invariant=True, backend=spec.resolved_backend())
+
+
+def test_a_greedy_suite_that_drafted_nothing_fails_the_check(gguf_files, capsys, monkeypatch):
+    """Identity of runs that never drafted shows nothing; the check must not pass on it."""
+    monkeypatch.setattr(exactness, "build_session",
+                        lambda pair, config, plain: real_build_session(pair, config, plain=True))
+    target, draft = gguf_files
+    code, report, _ = run_check(capsys, "-m", target, "-md", draft, "--samples", 40, "-n", 8,
+                                "--exact-kernels")
+    assert report["drafted"] == 0 and report["greedy_identical"] is True
+    assert report["passed"] is False and code == 3
+    assert any("drafted nothing" in reason for reason in report["failures"])

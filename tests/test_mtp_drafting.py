@@ -207,3 +207,20 @@ def test_models_list_offers_a_targets_own_mtp_layers_as_its_draft(mtp_file, plai
     rows = json.loads(capsys.readouterr().out)
     assert all(row["path"] != str(plain_file) for row in rows)
     assert all("MTP" not in row["verdict"] for row in rows)
+
+
+# --- check-exact ------------------------------------------------------------------------------
+
+
+def test_check_exact_passes_with_mtp_drafts_and_its_exact_kernels_child_drafts_too(
+        mtp_file, capsys):
+    """The app's own check on an MTP target: the exact-kernels child is started with
+    --draft-mtp (it once was started without a draft and refused to run)."""
+    from app.cli.main import main
+
+    code = main(["check-exact", "-m", str(mtp_file), "--draft-mtp", "--draft-max", "3",
+                 "--samples", "60", "-n", "16", "--json"])
+    report = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert report["exact_mode"] == "exact kernels"
+    assert report["exact_kernels_identical"] is True and report["drafted"] > 0
+    assert report["passed"] is True and code == 0

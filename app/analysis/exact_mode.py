@@ -45,6 +45,8 @@ def spec_flags(spec: ModelSpec) -> list[str]:
         flags.append("--suffix")
     if spec.draft_memory:
         flags += ["--draft-memory", spec.draft_memory]
+    if spec.draft_mtp:
+        flags.append("--draft-mtp")
     if spec.n_threads:
         flags += ["-t", str(spec.n_threads)]
     if spec.rpc:

@@ -38,6 +38,7 @@ from app.engine.decode_config import DecodeConfig
 from app.engine.divergence import Divergence, MarginTap, explain_divergence
 from app.engine.kernel_noise import cached_kernel_noise
 from app.engine.sampling import SamplingParams, process
+from app.engine.session import Session
 from app.errors import SettingsError
 from app.models.loading import LoadedPair
 from app.runs import build_session
@@ -70,6 +71,8 @@ class GreedySuite:
     prompts: int
     divergences: list[dict[str, Any]] = field(default_factory=list)
     noise_bound: float | None = None  # what a verify pass may move a top-two gap by here
+    drafted: int = 0  # draft tokens the speculative runs judged: identity means nothing at 0
+    accepted: int = 0
 
     @property
     def all_near_ties(self) -> bool:
@@ -86,7 +89,8 @@ class GreedySuite:
     def from_dict(cls, data: dict[str, Any]) -> GreedySuite:
         return cls(mode=str(data["mode"]), identical=bool(data["identical"]),
                    prompts=int(data["prompts"]), divergences=list(data["divergences"]),
-                   noise_bound=data.get("noise_bound"))
+                   noise_bound=data.get("noise_bound"), drafted=int(data.get("drafted", 0)),
+                   accepted=int(data.get("accepted", 0)))
 
 
 @dataclass
@@ -131,6 +135,10 @@ class ExactReport:
             reason = d.get("reason", "one text ends where the other goes on")
             why.append(f"in the {self.greedy.mode} mode greedy output differs{_where(d)} and it "
                        f"is not a near-tie ({reason})")
+        if self.greedy.drafted == 0:
+            why.append("the speculative runs of the greedy suite drafted nothing, so their "
+                       "identity shows nothing about speculation — this drafter finds no "
+                       "draft on the suite's prompts")
         if self.p_value < self.threshold:
             why.append(f"the sampled test failed: p = {self.p_value:.3g} < {self.threshold:g} "
                        "(the emitted tokens do not follow the target's distribution)")
@@ -149,7 +157,8 @@ class ExactReport:
         if self.exact is not None and self.exact.mode == self.greedy.mode:
             default = ""
         return (f"PASS: {exact}{default}sampled output follows the target's distribution "
-                f"(p = {self.p_value:.3g})")
+                f"(p = {self.p_value:.3g}); the greedy suite judged {self.greedy.drafted} draft "
+                f"tokens and accepted {self.greedy.accepted}")
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -160,6 +169,7 @@ class ExactReport:
             "divergences": self.greedy.divergences,
             "exact_kernels_divergences": self.exact.divergences if self.exact else [],
             "noise_bound": self.greedy.noise_bound, "greedy_prompts": self.greedy.prompts,
+            "drafted": self.greedy.drafted, "accepted": self.greedy.accepted,
             "p_value": self.p_value, "p_first": self.p_first, "p_second": self.p_second,
             "samples": self.samples, "temperature": self.temperature, "top_k": self.top_k,
             "draft_max": self.draft_max, "threshold": self.threshold, "notes": self.notes,
@@ -175,11 +185,16 @@ def _where(d: dict[str, Any]) -> str:
 
 def _generate(pair: LoadedPair, config: DecodeConfig, prompt_ids: list[int],
               plain: bool, stop_after: int | None = None) -> list[int]:
+    return list(_run(pair, config, prompt_ids, plain, stop_after).output_ids)
+
+
+def _run(pair: LoadedPair, config: DecodeConfig, prompt_ids: list[int],
+         plain: bool, stop_after: int | None = None) -> Session:
     session = build_session(pair, config, plain=plain)
     for _ in session.steps(prompt_ids):
         if stop_after is not None and len(session.output_ids) >= stop_after:
             break
-    return list(session.output_ids)
+    return session
 
 
 def greedy_suite(pair: LoadedPair, draft_max: int, n_predict: int, prompts: list[str],
@@ -192,18 +207,23 @@ def greedy_suite(pair: LoadedPair, draft_max: int, n_predict: int, prompts: list
     tap = MarginTap(model)
     pair.target = tap
     differing = []
+    drafted = accepted = 0
     try:
         for prompt in prompts:
             ids = model.tokenize(prompt)
             tap.top = {}
             plain = _generate(pair, config, ids, plain=True)
             plain_top, tap.top = tap.top, {}
-            spec = _generate(pair, config, ids, plain=False)
+            session = _run(pair, config, ids, plain=False)
+            spec = list(session.output_ids)
+            drafted += session.stats.drafted
+            accepted += session.stats.accepted
             if plain != spec:
                 differing.append((prompt, len(ids), plain, spec, plain_top, dict(tap.top)))
     finally:
         pair.target = model
-    suite = GreedySuite(mode=mode, identical=not differing, prompts=len(prompts))
+    suite = GreedySuite(mode=mode, identical=not differing, prompts=len(prompts),
+                        drafted=drafted, accepted=accepted)
     if differing:
         suite.noise_bound = 0.0 if exact_kernels else cached_kernel_noise(model).bound
     for prompt, n_prompt, plain, spec, plain_top, spec_top in differing:
@@ -281,9 +301,9 @@ def check_greedy(pair: LoadedPair, draft_max: int = 4, n_predict: int = 32,
 def check_exact(pair: LoadedPair, samples: int = 200, draft_max: int = 4,
                 temperature: float = 1.0, top_k: int = DEFAULT_TOP_K, n_predict: int = 32,
                 seed: int = 0, progress: Progress | None = None) -> ExactReport:
-    if pair.draft is None and not pair.spec.ngram and not pair.spec.suffix:
-        raise SettingsError("check-exact needs a draft — give a draft model, --ngram or "
-                            "--suffix")
+    if not pair.spec.drafts:
+        raise SettingsError("check-exact needs a draft — give a draft model, --ngram, "
+                            "--suffix, --draft-heads, --self-draft-layers or --draft-mtp")
     if samples < 20:
         raise SettingsError(f"--samples must be at least 20 for the test to mean anything "
                             f"(got {samples})")

@@ -53,6 +53,12 @@ class ModelSpec:
     # a draft of another vocabulary: TLI, string-level, or auto (TLI)
     cross_vocab: str = "auto"
 
+    @property
+    def drafts(self) -> bool:
+        """Whether anything drafts: a draft model, a lookup, or the target's own layers."""
+        return bool(self.draft or self.ngram or self.suffix or self.self_draft_layers
+                    or self.draft_heads or self.draft_mtp)
+
     def resolved_backend(self) -> str:
         backend = self._backend()
         if self.rpc and backend != "llamacpp":
