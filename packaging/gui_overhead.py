@@ -6,13 +6,17 @@ Session loop, as the CLI does) and with the GUI attached, alternating, on the de
 Prints tok/s for both (engine-timed, from RunStats, and wall-clock), their ratio, the worst
 event-loop gap during decoding (a 10 ms QTimer records the longest interval between its
 ticks), the longest single event the UI thread handled (to tell a slow handler from a starved
-thread), and the CPU time the UI thread used. A benchmark, not a test: on a busy machine, run it
-a few times.
+thread), and the CPU time the UI thread used. To say where the GUI's cost goes it also prints
+the CPU each party used during the GUI runs, from /proc: this process's threads (the UI
+thread, the worker, the host's event reader), the engine host (its total beside the engine's
+own timed work) and the X server. A benchmark, not a test: on a busy machine, run it a few
+times.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
 import tempfile
@@ -46,6 +50,63 @@ class Sample:
     ui_cpu_s: float = 0.0
     longest_event_ms: float = 0.0
     longest_event: str = ""
+    cpu_s: dict[str, float] | None = None  # per party, during the run (from /proc)
+
+
+TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_seconds(stat_path: Path) -> float:
+    """utime + stime of a /proc stat file (a process or a thread), in seconds."""
+    fields = stat_path.read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / TICKS
+
+
+def thread_cpu() -> dict[str, float]:
+    """This process's CPU by thread name (threads of one name summed; the main thread is the
+    UI thread)."""
+    found: dict[str, float] = {}
+    for task in Path("/proc/self/task").iterdir():
+        try:
+            name = ("UI thread" if int(task.name) == os.getpid()
+                    else (task / "comm").read_text().strip())
+            found[name] = found.get(name, 0.0) + cpu_seconds(task / "stat")
+        except OSError:
+            continue
+    return found
+
+
+def x_server_pids() -> list[int]:
+    pids = []
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit():
+            try:
+                if (proc / "comm").read_text().strip() in ("Xvfb", "Xorg", "Xwayland"):
+                    pids.append(int(proc.name))
+            except OSError:
+                continue
+    return pids
+
+
+def party_cpu(host: int | None) -> dict[str, float]:
+    """CPU seconds so far: each thread of this process, the engine host, the X server."""
+    parties = {f"GUI process: {name}": t for name, t in thread_cpu().items()}
+    for label, pids in (("engine host (whole process)", [host] if host else []),
+                        ("X server", x_server_pids())):
+        total = 0.0
+        for pid in pids:
+            try:
+                total += cpu_seconds(Path(f"/proc/{pid}/stat"))
+            except OSError:
+                continue
+        parties[label] = total
+    return parties
+
+
+def host_pid(window: MainWindow) -> int | None:
+    host = window.run_control.worker._host  # noqa: SLF001 - a benchmark looks inside
+    proc = getattr(host, "_proc", None)
+    return proc.pid if proc is not None else None
 
 
 def timing_application() -> QApplication:
@@ -94,6 +155,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--tokens", type=int, default=128)
     parser.add_argument("--draft-max", type=int, default=6)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--time-events", action="store_true",
+                        help="also find the longest single UI event (every event then passes "
+                             "through a Python notify(), which costs the UI thread CPU itself)")
     return parser.parse_args(argv)
 
 
@@ -143,7 +207,10 @@ def gui_run(window: MainWindow, probe: EventLoopProbe) -> Sample:
     from ui.app import wait_until
 
     app = QApplication.instance()
-    app.reset()
+    timed = hasattr(app, "reset")  # --time-events
+    if timed:
+        app.reset()
+    before = party_cpu(host_pid(window))
     cpu = time.thread_time()
     start = time.perf_counter()
     probe.start()
@@ -152,9 +219,14 @@ def gui_run(window: MainWindow, probe: EventLoopProbe) -> Sample:
         raise RuntimeError("the GUI run did not finish")
     gap = probe.stop()
     wall = time.perf_counter() - start
+    after = party_cpu(host_pid(window))
     stats = window.run.stats
+    used = {name: after[name] - before.get(name, 0.0) for name in after}
+    used["engine's timed work (RunStats)"] = stats.elapsed
+    used["wall clock"] = wall
     return Sample(stats.tokens_per_second, stats.emitted / wall, stats.emitted, gap * 1000,
-                  time.thread_time() - cpu, app.longest * 1000, app.longest_what)
+                  time.thread_time() - cpu, app.longest * 1000 if timed else 0.0,
+                  app.longest_what if timed else "", used)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -172,7 +244,8 @@ def main(argv: list[str] | None = None) -> int:
     else:
         print("no --target and the demo pair is not installed", file=sys.stderr)
         return 1
-    timing_application()
+    if args.time_events:
+        timing_application()
     make_application()
     tmp = tempfile.TemporaryDirectory(prefix="draftlens-overhead-")
     window = MainWindow(Settings(), save_path=Path(tmp.name) / "settings.json")
@@ -229,9 +302,20 @@ def report(rows: list[tuple[Sample, Sample]]) -> None:
           f"GUI costs {100 * (1 - ratio):+.1f}% / {100 * (1 - wall_ratio):+.1f}%")
     print(f"worst event-loop gap during decoding: {max(g.max_gap_ms for _, g in rows):.1f} ms")
     slowest = max((g for _, g in rows), key=lambda g: g.longest_event_ms)
-    print(f"longest single UI event: {slowest.longest_event_ms:.1f} ms ({slowest.longest_event})")
+    if slowest.longest_event:
+        print(f"longest single UI event: {slowest.longest_event_ms:.1f} ms "
+              f"({slowest.longest_event})")
     print(f"UI thread CPU: {sum(g.ui_cpu_s for _, g in rows):.2f} s over "
           f"{sum(g.tokens / g.wall_tok_s for _, g in rows):.1f} s of GUI decoding")
+    totals: dict[str, float] = {}
+    for _, g in rows:
+        for name, seconds in (g.cpu_s or {}).items():
+            totals[name] = totals.get(name, 0.0) + seconds
+    wall = totals.pop("wall clock", 0.0)
+    print(f"CPU by party over the GUI runs ({wall:.1f} s of wall clock; as a share of one core):")
+    for name, seconds in sorted(totals.items(), key=lambda kv: -kv[1]):
+        if seconds >= 0.005:
+            print(f"  {name:<45} {seconds:7.2f} s  {100 * seconds / wall:5.1f}%")
 
 
 if __name__ == "__main__":

@@ -10,7 +10,7 @@ During a run the charts are redrawn one per timer tick (`redraw_some`): Qt defer
 repaint to a queued call, and six of them in one batch kept the event loop from its timers for
 ~60 ms. Drawing six plots is the costliest thing the window does (tens of ms on a software-rendered
 display), so during a run `due()` spaces redraws to keep them under CPU_SHARE of one core: the
-interval is ~32x the measured cost of the last redraw + its repaints, at least REDRAW_MIN_S
+interval is ~49x the measured cost of the last redraw + its repaints, at least REDRAW_MIN_S
 (on a 2-core machine every UI millisecond is taken from the engine's threads).
 Every range is set here from the data (autorange off): pyqtgraph's deferred autorange would
 change the range during the paint and so paint everything twice.
@@ -43,7 +43,9 @@ from ui.theme import LIGHT, Colours
 WINDOW = 8  # steps in the rolling tok/s and acceptance
 REDRAW_MIN_S = 0.1
 REDRAW_MAX_S = 2.0
-CPU_SHARE = 0.03  # of one core, at most, for chart drawing during a run
+CPU_SHARE = 0.02  # of one core, at most, for chart drawing during a run
+LIVE_HEADROOM = 1.5  # during a run a growing axis gets this much room ahead of the data...
+LIVE_FILL = 0.5  # ...and keeps its range while the data fills at least this share of it
 _ALPHAS = np.linspace(0.0, 0.995, 80)
 EMPTY_TEXT = "The live charts fill in when a run starts (or a trace is opened)."
 WAITING_TEXT = "waiting for the first step…"
@@ -60,6 +62,14 @@ def rolling_ratio(numerator: np.ndarray, denominator: np.ndarray, window: int) -
     return out
 
 
+def _held_span(current: float, needed: float) -> float:
+    """A live axis span: kept while the data needs between LIVE_FILL of it and all of it,
+    else LIVE_HEADROOM times what the data needs."""
+    if LIVE_FILL * current <= needed <= current:
+        return current
+    return needed * LIVE_HEADROOM
+
+
 class _PaintClock:
     """Adds up the time the charts' repaints take (the panel resets it per redraw)."""
 
@@ -73,6 +83,8 @@ class _TimedPlot(pg.PlotWidget):
     def __init__(self, clock: _PaintClock) -> None:
         super().__init__()
         self._clock = clock
+        # the view fills its background itself (setBackground): nothing behind it to repaint
+        self.viewport().setAttribute(Qt.WidgetAttribute.WA_OpaquePaintEvent)
 
     def paintEvent(self, event: QPaintEvent) -> None:  # noqa: N802 - Qt override
         start = time.perf_counter()
@@ -112,6 +124,7 @@ class ChartsPanel(QWidget):
         self._pending: list[int] = []
         self._theory_texts = ("", "", "")
         self._ranges: dict[str, tuple[float, float, float, float]] = {}
+        self._live = False  # drawing during a run: ranges grow in steps (_fit)
         self._colours = LIGHT
         self.plots: dict[str, pg.PlotItem] = {}
         self._build()
@@ -233,6 +246,7 @@ class ChartsPanel(QWidget):
 
     def redraw(self, run: RunData | None, baseline: RunData | None) -> None:
         """Every chart, now (idle, paused, or a run just ended)."""
+        self._live = False
         self._pending = []
         self._show_placeholder_until_data(run, baseline)
         start = time.perf_counter()
@@ -261,6 +275,7 @@ class ChartsPanel(QWidget):
         """During a run: one chart per call (so each turn of the event loop stays short),
         starting a new round of all of them when one is due. True when a round began."""
         began = False
+        self._live = True
         if self._show_placeholder_until_data(run, baseline):
             return False
         if not self._pending:
@@ -293,9 +308,15 @@ class ChartsPanel(QWidget):
         self._fit("tok_s", 0.0, max(seconds, 1e-3), 0.0, max(top, 1e-3) * 1.1)
 
     def _fit(self, name: str, x0: float, x1: float, y0: float, y1: float) -> None:
-        """Set a plot's range (only when it changed: a new range re-lays out the axes)."""
+        """Set a plot's range (only when it changed: a new range re-lays out and re-renders the
+        axes, the larger part of a chart's paint). During a run an upper bound grows in steps
+        (LIVE_HEADROOM) and holds while the data fills most of it; a full redraw fits exactly."""
+        old = self._ranges.get(name)
+        if self._live and old is not None:
+            x1 = x0 + _held_span(old[1] - old[0], x1 - x0) if old[0] == x0 else x1
+            y1 = y0 + _held_span(old[3] - old[2], y1 - y0) if old[2] == y0 else y1
         wanted = (x0, x1, y0, y1)
-        if self._ranges.get(name) != wanted:
+        if old != wanted:
             self._ranges[name] = wanted
             # a little padding, so the tick labels at the ends (0, 1) are drawn too
             self.plots[name].setRange(xRange=(x0, x1), yRange=(y0, y1), padding=0.02)

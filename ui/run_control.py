@@ -32,6 +32,10 @@ from ui.worker import LoadInfo, RunRequest, RunWorker, default_trace_path
 
 REDRAW_MS = 100
 INSPECTOR_S = 1.0  # during a run, the inspector follows the newest step at most this often
+# during a run, the status line's figures change at most this often: each change repaints the
+# status bar and what lies behind it, one more flush to the display (and on 2 cores, CPU the
+# engine's threads lose)
+STATUS_S = 0.5
 
 
 class RunWindow(Protocol):
@@ -76,7 +80,9 @@ class RunControl(QObject):
         self._dirty = False
         self._charts_dirty = False
         self._inspector_dirty = False
+        self._status_dirty = False
         self._inspector_at = 0.0
+        self._status_at = 0.0
         self._current: RunData | None = None
 
         self.worker_thread = QThread(self)
@@ -200,14 +206,17 @@ class RunControl(QObject):
         the inspector follows the newest step every INSPECTOR_S and the charts redraw when due
         (ChartsPanel.due); idle, paused or forced, everything is brought up to date at once."""
         w = self.window
-        if self._dirty:
-            self._dirty = False
-            self._charts_dirty = self._inspector_dirty = True
-            w.text_view.flush()
-            w.plain_view.flush()
-            self._update_status()
         live = self.running and not force
         now = time.perf_counter()
+        if self._dirty:
+            self._dirty = False
+            self._charts_dirty = self._inspector_dirty = self._status_dirty = True
+            w.text_view.flush()
+            w.plain_view.flush()
+        if self._status_dirty and (not live or now - self._status_at >= STATUS_S):
+            self._status_dirty = False
+            self._status_at = now
+            self._update_status()
         if self._inspector_dirty and (not live or now - self._inspector_at >= INSPECTOR_S):
             self._inspector_dirty = False
             self._inspector_at = now
