@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import inspect
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -167,6 +168,7 @@ class TorchModel:
         self.eos_ids = frozenset(_eos_ids(self.model, self.tokenizer))
         self.caveats: list[str] = []
         self._cache = DynamicCache()
+        self._cache_keyword = cache_keyword(self.model)
         self._n_cached = 0
         self._tree_start: int | None = None  # tokens cached before an unresolved tree pass
         self._text_cache: dict[int, str] = {}
@@ -236,12 +238,12 @@ class TorchModel:
         with torch.inference_mode():
             out = self.model(
                 input_ids=input_ids,
-                past_key_values=self._cache,
                 use_cache=True,
                 logits_to_keep=max(1, n_logits),
                 output_hidden_states=hidden,
+                **{self._cache_keyword: self._cache},
             )
-        self._cache = out.past_key_values
+        self._cache = getattr(out, self._cache_keyword)
         self._n_cached += len(ids)
         states = None
         if hidden:  # the last entry is after the final norm: what the output head reads
@@ -294,11 +296,11 @@ class TorchModel:
                 input_ids=input_ids,
                 attention_mask=mask.to(self.device),
                 position_ids=positions,
-                past_key_values=self._cache,
                 use_cache=True,
                 logits_to_keep=n - n_skip,
+                **{self._cache_keyword: self._cache},
             )
-        self._cache = out.past_key_values
+        self._cache = getattr(out, self._cache_keyword)
         self._tree_start = past
         self._n_cached = past + n
         rows = np.asarray(out.logits[0, -(n - n_skip):].float().cpu().numpy())
@@ -371,6 +373,13 @@ class TorchModel:
     def close(self) -> None:
         self._cache = self._cache_cls()
         self.model = None
+
+
+def cache_keyword(model: Any) -> str:
+    """The name a model's forward() takes its KV cache by: `cache` since transformers 5.2x,
+    `past_key_values` before (the old name warns there and is to go in 5.40)."""
+    parameters = inspect.signature(model.forward).parameters
+    return "cache" if "cache" in parameters else "past_key_values"
 
 
 def _first_layers(model: Any, n_layers: int) -> Any:

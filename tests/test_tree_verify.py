@@ -143,3 +143,23 @@ def one_hot_row(token: int) -> np.ndarray:
 def test_parents_must_come_first():
     with pytest.raises(ValueError, match="parents must come first"):
         DraftTree([1, 2], [1, -1], [None, None])
+
+
+def test_the_torch_backend_passes_its_cache_by_the_name_transformers_takes(hf_dirs):
+    """transformers 5.2x renamed forward()'s past_key_values to cache: the old name warns
+    (FutureWarning) on every load and is to go in 5.40. Chain and tree passes use the new one."""
+    import warnings
+
+    from backends.torch_hf import TorchModel
+
+    model = TorchModel(hf_dirs[0], device="cpu")
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", FutureWarning)
+            model.extend([1, 2, 3], n_logits=1)
+            model.extend_tree([4, 5, 6], parents=[-1, 0, 0], n_skip=0)
+            model.keep_path([0, 1])
+            model.extend([7], n_logits=1)
+        assert model.n_cached == 6
+    finally:
+        model.close()
