@@ -20,7 +20,7 @@ from app.runs import build_session as real_build_session
 from tests.planted_bugs import plant, plant_in_children
 
 KEYS = {"passed", "greedy_identical", "exact_kernels_identical", "divergences", "p_value",
-        "drafted", "accepted"}
+        "drafted", "accepted", "sampled_modes"}
 NEAR_TIE = 0.5  # logits: the planted pass flips the target's top two when closer than this
 
 
@@ -38,6 +38,7 @@ def test_check_exact_on_fast_kernels_also_runs_the_exact_kernels(gguf_files, cap
     assert report["exact_kernels_identical"] is True
     assert all(d["near_tie"] for d in report["divergences"])
     assert report["drafted"] > 0 and f"judged {report['drafted']} draft" in report["verdict"]
+    assert len(report["sampled_modes"]) == 2 and all(0 < m <= 1 for m in report["sampled_modes"])
     assert report["passed"] is True and code == 0
     assert report["verdict"].startswith("PASS")
 

@@ -56,7 +56,11 @@ GREEDY_PROMPTS = [
     "import numpy as np\n\nx = np.",
     "the cat sat on the mat. the cat sat on the",
 ]
-SAMPLED_PROMPT = "def add(a, b):\n    return"
+# a prompt whose next tokens a code model is unsure of (which module, then what follows it):
+# where the target is nearly certain, every sampler emits the same tokens and the G-test can
+# tell nothing ("def add(a, b): return" put ~0.97 on " a" and gave one p-value for any draft)
+SAMPLED_PROMPT = "import"
+NEARLY_SURE = 0.9  # a sampled distribution whose mode has more than this tests little
 P_THRESHOLD = 1e-3  # a correct engine fails this about once in a thousand checks
 DEFAULT_TOP_K = 20
 
@@ -106,6 +110,9 @@ class ExactReport:
     draft_max: int
     threshold: float = P_THRESHOLD
     notes: list[str] = field(default_factory=list)
+    # the exact distributions' largest probabilities, first token and second: near 1, the
+    # G-test has nothing to tell apart
+    sampled_modes: list[float] = field(default_factory=list)
 
     @property
     def greedy_identical(self) -> bool:
@@ -173,6 +180,7 @@ class ExactReport:
             "p_value": self.p_value, "p_first": self.p_first, "p_second": self.p_second,
             "samples": self.samples, "temperature": self.temperature, "top_k": self.top_k,
             "draft_max": self.draft_max, "threshold": self.threshold, "notes": self.notes,
+            "sampled_modes": self.sampled_modes,
         }
 
 
@@ -322,6 +330,10 @@ def check_exact(pair: LoadedPair, samples: int = 200, draft_max: int = 4,
     p_first = g_test(tokens[:, 0], first).p_value
     p_second = g_test(tokens[:, 1], second).p_value
     notes = []
+    modes = [float(first.max()), float(second.max())]
+    if min(modes) > NEARLY_SURE:
+        notes.append(f"the target is nearly sure of both sampled tokens here (modes "
+                     f"{modes[0]:.2f} and {modes[1]:.2f}): the sampled test can tell little")
     if (pair.spec.ngram or pair.spec.suffix) and pair.draft is None:
         kind = "n-gram" if pair.spec.ngram else "suffix"
         notes.append(f"{kind} drafts are one-hot: the sampled test checks accept/reject only "
@@ -332,5 +344,5 @@ def check_exact(pair: LoadedPair, samples: int = 200, draft_max: int = 4,
     return ExactReport(
         greedy=greedy, exact=exact, p_value=min(1.0, 2.0 * min(p_first, p_second)),
         p_first=p_first, p_second=p_second, samples=samples, temperature=temperature,
-        top_k=top_k, draft_max=draft_max, notes=notes,
+        top_k=top_k, draft_max=draft_max, notes=notes, sampled_modes=modes,
     )
