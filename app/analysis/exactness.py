@@ -56,10 +56,12 @@ GREEDY_PROMPTS = [
     "import numpy as np\n\nx = np.",
     "the cat sat on the mat. the cat sat on the",
 ]
-# a prompt whose next tokens a code model is unsure of (which module, then what follows it):
-# where the target is nearly certain, every sampler emits the same tokens and the G-test can
-# tell nothing ("def add(a, b): return" put ~0.97 on " a" and gave one p-value for any draft)
-SAMPLED_PROMPT = "import"
+# a prompt whose next two tokens a code model is unsure of: where the target is nearly
+# certain, every sampler emits the same tokens and the G-test can tell nothing. Measured on the
+# demo target (temperature 1, top-k 20): "def add(a, b):\n    return" put 0.995 on " a" and
+# 0.96 on " +" (three different drafts got one p-value); this one 0.56 on " matplotlib" (8
+# tokens above 1%) and 0.55 on ".pyplot" (6)
+SAMPLED_PROMPT = "import numpy as np\nimport"
 NEARLY_SURE = 0.9  # a sampled distribution whose mode has more than this tests little
 P_THRESHOLD = 1e-3  # a correct engine fails this about once in a thousand checks
 DEFAULT_TOP_K = 20
