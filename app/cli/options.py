@@ -121,6 +121,7 @@ def model_spec(args: argparse.Namespace) -> ModelSpec:
                             "--draft-heads HEADS, --draft-mtp, --ngram or --suffix")
     if memory and not suffix:
         raise SettingsError("--draft-memory is the memory of suffix decoding — add --suffix")
+    drafts_without_a_model = bool(args.ngram or layers_list or heads or suffix or mtp)
     if target is None:
         from app.models.demo import demo_installed, demo_paths
 
@@ -129,11 +130,9 @@ def model_spec(args: argparse.Namespace) -> ModelSpec:
                                 "pass -m FILE, or run: draftlens models fetch-demo")
         demo_target, demo_draft = demo_paths()
         target = str(demo_target)
-        if draft is None and not args.ngram and not layers_list and not heads and not suffix \
-                and not mtp:
+        if draft is None and not drafts_without_a_model:
             draft = str(demo_draft)
-    if draft is None and not args.ngram and not layers_list and not heads and not suffix \
-            and not mtp:
+    if draft is None and not drafts_without_a_model:
         raise SettingsError("no draft given — pass -md DRAFT_FILE, --ngram for prompt lookup, "
                             "or --self-draft-layers N for the target's own first layers")
     layers = args.n_gpu_layers
