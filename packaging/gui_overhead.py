@@ -105,8 +105,7 @@ def party_cpu(host: int | None) -> dict[str, float]:
 
 def host_pid(window: MainWindow) -> int | None:
     host = window.run_control.worker._host  # noqa: SLF001 - a benchmark looks inside
-    proc = getattr(host, "_proc", None)
-    return proc.pid if proc is not None else None
+    return host.pid if host is not None else None
 
 
 def timing_application() -> QApplication:
