@@ -38,6 +38,24 @@ INSPECTOR_S = 1.0  # during a run, the inspector follows the newest step at most
 STATUS_S = 0.5
 
 
+class _Throttled:
+    """A view with new data to show: during a run, shown at most every `interval` seconds;
+    idle, paused or forced, at once."""
+
+    def __init__(self, interval: float) -> None:
+        self.interval = interval
+        self.dirty = False
+        self._at = 0.0
+
+    def due(self, now: float, live: bool) -> bool:
+        """Whether to show it now (and if so, it is clean until marked dirty again)."""
+        if not self.dirty or (live and now - self._at < self.interval):
+            return False
+        self.dirty = False
+        self._at = now
+        return True
+
+
 class RunWindow(Protocol):
     """What RunControl uses of the window that owns it (ui.main_window.MainWindow)."""
 
@@ -79,10 +97,8 @@ class RunControl(QObject):
         self.step_mode = False
         self._dirty = False
         self._charts_dirty = False
-        self._inspector_dirty = False
-        self._status_dirty = False
-        self._inspector_at = 0.0
-        self._status_at = 0.0
+        self._inspector = _Throttled(INSPECTOR_S)
+        self._status = _Throttled(STATUS_S)
         self._current: RunData | None = None
 
         self.worker_thread = QThread(self)
@@ -210,18 +226,13 @@ class RunControl(QObject):
         now = time.perf_counter()
         if self._dirty:
             self._dirty = False
-            self._charts_dirty = self._inspector_dirty = self._status_dirty = True
+            self._charts_dirty = self._inspector.dirty = self._status.dirty = True
             w.text_view.flush()
             w.plain_view.flush()
-        if self._status_dirty and (not live or now - self._status_at >= STATUS_S):
-            self._status_dirty = False
-            self._status_at = now
+        if self._status.due(now, live):
             self._update_status()
-        if self._inspector_dirty and (not live or now - self._inspector_at >= INSPECTOR_S):
-            self._inspector_dirty = False
-            self._inspector_at = now
-            if self.run is not None:
-                w.inspector.steps_added()
+        if self._inspector.due(now, live) and self.run is not None:
+            w.inspector.steps_added()
         if not live:
             if self._charts_dirty or w.charts.in_round:
                 self._charts_dirty = False
