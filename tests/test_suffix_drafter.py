@@ -9,6 +9,8 @@ import numpy as np
 
 from app.engine.adaptive import DraftLengthController, VerifyCostCurve
 from app.engine.drafters import Budget, TreeShape
+from app.engine.lookup import NGRAM_COPY
+from app.engine.lookup_edits import NGRAM_EDIT
 from app.engine.records import COPIED_FROM_MEMORY, COPIED_FROM_OUTPUT, COPIED_FROM_PROMPT
 from app.engine.sampling import SamplingParams
 from app.engine.suffix import (
@@ -65,19 +67,47 @@ def test_a_new_prompt_after_begin_forgets_the_last_run_but_not_the_memory():
 
 def test_accepted_tokens_are_indexed_as_output_and_the_outlook_names_copy_or_guess():
     drafter = SuffixDrafter()
-    prompt = [5, 6, 7, 8, 9, 10, 11, 12, 1]
+    prompt = [5, 6, 7, 8]
     drafter.begin(prompt)
     assert drafter.outlook(prompt).kind == SUFFIX_GUESS  # nothing to copy yet
     assert drafter.propose(prompt, Budget(4), GREEDY, RNG).tokens == []
-    # the target wrote the prompt's run again: a long match, a copy, whose evidence is it
-    context = [*prompt, 5, 6, 7, 8, 9, 10, 11]
+    # the target wrote a run of its own and then the same run again: a long match of this
+    # output, a suffix copy, whose evidence is the match
+    run = [20, 21, 22, 23, 24, 25, 26, 27, 28]
+    context = [*prompt, *run, 1, *run[:7]]
     drafter.accept(context, None)
     outlook = drafter.outlook(context)
     assert outlook.kind == SUFFIX_COPY and outlook.copied >= 6
     assert SUFFIX_COPY.free and SUFFIX_GUESS.free and SUFFIX_COPY.at_least == SUFFIX_GUESS
     draft = drafter.propose(context, Budget(3), GREEDY, RNG)
-    assert draft.tokens == [12, 1, 5]
-    assert draft.copied_from is not None and draft.copied_from[0].kind == COPIED_FROM_PROMPT
+    assert draft.tokens == [27, 28, 1]
+    assert draft.copied_from is not None and draft.copied_from[0].kind == COPIED_FROM_OUTPUT
+
+
+def test_a_copy_of_the_prompt_follows_the_targets_rename_as_the_edit_aware_lookup_does():
+    # code asked back with `total` (7) renamed `subtotal` (70, 71): a suffix match breaks at
+    # each renamed use; the prompt copy keeps its place and applies the rename again
+    code = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 7, 12, 13, 14, 15, 16, 7, 17]
+    drafter = SuffixDrafter()
+    prompt = [90, 91, *code, 92]
+    drafter.begin(prompt)
+    context = [*prompt, 1, 2, 3, 4, 5, 6, 70, 71]
+    drafter.accept(context, None)
+    outlook = drafter.outlook(context)
+    assert outlook.kind is NGRAM_EDIT  # a copy resumed past the target's edit
+    draft = drafter.propose(context, Budget(12), GREEDY, RNG)
+    assert draft.tokens == [8, 9, 10, 11, 70, 71, 12, 13, 14, 15, 16, 70]
+    # once the copy goes on past the edit, it is a copy again
+    context += [8, 9, 10, 11]
+    drafter.accept(context, None)
+    assert drafter.outlook(context).kind is NGRAM_COPY
+    assert draft.copied_from is not None
+    assert {source.kind for source in draft.copied_from} == {COPIED_FROM_PROMPT}
+    tree = drafter.propose_tree(context, 6, TreeShape(2, 8), GREEDY, RNG)
+    assert tree.tokens[:4] == [70, 71, 12, 13]
+    assert tree.copied_from is not None and tree.copied_from[0].kind == COPIED_FROM_PROMPT
+    # a copy of the prompt is the lookup's kind, learnt apart from the suffix copies
+    assert NGRAM_COPY is not SUFFIX_COPY and NGRAM_EDIT is not SUFFIX_COPY
 
 
 def test_the_outlook_says_how_long_a_draft_would_be_and_the_pass_is_priced_at_that_size():
