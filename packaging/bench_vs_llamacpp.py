@@ -57,6 +57,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from app.allocator import keep_large_blocks  # noqa: E402
+from app.analysis.copy_bound import copy_bound  # noqa: E402
 from app.analysis.measure import Tally, side_by_side, timed_run, warm_up  # noqa: E402
 from app.cli.bench import (  # noqa: E402
     bench_report,
@@ -75,8 +76,9 @@ from app.engine.cost_curve import VerifyCostCurve, interpolate  # noqa: E402
 from app.engine.decode_config import DecodeConfig  # noqa: E402
 from app.engine.divergence import MarginTap  # noqa: E402
 from app.engine.sampling import SamplingParams  # noqa: E402
+from app.engine.token_buffer import SEPARATOR  # noqa: E402
 from app.models.loading import LoadedPair, ModelSpec, load_pair  # noqa: E402
-from app.runs import build_session, encode_prompt  # noqa: E402
+from app.runs import MEMORY_LEAD_TOKENS, build_session, encode_prompt  # noqa: E402
 
 TOOLS = ("llama-bench", "llama-speculative-simple", "llama-lookup")
 DRAFTLESS_TOKENS = 200
@@ -298,13 +300,10 @@ def draftless_config(args: argparse.Namespace) -> DecodeConfig:
                         sampling=SamplingParams(temperature=0.0))
 
 
-def verify_limit(curve: VerifyCostCurve, draft_max: int) -> dict[str, Any]:
-    """The most any drafter can reach on this verify-cost curve: a pass over n tokens yields
-    n tokens at best and costs t_verify(n), so no drafter beats max_n n / t_verify(n). As a
-    speedup over plain, n * t_verify(1) / t_verify(n), which a row's plain rate turns into
-    tok/s at that row's load (the calibrated curve scaled to it, as app.analysis.cost does).
-    A pass over n tokens is taken to cost at least a pass over one: a curve calibrated in a
-    moment of load can say otherwise, and would promise more than n times plain."""
+def pass_cost(curve: VerifyCostCurve, draft_max: int) -> Callable[[int], float]:
+    """Seconds of a pass over n tokens on the calibrated curve. A pass over n tokens is taken
+    to cost at least a pass over one: a curve calibrated in a moment of load can say
+    otherwise, and would promise more than n times plain."""
     sizes = calibration_sizes(draft_max)  # a cache entry may keep sizes an older one measured
     points = {n: t for n, t in curve.points.items() if n in sizes} or curve.points
     one = interpolate(points, 1)
@@ -312,10 +311,36 @@ def verify_limit(curve: VerifyCostCurve, draft_max: int) -> dict[str, Any]:
     def cost(n: int) -> float:
         return max(interpolate(points, n), one)
 
+    return cost
+
+
+def verify_limit(curve: VerifyCostCurve, draft_max: int) -> dict[str, Any]:
+    """The most any drafter can reach on this verify-cost curve: a pass over n tokens yields
+    n tokens at best and costs t_verify(n), so no drafter beats max_n n / t_verify(n). As a
+    speedup over plain, n * t_verify(1) / t_verify(n), which a row's plain rate turns into
+    tok/s at that row's load (the calibrated curve scaled to it, as app.analysis.cost does)."""
+    cost = pass_cost(curve, draft_max)
     best = max(range(1, draft_max + 2), key=lambda n: n / cost(n))
-    return {"speedup": best * one / cost(best), "pass_tokens": best,
+    return {"speedup": best * cost(1) / cost(best), "pass_tokens": best,
             "calibrated_tok_s": best / cost(best),
-            "curve_ms": {n: round(1000 * t, 2) for n, t in sorted(points.items())}}
+            "curve_ms": {n: round(1000 * t, 2) for n, t in sorted(curve.points.items())}}
+
+
+def workload_copy_bound(encoded: list[tuple[str, list[int], str]], outputs: list[list[int]],
+                        cost: Callable[[int], float], draft_max: int) -> float:
+    """The copy bound (app.analysis.copy_bound) of a workload's plain outputs, as a speedup
+    over plain: each task's sources are its prompt and, as the draft memory keeps them, the
+    earlier tasks of its round (their prompts' last tokens and their outputs)."""
+    plain = least = 0.0
+    per_round = len(encoded)
+    for start in range(0, len(outputs), per_round):
+        memory: list[int] = []
+        for (_, ids, _), output in zip(encoded, outputs[start:start + per_round], strict=True):
+            task_plain, task_least = copy_bound(output, [*memory, SEPARATOR, *ids], cost,
+                                                draft_max)
+            plain, least = plain + task_plain, least + task_least
+            memory += [SEPARATOR, *ids[-MEMORY_LEAD_TOKENS:], *output]
+    return plain / least if least else 1.0
 
 
 def draftless_rows(args: argparse.Namespace, tools: Path | None,
@@ -417,6 +442,11 @@ def draftless_workload(pair: LoadedPair, base: ModelSpec, config: DecodeConfig,
     result["limit"] = limit
     log(f"  verify-curve limit: {limit['tok_s']:.1f} tok/s ({limit['speedup']:.2f}x plain, "
         f"passes of {limit['pass_tokens']} tokens)")
+    bound = workload_copy_bound(encoded, plain.outputs, pass_cost(curve, config.draft_max),
+                                config.draft_max)
+    result["copy_bound"] = {"speedup": bound, "tok_s": bound * plain.tok_s}
+    log(f"  copy bound: {bound * plain.tok_s:.1f} tok/s ({bound:.2f}x plain): the most any "
+        "drafter copying earlier text could reach on these outputs")
     result["rows"] = {}
     for label in (DRAFTLENS_NGRAM, DRAFTLENS_SUFFIX):
         log(f"  {label}:")
@@ -652,6 +682,11 @@ def limit_cell(workload: dict[str, Any]) -> str:
     return f"{limit['tok_s']:.0f} tok/s ({limit['speedup']:.1f}×, n = {limit['pass_tokens']})"
 
 
+def bound_cell(workload: dict[str, Any]) -> str:
+    bound = workload.get("copy_bound")
+    return f"{bound['tok_s']:.0f} tok/s ({bound['speedup']:.2f}×)" if bound else "–"
+
+
 def draftless_tables(workloads: dict[str, Any], exact: dict[str, Any]) -> list[str]:
     """The draftless rows: a summary per workload, every row, every task, and the exact-kernel
     repeat. The verify-curve limit: no drafter beats max_n n / t_verify(n) tok/s."""
@@ -660,10 +695,13 @@ def draftless_tables(workloads: dict[str, Any], exact: dict[str, Any]) -> list[s
              "by each workload's earlier prompts in order. Rates are tokens over seconds across "
              "the tasks, × DraftLens plain beside them; the verify-curve limit is max over n of "
              "n / t_verify(n), the calibrated curve scaled to the workload's plain rate (a pass "
-             "over n tokens yields n at best), with the pass size n that reaches it:", "",
+             "over n tokens yields n at best), with the pass size n that reaches it; the copy "
+             "bound is the most any drafter that copies earlier text (the memory, the prompt, "
+             "the output so far) could reach on the plain outputs, each draft as long as its "
+             "copy agrees (app/analysis/copy_bound.py):", "",
              f"| workload | {DRAFTLENS_PLAIN} | {DRAFTLENS_NGRAM} | {DRAFTLENS_SUFFIX} | "
              "llama.cpp's best draftless | suffix / llama.cpp's best | suffix / --ngram | "
-             "verify-curve limit |", "|---|---|---|---|---|---|---|---|"]
+             "copy bound | verify-curve limit |", "|---|---|---|---|---|---|---|---|---|"]
     for name, w in workloads.items():
         rows, plain = w["rows"], w["plain_tok_s"]
         ngram, suffix = rows[DRAFTLENS_NGRAM]["spec_tok_s"], rows[DRAFTLENS_SUFFIX]["spec_tok_s"]
@@ -673,7 +711,7 @@ def draftless_tables(workloads: dict[str, Any], exact: dict[str, Any]) -> list[s
             f"| {name} | {plain:.1f} | {ngram:.1f} ({ngram / plain:.2f}×) | "
             f"{suffix:.1f} ({suffix / plain:.2f}×) | {best_cell} | "
             f"{fmt(suffix / best[1] if best else None, '{:.2f}×')} | "
-            f"{suffix / ngram:.2f}× | {limit_cell(w)} |")
+            f"{suffix / ngram:.2f}× | {bound_cell(w)} | {limit_cell(w)} |")
     lines += ["", "Every row (llama.cpp's greedy output is not compared):", "",
               "| workload | run | tok/s | × DraftLens plain | accepted | mean k | "
               "greedy identical to plain | verify-curve limit |",
