@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import inspect
 import os
@@ -108,6 +109,24 @@ def _dtype_for(device: str) -> Any:  # a torch.dtype; torch is imported lazily
     if os.environ.get("DRAFTLENS_TORCH_CPU_DTYPE"):
         return getattr(torch, os.environ["DRAFTLENS_TORCH_CPU_DTYPE"])
     return torch.bfloat16 if cpu_has_bf16() else torch.float32
+
+
+def attention_kernels(device: str) -> contextlib.AbstractContextManager[Any]:
+    """The scaled-dot-product-attention backends a forward pass may use: on CUDA all but
+    cuDNN's. torch 2.11 on an H100 picks cuDNN attention for bfloat16, which builds an
+    execution plan for every new (query length, cache length) shape it meets; a decode meets
+    a new cache length at every step, so every step paid for a plan: plain decoding of a
+    1.1B model took 99-104 ms per token at cache lengths not met before and 21 ms at the same
+    lengths again; without cuDNN, 24-31 ms either way (measured 2026-11-25, docs/benchmarks.md
+    "On CUDA"). Flash and memory-efficient attention need no per-shape plan. On other devices
+    nothing changes."""
+    if device != "cuda":
+        return contextlib.nullcontext()
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    kernels: contextlib.AbstractContextManager[Any] = sdpa_kernel(
+        [SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH])
+    return kernels
 
 
 class TorchModel:
@@ -235,7 +254,7 @@ class TorchModel:
                 f"context full ({self.n_ctx} tokens) — shorten the prompt or lower n-predict"
             )
         input_ids = torch.tensor([list(ids)], dtype=torch.long, device=self.device)
-        with torch.inference_mode():
+        with torch.inference_mode(), attention_kernels(self.device):
             out = self.model(
                 input_ids=input_ids,
                 use_cache=True,
@@ -291,7 +310,7 @@ class TorchModel:
         mask.masked_fill_(~allowed, torch.finfo(dtype).min)
         positions = torch.tensor([[past + d for d in depths]], device=self.device)
         input_ids = torch.tensor([list(ids)], dtype=torch.long, device=self.device)
-        with torch.inference_mode():
+        with torch.inference_mode(), attention_kernels(self.device):
             out = self.model(
                 input_ids=input_ids,
                 attention_mask=mask.to(self.device),
@@ -338,8 +357,8 @@ class TorchModel:
         input_ids = torch.tensor([list(prompt_ids)], device=self.model.device)
         passes = [0]
         hook = self.model.register_forward_hook(lambda *_: passes.__setitem__(0, passes[0] + 1))
-        try:
-            with torch.inference_mode():
+        try:  # the same attention kernels as this backend's own passes
+            with torch.inference_mode(), attention_kernels(self.device):
                 out = self.model.generate(
                     input_ids, attention_mask=torch.ones_like(input_ids), do_sample=False,
                     max_new_tokens=n_new, pad_token_id=self.tokenizer.eos_token_id, **extra,
