@@ -10,13 +10,22 @@ model (app.engine.kernel_noise).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
 
-from app.engine.protocol import LanguageModel
+from app.engine.protocol import (
+    EarlyExitModel,
+    HiddenStateModel,
+    LanguageModel,
+    MtpHeads,
+    MtpModel,
+    OutputHeadModel,
+    ReferenceGenerator,
+)
 
 
 @dataclass
@@ -46,7 +55,18 @@ def top_two(logits: np.ndarray) -> TopTwo:
 class MarginTap:
     """A LanguageModel that passes everything to `model` and records, for each cache
     position it returns logits for, the top two tokens (the last pass over a position wins,
-    which is the one whose token was kept)."""
+    which is the one whose token was kept).
+
+    The model's optional capabilities (app.engine.protocol: hidden states, output rows, early
+    exit, its own generate, MTP layers) pass through as methods of the tap's own class, built
+    for the model it wraps: from Python 3.12 isinstance() against a protocol looks attributes
+    up statically and never asks __getattr__, so a capability passed only there is lost."""
+
+    def __new__(cls, model: LanguageModel) -> MarginTap:
+        if cls is MarginTap:
+            cls = _tap_class(tuple(mixin for protocol, mixin in _CAPABILITIES
+                                   if isinstance(model, protocol)))
+        return super().__new__(cls)
 
     def __init__(self, model: LanguageModel) -> None:
         self.model = model
@@ -60,6 +80,8 @@ class MarginTap:
         self.caveats = model.caveats
         self.sampler_order = model.sampler_order
         self.top: dict[int, TopTwo] = {}
+        # the last tree pass until its path is kept: (cache length before it, n_skip, rows)
+        self._tree: tuple[int, int, np.ndarray] | None = None
 
     @property
     def n_cached(self) -> int:
@@ -87,12 +109,6 @@ class MarginTap:
         self._note(end, logits)
         return logits
 
-    def extend_hidden(self, ids: Sequence[int], n_logits: int) -> tuple[np.ndarray, np.ndarray]:
-        end = self.model.n_cached + len(ids)
-        logits, hidden = self.model.extend_hidden(ids, n_logits)  # type: ignore[attr-defined]
-        self._note(end, logits)
-        return logits, hidden
-
     def _note(self, end: int, logits: np.ndarray) -> None:
         """The top two of each returned row; the pass ended at cache position `end`, so row
         r of n predicts the token at position end - n + r + 1."""
@@ -101,8 +117,7 @@ class MarginTap:
             self.top[end - n + row + 1] = top_two(logits[row])
 
     def __getattr__(self, name: str) -> Any:
-        # the model's optional capabilities (hidden states, output rows, early exit, its own
-        # generate) pass through, so wrapping it changes nothing a run can do
+        # anything else the model has (a backend's own extras) passes through too
         if name == "model":
             raise AttributeError(name)
         return getattr(self.model, name)
@@ -110,18 +125,102 @@ class MarginTap:
     def extend_tree(
         self, ids: Sequence[int], parents: Sequence[int], n_skip: int
     ) -> tuple[np.ndarray, list[bool]]:
-        # tree rows are not noted: their positions depend on the path kept (they say
-        # themselves whether they match plain decoding bit for bit)
-        return self.model.extend_tree(ids, parents, n_skip)
+        start = self.model.n_cached
+        rows, exact = self.model.extend_tree(ids, parents, n_skip)
+        self._tree = (start, n_skip, rows)
+        return rows, exact
 
     def keep_path(self, path: Sequence[int]) -> None:
+        """A tree row's position is known once its path is kept: path node j sits at cache
+        position start + j, and its row predicts the token after it."""
         self.model.keep_path(path)
+        if self._tree is not None:
+            start, n_skip, rows = self._tree
+            self._tree = None
+            for j, node in enumerate(path):
+                if node >= n_skip:
+                    self.top[start + j + 1] = top_two(rows[node - n_skip])
 
     def truncate(self, n: int) -> None:
         self.model.truncate(n)
 
     def close(self) -> None:
         self.model.close()
+
+
+class _PassesHiddenStates:
+    model: Any
+    _note: Any
+
+    @property
+    def n_embd(self) -> int:
+        return int(self.model.n_embd)
+
+    def extend_hidden(self, ids: Sequence[int], n_logits: int) -> tuple[np.ndarray, np.ndarray]:
+        end = self.model.n_cached + len(ids)
+        logits, hidden = self.model.extend_hidden(ids, n_logits)
+        self._note(end, logits)
+        return logits, hidden
+
+
+class _PassesOutputRows:
+    model: Any
+
+    def output_rows(self, ids: Sequence[int]) -> np.ndarray:
+        rows: np.ndarray = self.model.output_rows(ids)
+        return rows
+
+
+class _PassesEarlyExit:
+    model: Any
+
+    @property
+    def n_layers(self) -> int:
+        return int(self.model.n_layers)
+
+    def early_exit(self, n_layers: int) -> LanguageModel:
+        view: LanguageModel = self.model.early_exit(n_layers)
+        return view
+
+
+class _PassesReferenceGenerate:
+    model: Any
+
+    @property
+    def reference_passes(self) -> int:
+        return int(self.model.reference_passes)
+
+    def reference_generate(self, prompt_ids: Sequence[int], n_new: int,
+                           assistant: object | None = None) -> list[int]:
+        out: list[int] = self.model.reference_generate(prompt_ids, n_new, assistant)
+        return out
+
+
+class _PassesMtp:
+    model: Any
+
+    @property
+    def n_mtp_heads(self) -> int:
+        return int(self.model.n_mtp_heads)
+
+    def mtp_heads(self) -> MtpHeads:
+        heads: MtpHeads = self.model.mtp_heads()
+        return heads
+
+
+_CAPABILITIES: tuple[tuple[type, type], ...] = (
+    (HiddenStateModel, _PassesHiddenStates), (OutputHeadModel, _PassesOutputRows),
+    (EarlyExitModel, _PassesEarlyExit), (ReferenceGenerator, _PassesReferenceGenerate),
+    (MtpModel, _PassesMtp))
+
+
+@functools.cache
+def _tap_class(mixins: tuple[type, ...]) -> type[MarginTap]:
+    """MarginTap with these capabilities' methods (one class per combination)."""
+    if not mixins:
+        return MarginTap
+    name = "MarginTap+" + "+".join(m.__name__.removeprefix("_Passes") for m in mixins)
+    return type(name, (MarginTap, *mixins), {})
 
 
 @dataclass
