@@ -9,6 +9,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -17,6 +19,7 @@ from replay_lookup import DEMO_CURVE  # noqa: E402
 from app.engine.acceptance_estimate import POOL_MEMORY  # noqa: E402
 from app.engine.adaptive import DraftLengthController  # noqa: E402
 from app.engine.cost_curve import VerifyCostCurve  # noqa: E402
+from app.engine.draft_model import DRAFT_MODEL  # noqa: E402
 from app.engine.drafters import Budget, Draft, Drafter, DraftKind, Outlook  # noqa: E402
 from app.engine.lookup import NGRAM_COPY  # noqa: E402
 from app.engine.lookup_edits import EditAwareLookup  # noqa: E402
@@ -193,3 +196,21 @@ VARIANTS["memory lookup, no run evidence"] = lookup_variant(NoRunEvidence)
 VARIANTS["memory lookup, run only in place"] = lookup_variant(RunOnlyInPlace)
 for _top in (1, 2):
     VARIANTS[f"probe {_top}"] = variant(controller=small_probes(DraftLengthController, _top))
+
+
+def with_margin(base: type[DraftLengthController], margin: float) -> type[DraftLengthController]:
+    class Margin(base):  # type: ignore[valid-type,misc]
+        """Draft only where the expected rate beats plain decoding's by `margin`."""
+
+        def best_k(self, kind: DraftKind = DRAFT_MODEL, limit: int | None = None) -> int:
+            rates = self.rates(kind, limit)
+            k = int(np.argmax(rates))
+            return k if rates[k] >= (1 + margin) * rates[0] else 0
+    return Margin
+
+
+for _margin in (0.03, 0.05, 0.1):
+    VARIANTS[f"margin {_margin}"] = variant(controller=with_margin(DraftLengthController,
+                                                                   _margin))
+    VARIANTS[f"margin {_margin}, probe 1"] = variant(controller=with_margin(
+        small_probes(DraftLengthController, 1), _margin))

@@ -32,6 +32,12 @@ from app.engine.records import StepRecord
 __all__ = ["DraftLengthController", "PassCost", "VerifyCostCurve", "rates_by_k"]
 
 _EMA = 0.15
+# a draft must be expected to beat plain decoding by this much: the curve and the acceptance
+# estimates are measurements that move by more than a few percent (the demo target's 2-token
+# pass costs 1.9-2.0 single steps from one minute to the next), and a guess drafted on a
+# streak of passes at a few percent of expected gain lost 4% of a fresh-code run to plain
+# decoding (a 2-token pass at 57% acceptance where 94% was needed to pay)
+_MIN_GAIN = 1.05
 # a probe is worth a pass only if drafting could pay at near-perfect acceptance
 _OPTIMISTIC_ACCEPT = 0.95
 
@@ -95,9 +101,12 @@ class DraftLengthController:
         return rates_by_k(self.estimate(kind).accept_at[:top], seconds)
 
     def best_k(self, kind: DraftKind = DRAFT_MODEL, limit: int | None = None) -> int:
-        """The k with the best expected rate, among k <= limit: near the end of the output
-        a shorter draft may fit a cheaper pass size than the unlimited best cut short."""
-        return int(np.argmax(self.rates(kind, limit)))
+        """The k with the best expected rate, among k <= limit (near the end of the output
+        a shorter draft may fit a cheaper pass size than the unlimited best cut short), or 0
+        where it beats plain decoding by less than _MIN_GAIN."""
+        rates = self.rates(kind, limit)
+        k = int(np.argmax(rates))
+        return k if rates[k] >= _MIN_GAIN * rates[0] else 0
 
     def could_pay(self, kind: DraftKind, limit: int | None = None) -> int:
         """The best k (up to limit) if acceptance were near perfect, or 0 if even then
