@@ -140,6 +140,7 @@ class TorchModel:
         trust_remote_code: bool = False,
         allow_pickle: bool = False,
         dtype: str | None = None,
+        batch_invariant: bool = False,
     ) -> None:
         ok, why = torch_available()
         if not ok:
@@ -190,6 +191,14 @@ class TorchModel:
         self._cache_keyword = cache_keyword(self.model)
         self._n_cached = 0
         self._tree_start: int | None = None  # tokens cached before an unresolved tree pass
+        # the exact mode: every pass runs one token at a time, the computation of a plain step,
+        # so no row can depend on how many tokens a pass holds (torch's GEMM and attention
+        # kernels do: rows of a pass differ from single steps in the last bits, on a CPU in
+        # float32 as on CUDA). Slower; for check-exact. A tree pass then leaves the last
+        # node's path in the cache (_tree_chain: tree indexes), keep_path the path asked.
+        self.batch_invariant = batch_invariant
+        self._tree_ids: list[int] = []
+        self._tree_chain: list[int] = []
         self._text_cache: dict[int, str] = {}
         self.reference_passes = 0  # this model's forward passes in the last reference_generate
 
@@ -245,6 +254,20 @@ class TorchModel:
     def _forward(
         self, ids: Sequence[int], n_logits: int, hidden: bool
     ) -> tuple[np.ndarray, np.ndarray | None]:
+        if not self.batch_invariant or len(ids) <= 1:
+            return self._pass(ids, n_logits, hidden)
+        rows, states = [], []
+        for i, token in enumerate(ids):
+            wanted = int(i >= len(ids) - n_logits)
+            logits, state = self._pass([token], wanted, hidden)
+            rows.append(logits)
+            if state is not None:
+                states.append(state)
+        return (np.concatenate(rows), np.concatenate(states) if hidden else None)
+
+    def _pass(
+        self, ids: Sequence[int], n_logits: int, hidden: bool
+    ) -> tuple[np.ndarray, np.ndarray | None]:
         torch = self._torch
         if not ids:
             return (np.zeros((0, self.n_vocab), dtype=np.float32),
@@ -276,6 +299,9 @@ class TorchModel:
     def truncate(self, n: int) -> None:
         if self._tree_start is not None:  # a tree pass not followed by keep_path
             self._tree_start = None
+        self._crop(n)
+
+    def _crop(self, n: int) -> None:
         if n >= self._n_cached:
             return
         if n == 0:
@@ -289,13 +315,16 @@ class TorchModel:
         self, ids: Sequence[int], parents: Sequence[int], n_skip: int
     ) -> tuple[np.ndarray, list[bool]]:
         """One forward pass with a 4-D attention mask (each token sees the cache and its
-        ancestors) and positions by depth."""
+        ancestors) and positions by depth; in the exact mode, each node one token at a time
+        on its own path."""
         torch = self._torch
         n = len(ids)
         if self._n_cached + n > self.n_ctx:
             raise BackendError(
                 f"context full ({self.n_ctx} tokens) — shorten the prompt or lower n-predict"
             )
+        if self.batch_invariant:
+            return self._tree_one_at_a_time(ids, parents, n_skip)
         sees = torch.zeros((n, n), dtype=torch.bool)
         depths = [0] * n
         for i in range(n):
@@ -330,12 +359,49 @@ class TorchModel:
         if self._tree_start is None:
             raise BackendError("keep_path needs a tree pass first")
         past = self._tree_start
+        if self.batch_invariant:
+            self._tree_start = None
+            self._go_to(past, self._tree_ids, list(path))
+            return
         keep = self._torch.tensor([*range(past), *(past + i for i in path)], device=self.device)
         for layer in self._cache.layers:
             layer.keys = layer.keys.index_select(-2, keep)
             layer.values = layer.values.index_select(-2, keep)
         self._n_cached = past + len(path)
         self._tree_start = None
+
+    def _tree_one_at_a_time(
+        self, ids: Sequence[int], parents: Sequence[int], n_skip: int
+    ) -> tuple[np.ndarray, list[bool]]:
+        """Each node's row from a one-token step on the cache holding its ancestors (in
+        preorder the path moves little from one node to the next): bit-identical to plain
+        decoding of that path by construction."""
+        past = self._n_cached
+        self._tree_ids, self._tree_chain = list(ids), []
+        rows = []
+        for i in range(len(ids)):
+            path = [i]
+            while parents[path[0]] != -1:
+                path.insert(0, parents[path[0]])
+            self._go_to(past, ids, path[:-1])
+            logits = self._pass([ids[i]], 1, hidden=False)[0]
+            self._tree_chain.append(i)
+            if i >= n_skip:
+                rows.append(logits)
+        self._tree_start = past
+        return np.concatenate(rows), [True] * len(rows)
+
+    def _go_to(self, past: int, ids: Sequence[int], path: list[int]) -> None:
+        """Make the cache hold the `past` tokens and then the tree nodes of `path`: keep the
+        part of the chain cached that starts the path, step through the rest."""
+        same = 0
+        while (same < min(len(path), len(self._tree_chain))
+               and path[same] == self._tree_chain[same]):
+            same += 1
+        self._crop(past + same)
+        for node in path[same:]:
+            self._pass([ids[node]], 0, hidden=False)
+        self._tree_chain = list(path)
 
     def reference_generate(
         self, prompt_ids: Sequence[int], n_new: int, assistant: object | None = None

@@ -57,6 +57,19 @@ def hf_pair(hf_dirs):
 
 
 @pytest.fixture(scope="session")
+def hf_exact_pair(hf_dirs):
+    """The torch pair with the target in the exact mode (one token per pass): where greedy
+    identity with plain decoding is guaranteed, as gguf_pair's exact kernels guarantee it."""
+    from backends.torch_hf import TorchModel
+
+    target = TorchModel(hf_dirs[0], device="cpu", batch_invariant=True)
+    draft = TorchModel(hf_dirs[1], device="cpu")
+    yield target, draft
+    target.close()
+    draft.close()
+
+
+@pytest.fixture(scope="session")
 def gguf_files(tmp_path_factory):
     from tests.tiny_gguf import write_tiny_gguf
 

@@ -28,7 +28,7 @@ def plain(target, n_predict, prompt):
 
 @pytest.fixture(params=["torch", "llamacpp"])
 def pair(request):
-    return request.getfixturevalue("hf_pair" if request.param == "torch" else "gguf_pair")
+    return request.getfixturevalue("hf_exact_pair" if request.param == "torch" else "gguf_pair")
 
 
 @pytest.mark.parametrize("k", [1, 3, 8])
@@ -88,7 +88,7 @@ def _clone(model):
     if model.backend == "torch":
         from backends.torch_hf import TorchModel
 
-        return TorchModel(model.path, device="cpu")
+        return TorchModel(model.path, device="cpu", batch_invariant=True)
     from backends.llamacpp import LlamaCppModel
 
     return LlamaCppModel(model.path, n_gpu_layers=0, n_ctx=512)

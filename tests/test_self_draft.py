@@ -40,7 +40,7 @@ def deep_hf(tmp_path_factory):
     from tests.tiny_hf import write_tiny_hf
 
     folder = write_tiny_hf(tmp_path_factory.mktemp("deep-hf") / "t", seed=3, n_layer=4)
-    model = TorchModel(folder, device="cpu")
+    model = TorchModel(folder, device="cpu", batch_invariant=True)  # the exact mode
     yield model
     model.close()
 

@@ -24,7 +24,8 @@ PROMPT = "the cat sat on the mat. the cat"
 
 @pytest.fixture(params=["torch", "llamacpp"])
 def target(request):
-    pair = request.getfixturevalue("hf_pair" if request.param == "torch" else "gguf_pair")
+    pair = request.getfixturevalue("hf_exact_pair" if request.param == "torch"
+                                   else "gguf_pair")
     return pair[0]
 
 

@@ -30,7 +30,7 @@ def generate(target, drafter, n_predict, prompt, width, depth=4, nodes=16, p_spl
 
 @pytest.fixture(params=["torch", "llamacpp"])
 def pair(request):
-    return request.getfixturevalue("hf_pair" if request.param == "torch" else "gguf_pair")
+    return request.getfixturevalue("hf_exact_pair" if request.param == "torch" else "gguf_pair")
 
 
 def went_through_a_sibling(steps) -> bool:

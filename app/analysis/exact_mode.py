@@ -2,29 +2,27 @@
 
 llama.cpp chooses its CPU kernels once per process, so the exact (batch-invariant) run of a
 pair loaded with the fast kernels needs a process of its own: `draftlens check-exact
---greedy-only --exact-kernels --json` on the same files. torch's exact mode is float32 on the
-CPU (DRAFTLENS_TORCH_CPU_DTYPE); on a GPU torch has none here.
+--greedy-only --exact-kernels --json` on the same files. torch has no batch-invariant kernels
+(a pass's rows differ from single steps in the last bits, in float32 on a CPU as on CUDA): its
+exact mode runs every pass one token at a time (backends.torch_hf), on any device.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 
 from app.errors import DraftLensError
 from app.models.loading import ModelSpec
 
-TORCH_EXACT_DTYPE = "float32"
-
 
 def exact_mode_name(backend: str) -> str:
-    return "exact kernels" if backend == "llamacpp" else f"torch {TORCH_EXACT_DTYPE}"
+    return "exact kernels" if backend == "llamacpp" else "torch, one token per pass"
 
 
 def has_exact_mode(backend: str, device: str) -> bool:
-    return backend == "llamacpp" or device == "cpu"
+    return backend in ("llamacpp", "torch")
 
 
 def spec_flags(spec: ModelSpec) -> list[str]:
@@ -68,11 +66,8 @@ def child_command(spec: ModelSpec, draft_max: int, n_predict: int) -> list[str]:
 
 def run_exact_mode(spec: ModelSpec, draft_max: int, n_predict: int) -> dict[str, object]:
     """The child's greedy suite (GreedySuite.to_dict())."""
-    env = dict(os.environ)
-    if spec.resolved_backend() == "torch":
-        env["DRAFTLENS_TORCH_CPU_DTYPE"] = TORCH_EXACT_DTYPE
     command = child_command(spec, draft_max, n_predict)
-    done = subprocess.run(command, capture_output=True, text=True, env=env, check=False)
+    done = subprocess.run(command, capture_output=True, text=True, check=False)
     lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
     if done.returncode not in (0, 3) or not lines:
         said = [line for line in done.stderr.splitlines() if line.strip()]

@@ -4,9 +4,10 @@
    default dtype) a verify pass and a single step may sum in another order, so greedy texts can
    part where the target's two best tokens are nearly tied: each such divergence is listed with
    both runs' top-two margins and judged against the kernels' measured disagreement
-   (app.engine.divergence, app.engine.kernel_noise). With batch-invariant kernels (llama.cpp
-   --exact-kernels; torch float32 on the CPU), run in a child process because llama.cpp picks
-   its CPU kernels once per process, speculative output must be bit-identical to plain
+   (app.engine.divergence, app.engine.kernel_noise). In the exact mode (llama.cpp's
+   batch-invariant kernels, --exact-kernels; torch: every pass one token at a time), run in a
+   child process because llama.cpp picks its CPU kernels once per process, speculative output
+   must be bit-identical to plain
    decoding: that is what shows the algorithm right, and what catches an error that hides
    inside the noise bound.
 2. Sampling: the first two tokens of many independently seeded speculative runs must follow
@@ -28,7 +29,6 @@ from typing import Any
 import numpy as np
 
 from app.analysis.exact_mode import (
-    TORCH_EXACT_DTYPE,
     exact_mode_name,
     has_exact_mode,
     run_exact_mode,
@@ -46,8 +46,9 @@ from app.runs import build_session
 # What holds in which mode, said the same way by the README, `--help` and the window.
 EXACTNESS_SENTENCE = (
     "Sampled output follows the target's distribution exactly in every mode; greedy output is "
-    "bit-identical to plain decoding with batch-invariant kernels (--exact-kernels; torch: "
-    "float32 on a CPU), and in the default fast mode may part from it only at near-ties "
+    "bit-identical to plain decoding in the exact mode (--exact-kernels: llama.cpp's "
+    "batch-invariant kernels; torch: one token per pass), and in the default fast mode may "
+    "part from it only at near-ties "
     "within the kernels' measured noise — check your own pair with `draftlens check-exact`.")
 
 GREEDY_PROMPTS = [
@@ -284,11 +285,11 @@ def sampled_tokens(pair: LoadedPair, prompt_ids: list[int], params: SamplingPara
 def user_mode(pair: LoadedPair) -> tuple[str, bool]:
     """The mode this pair runs in, and whether it is already the exact one."""
     target = pair.target
+    exact = pair.spec.batch_invariant
     if target.backend == "llamacpp":
-        exact = pair.spec.batch_invariant
         return ("exact kernels" if exact else "fast kernels"), exact
     dtype = str(getattr(target, "dtype", "default dtype"))
-    return f"torch {dtype}", dtype == TORCH_EXACT_DTYPE and target.device == "cpu"
+    return (f"torch {dtype}, one token per pass" if exact else f"torch {dtype}"), exact
 
 
 def check_greedy(pair: LoadedPair, draft_max: int = 4, n_predict: int = 32,

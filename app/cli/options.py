@@ -53,9 +53,10 @@ def add_model_flags(parser: argparse.ArgumentParser) -> None:
     g.add_argument("-t", "--threads", dest="n_threads", type=int, default=None)
     kernels = g.add_mutually_exclusive_group()
     kernels.add_argument("--exact-kernels", action="store_true",
-                         help="llama.cpp on CPU: batch-invariant kernels, so a verify pass "
-                              "gives bit-identical logits to plain steps (greedy output always "
-                              "equals plain decoding; about 25%% slower)")
+                         help="the exact mode: a verify pass gives bit-identical logits to "
+                              "plain steps, so greedy output always equals plain decoding "
+                              "(llama.cpp on CPU: batch-invariant kernels, about 25%% slower; "
+                              "torch: every pass one token at a time, for checking only)")
     kernels.add_argument("--fast-kernels", action="store_true",
                          help="llama.cpp: the CPU's repacked kernels (the default)")
     g.add_argument("--trust-remote-code", action="store_true",

@@ -43,7 +43,8 @@ class ModelSpec:
     n_threads: int | None = None
     trust_remote_code: bool = False
     allow_pickle: bool = False
-    batch_invariant: bool = False  # True: llama.cpp's exact (batch-invariant) CPU kernels
+    # True: the exact mode (llama.cpp's batch-invariant CPU kernels; torch one token per pass)
+    batch_invariant: bool = False
     self_draft_layers: int = 0  # > 0: the target's first N layers draft (no draft file)
     rpc: str = ""  # the target on llama.cpp rpc-servers: HOST:PORT[,HOST:PORT...]
     draft_heads: str = ""  # a heads file trained on the target (app.models.draft_heads)
@@ -185,7 +186,8 @@ def load_model(path: str, spec: ModelSpec, rpc: str = "", mtp: bool = False) -> 
             from backends.torch_hf import TorchModel
 
             model = TorchModel(path, device=spec.device, trust_remote_code=spec.trust_remote_code,
-                               allow_pickle=spec.allow_pickle)
+                               allow_pickle=spec.allow_pickle,
+                               batch_invariant=spec.batch_invariant)
     except MemoryError as exc:
         raise out_of_memory(path, free) from exc
     except BackendError as exc:
