@@ -11,8 +11,10 @@ identity  Greedy identity: for each drafting scheme of the torch backend (draft 
           heads, n-gram lookup, suffix decoding, a draft of another vocabulary through TLI)
           speculative greedy text against plain decoding of the same prompts
           (app.analysis.exactness.GREEDY_PROMPTS), in the default dtype (bfloat16 on CUDA) and
-          in float32 with TF32 off. Each difference is explained the way `check-exact` does:
-          the target's top-two logit gap in both runs at the first differing token, judged
+          in float32 with TF32 off, and in the exact mode (--exact-kernels: every pass one
+          token at a time), where any difference is a bug. Each difference is explained the
+          way `check-exact` does: the target's top-two logit gap in both runs at the first
+          differing token, judged
           against the kernel noise measured on the same model (app.engine.divergence,
           app.engine.kernel_noise).
 batch     Batch invariance: the logits of each position scored by one-token steps against the
@@ -283,6 +285,9 @@ def greedy_identity(pair: Any, config: Any, prompts: list[str]) -> dict[str, Any
     return result
 
 
+MODES = {"default", "float32, TF32 off", "exact mode"}  # --identity-modes
+
+
 def identity_part(models: dict[str, Path], heads: Path, device: str,
                   n_predict: int) -> list[dict[str, Any]]:
     from app.analysis.exactness import GREEDY_PROMPTS
@@ -306,9 +311,14 @@ def identity_part(models: dict[str, Path], heads: Path, device: str,
         ("draft of another vocabulary (TLI), k=4", {"draft": cross}, chain),
     ]
     rows = []
-    for mode, dtype in (("default", None), ("float32, TF32 off", "float32")):
+    modes = (("default", None, False), ("float32, TF32 off", "float32", False),
+             ("exact mode", None, True))  # exact: --exact-kernels, one token per pass
+    for mode, dtype, exact in modes:
+        if mode not in MODES:
+            continue
         for name, flags, config in schemes:
-            spec = ModelSpec(target=target, backend="torch", device=device, **flags)
+            spec = ModelSpec(target=target, backend="torch", device=device,
+                             batch_invariant=exact, **flags)
             dtype_name = dtype or "default"
             try:  # a broken scheme is a finding, not the end of the run
                 with torch_dtype(dtype):
@@ -617,8 +627,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("-n", type=int, default=None, help="tokens per speed run")
     parser.add_argument("--rounds", type=int, default=1, help="speed: alternations per prompt")
     parser.add_argument("--tag", default="", help="written to cuda_check-TAG.json")
+    parser.add_argument("--identity-modes", default=",".join(sorted(MODES)),
+                        help="identity: which of " + ", ".join(sorted(MODES)))
     args = parser.parse_args(argv)
     parts = set(args.parts.split(","))
+    MODES.intersection_update(m.strip() for m in args.identity_modes.split(","))
     out_dir = Path(args.out)
     out_dir.mkdir(parents=True, exist_ok=True)
 
