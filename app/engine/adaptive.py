@@ -110,12 +110,15 @@ class DraftLengthController:
 
     def could_pay(self, kind: DraftKind, limit: int | None = None) -> int:
         """The best k (up to limit) if acceptance were near perfect, or 0 if even then
-        drafting loses."""
+        drafting would not gain _MIN_GAIN (a probe that could at best break even, a 1-token
+        guess where a 2-token pass costs 1.94 steps, only costs)."""
         top = self.draft_max if limit is None else min(limit, self.draft_max)
         optimistic = [_OPTIMISTIC_ACCEPT] * top
         cost, curve = self.pass_cost(kind), self.curve.current()
         seconds = [cost.seconds(k, curve) for k in range(top + 1)]
-        return int(np.argmax(rates_by_k(optimistic, seconds)))
+        rates = rates_by_k(optimistic, seconds)
+        k = int(np.argmax(rates))
+        return k if rates[k] >= _MIN_GAIN * rates[0] else 0
 
     def confidence_stop(self, kind: DraftKind, remaining: int) -> ConfidenceStop | None:
         """In adaptive mode, for a draft model: the rule that ends this pass's draft where
