@@ -9,15 +9,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from replay_lookup import DEMO_CURVE  # noqa: E402
 
 from app.engine.acceptance_estimate import POOL_MEMORY  # noqa: E402
-from app.engine.adaptive import DraftLengthController  # noqa: E402
+from app.engine.adaptive import DraftLengthController, paying_k  # noqa: E402
 from app.engine.cost_curve import VerifyCostCurve  # noqa: E402
 from app.engine.draft_model import DRAFT_MODEL  # noqa: E402
 from app.engine.drafters import Budget, Draft, Drafter, DraftKind, Outlook  # noqa: E402
@@ -126,7 +124,6 @@ VARIANTS: dict[str, Callable[[TokenBuffer, Limit, int], Pair]] = {
 }
 
 
-
 class MemoryLookup(Drafter):
     """The edit-aware prompt lookup (--ngram's) reading the earlier runs as if they came
     before the prompt, for every copy: copies from memory follow the target's renames as
@@ -203,9 +200,7 @@ def with_margin(base: type[DraftLengthController], margin: float) -> type[DraftL
         """Draft only where the expected rate beats plain decoding's by `margin`."""
 
         def best_k(self, kind: DraftKind = DRAFT_MODEL, limit: int | None = None) -> int:
-            rates = self.rates(kind, limit)
-            k = int(np.argmax(rates))
-            return k if rates[k] >= (1 + margin) * rates[0] else 0
+            return paying_k(self.rates(kind, limit), 1 + margin)
     return Margin
 
 

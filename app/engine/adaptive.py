@@ -29,7 +29,7 @@ from app.engine.metrics import expected_tokens_for_each_k
 from app.engine.probes import ProbePolicy
 from app.engine.records import StepRecord
 
-__all__ = ["DraftLengthController", "PassCost", "VerifyCostCurve", "rates_by_k"]
+__all__ = ["DraftLengthController", "PassCost", "VerifyCostCurve", "paying_k", "rates_by_k"]
 
 _EMA = 0.15
 # a draft must be expected to beat plain decoding by this much: the curve and the acceptance
@@ -40,6 +40,13 @@ _EMA = 0.15
 _MIN_GAIN = 1.05
 # a probe is worth a pass only if drafting could pay at near-perfect acceptance
 _OPTIMISTIC_ACCEPT = 0.95
+
+
+def paying_k(rates: np.ndarray, min_gain: float = _MIN_GAIN) -> int:
+    """The k of the best rate in `rates` (k = 0..), or 0 where it beats plain decoding's
+    (rates[0]) by less than `min_gain`."""
+    k = int(np.argmax(rates))
+    return k if rates[k] >= min_gain * rates[0] else 0
 
 
 def rates_by_k(accept_at: Sequence[float], seconds: Sequence[float]) -> np.ndarray:
@@ -104,9 +111,7 @@ class DraftLengthController:
         """The k with the best expected rate, among k <= limit (near the end of the output
         a shorter draft may fit a cheaper pass size than the unlimited best cut short), or 0
         where it beats plain decoding by less than _MIN_GAIN."""
-        rates = self.rates(kind, limit)
-        k = int(np.argmax(rates))
-        return k if rates[k] >= _MIN_GAIN * rates[0] else 0
+        return paying_k(self.rates(kind, limit))
 
     def could_pay(self, kind: DraftKind, limit: int | None = None) -> int:
         """The best k (up to limit) if acceptance were near perfect, or 0 if even then
@@ -116,9 +121,7 @@ class DraftLengthController:
         optimistic = [_OPTIMISTIC_ACCEPT] * top
         cost, curve = self.pass_cost(kind), self.curve.current()
         seconds = [cost.seconds(k, curve) for k in range(top + 1)]
-        rates = rates_by_k(optimistic, seconds)
-        k = int(np.argmax(rates))
-        return k if rates[k] >= _MIN_GAIN * rates[0] else 0
+        return paying_k(rates_by_k(optimistic, seconds))
 
     def confidence_stop(self, kind: DraftKind, remaining: int) -> ConfidenceStop | None:
         """In adaptive mode, for a draft model: the rule that ends this pass's draft where
