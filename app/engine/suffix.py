@@ -29,7 +29,7 @@ from app.engine.drafters import (
     Outlook,
     TreeShape,
 )
-from app.engine.lookup import NGRAM_GUESS, run_back
+from app.engine.lookup import NGRAM_GUESS
 from app.engine.lookup_edits import EditAwareLookup
 from app.engine.records import (
     COPIED_FROM_MEMORY,
@@ -190,9 +190,10 @@ class SuffixDrafter(Drafter):
         self, context: list[int], budget: Budget, params: SamplingParams,
         rng: np.random.Generator,
     ) -> Draft:
-        if self._copy_of_prompt(context) is not None:
+        prompt_copy = self._copy_of_prompt(context)
+        if prompt_copy is not None:
             draft = self._prompt_copy.propose(context, budget, params, rng)
-            source = self._prompt_source(context)
+            source = _prompt_source(prompt_copy)
             return Draft(draft.tokens, None, copied_from=[source] * len(draft.tokens))
         tree, available = self._likeliest(context)
         n = min(budget.max_tokens, available)
@@ -207,9 +208,10 @@ class SuffixDrafter(Drafter):
     ) -> DraftTree:
         """The continuations merged, likeliest first, within the shape's width and nodes (a
         copy of the prompt: the edit-aware lookup's tree of its best matches)."""
-        if self._copy_of_prompt(context) is not None:
+        prompt_copy = self._copy_of_prompt(context)
+        if prompt_copy is not None:
             lookup_tree = self._prompt_copy.propose_tree(context, depth, shape, params, rng)
-            source = self._prompt_source(context)
+            source = _prompt_source(prompt_copy)
             return DraftTree(lookup_tree.tokens, lookup_tree.parents, lookup_tree.q_rows,
                              [source] * len(lookup_tree.tokens))
         tree = self.candidates(context, TreeBudget(depth, shape.max_nodes, shape.width,
@@ -223,13 +225,11 @@ class SuffixDrafter(Drafter):
                          [new_index[tree.nodes[i].parent] for i in kept],
                          [None] * len(kept), [_source(tree, i) for i in kept])
 
-    def _prompt_source(self, context: list[int]) -> CopySource:
-        """A copy of the prompt, as the inspector names it: one continuation, matched by the
-        tokens before it that agree."""
-        found = self._prompt_copy.find(context)
-        match = 0 if found is None else run_back(context, found.start - 1, context,
-                                                 len(context) - 1, self.max_match)
-        return CopySource(kind=COPIED_FROM_PROMPT, match=match)
+
+def _prompt_source(prompt_copy: Outlook) -> CopySource:
+    """A copy of the prompt, as the inspector names it: one continuation, matched by the
+    tokens before it that agree (the lookup's run, Outlook.copied)."""
+    return CopySource(kind=COPIED_FROM_PROMPT, match=prompt_copy.copied)
 
 
 def _source(tree: CandidateTree, i: int) -> CopySource:
