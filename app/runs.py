@@ -36,6 +36,12 @@ NGRAM_LABEL = "n-gram lookup"
 MEMORY_LEAD_TOKENS = 4
 
 
+def remembered_tokens(prompt_ids: Sequence[int], output: Sequence[int]) -> list[int]:
+    """What the draft memory keeps of a run: the prompt's last MEMORY_LEAD_TOKENS, then the
+    output."""
+    return [*prompt_ids[-MEMORY_LEAD_TOKENS:], *output]
+
+
 @dataclass
 class Run:
     """A session ready to iterate over `prompt_ids`, and the header its trace starts with."""
@@ -142,8 +148,8 @@ def remember_output(pair: LoadedPair, session: Session, prompt_ids: Sequence[int
     memory = draft_memory(pair)
     if memory is None or session.drafter is None or not session.output_ids:
         return
-    lead = list(prompt_ids[-MEMORY_LEAD_TOKENS:])
-    memory.add(memory_key(pair), prompt_fingerprint(prompt_ids), [*lead, *session.output_ids])
+    memory.add(memory_key(pair), prompt_fingerprint(prompt_ids),
+               remembered_tokens(prompt_ids, session.output_ids))
     memory.save()
 
 

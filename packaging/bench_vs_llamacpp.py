@@ -78,7 +78,7 @@ from app.engine.divergence import MarginTap  # noqa: E402
 from app.engine.sampling import SamplingParams  # noqa: E402
 from app.engine.token_buffer import SEPARATOR  # noqa: E402
 from app.models.loading import LoadedPair, ModelSpec, load_pair  # noqa: E402
-from app.runs import MEMORY_LEAD_TOKENS, build_session, encode_prompt  # noqa: E402
+from app.runs import build_session, encode_prompt, remembered_tokens  # noqa: E402
 
 TOOLS = ("llama-bench", "llama-speculative-simple", "llama-lookup")
 DRAFTLESS_TOKENS = 200
@@ -339,7 +339,7 @@ def workload_copy_bound(encoded: list[tuple[str, list[int], str]], outputs: list
             task_plain, task_least = copy_bound(output, [*memory, SEPARATOR, *ids], cost,
                                                 draft_max)
             plain, least = plain + task_plain, least + task_least
-            memory += [SEPARATOR, *ids[-MEMORY_LEAD_TOKENS:], *output]
+            memory += [SEPARATOR, *remembered_tokens(ids, output)]
     return plain / least if least else 1.0
 
 

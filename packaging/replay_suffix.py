@@ -1,6 +1,6 @@
 """Replaying suffix decoding over the target's own greedy outputs (see replay_lookup.py): each
 suite's tasks in order, the draft memory (empty at first) filling with every answer as a
-working session's does (app.runs keeps the prompt's last MEMORY_LEAD_TOKENS, then the
+working session's does (app.runs.remembered_tokens: the prompt's last few tokens, then the
 output), each pass priced on the demo target's verify curve. Modelled, not timed: a
 variant's speed is compared with plain decoding's on the same curve. --oracle bounds what any
 controller could earn from a drafter: k chosen knowing how much of each draft agrees.
@@ -35,7 +35,7 @@ from app.engine.drafters import Budget, Drafter  # noqa: E402
 from app.engine.lookup import block_limit  # noqa: E402
 from app.engine.sampling import SamplingParams  # noqa: E402
 from app.engine.suffix import RememberedRun, memory_buffer  # noqa: E402
-from app.runs import MEMORY_LEAD_TOKENS  # noqa: E402
+from app.runs import remembered_tokens  # noqa: E402
 
 SUITES = ("repetitive", "edit", "code", "text")
 GREEDY = SamplingParams()
@@ -108,7 +108,7 @@ def replay_suite(rows: list[dict[str, Any]], variant: str, limit: Limit, draft_m
         cost = VerifyCostCurve(dict(DEMO_CURVE)).cost
         replay(row["prompt"], row["output"], drafter, controller, cost, tally)
         runs.append(RememberedRun(len(runs) + 1,
-                                  [*row["prompt"][-MEMORY_LEAD_TOKENS:], *row["output"]]))
+                                  remembered_tokens(row["prompt"], row["output"])))
     return tallies
 
 
@@ -133,7 +133,7 @@ def agreement(rows: list[dict[str, Any]], variant: str, limit: Limit,
                 agree += 1
             per.append((drafter.match_length(context), agree))
         found.append(per)
-        runs.append(RememberedRun(len(runs) + 1, [*prompt[-MEMORY_LEAD_TOKENS:], *output]))
+        runs.append(RememberedRun(len(runs) + 1, remembered_tokens(prompt, output)))
     return found
 
 
