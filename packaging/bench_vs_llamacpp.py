@@ -300,12 +300,18 @@ def draftless_config(args: argparse.Namespace) -> DecodeConfig:
                         sampling=SamplingParams(temperature=0.0))
 
 
+def calibrated_points(curve: VerifyCostCurve, draft_max: int) -> dict[int, float]:
+    """The curve's points at the sizes calibrated for this draft_max (a cache entry may keep
+    sizes an older one measured)."""
+    sizes = calibration_sizes(draft_max)
+    return {n: t for n, t in curve.points.items() if n in sizes} or curve.points
+
+
 def pass_cost(curve: VerifyCostCurve, draft_max: int) -> Callable[[int], float]:
     """Seconds of a pass over n tokens on the calibrated curve. A pass over n tokens is taken
     to cost at least a pass over one: a curve calibrated in a moment of load can say
     otherwise, and would promise more than n times plain."""
-    sizes = calibration_sizes(draft_max)  # a cache entry may keep sizes an older one measured
-    points = {n: t for n, t in curve.points.items() if n in sizes} or curve.points
+    points = calibrated_points(curve, draft_max)
     one = interpolate(points, 1)
 
     def cost(n: int) -> float:
@@ -321,9 +327,10 @@ def verify_limit(curve: VerifyCostCurve, draft_max: int) -> dict[str, Any]:
     tok/s at that row's load (the calibrated curve scaled to it, as app.analysis.cost does)."""
     cost = pass_cost(curve, draft_max)
     best = max(range(1, draft_max + 2), key=lambda n: n / cost(n))
+    points = calibrated_points(curve, draft_max)
     return {"speedup": best * cost(1) / cost(best), "pass_tokens": best,
             "calibrated_tok_s": best / cost(best),
-            "curve_ms": {n: round(1000 * t, 2) for n, t in sorted(curve.points.items())}}
+            "curve_ms": {n: round(1000 * t, 2) for n, t in sorted(points.items())}}
 
 
 def workload_copy_bound(encoded: list[tuple[str, list[int], str]], outputs: list[list[int]],
