@@ -21,7 +21,7 @@ def exact_mode_name(backend: str) -> str:
     return "exact kernels" if backend == "llamacpp" else "torch, one token per pass"
 
 
-def has_exact_mode(backend: str, device: str) -> bool:
+def has_exact_mode(backend: str) -> bool:
     return backend in ("llamacpp", "torch")
 
 

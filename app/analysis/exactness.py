@@ -302,7 +302,7 @@ def check_greedy(pair: LoadedPair, draft_max: int = 4, n_predict: int = 32,
     suite = greedy_suite(pair, draft_max, n_predict, GREEDY_PROMPTS, mode, already_exact)
     if already_exact:
         return suite, suite
-    if not has_exact_mode(pair.target.backend, pair.target.device):
+    if not has_exact_mode(pair.target.backend):
         return suite, None
     say(f"greedy identity again with {exact_mode_name(pair.target.backend)} (a child process)")
     exact = GreedySuite.from_dict(run_exact_mode(pair.spec, draft_max, n_predict))
