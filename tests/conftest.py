@@ -70,6 +70,15 @@ def hf_exact_pair(hf_dirs):
 
 
 @pytest.fixture(scope="session")
+def mtp_file(tmp_path_factory):
+    """A tiny GGUF with its own MTP (NextN) layers, in the real layout; small residual updates:
+    a near-bigram target whose MTP block agrees often, not always."""
+    from tests.tiny_mtp_gguf import write_tiny_mtp_gguf
+
+    return write_tiny_mtp_gguf(tmp_path_factory.mktemp("mtp") / "tiny-mtp.gguf", mix=0.15)
+
+
+@pytest.fixture(scope="session")
 def gguf_files(tmp_path_factory):
     from tests.tiny_gguf import write_tiny_gguf
 

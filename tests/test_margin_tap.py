@@ -19,13 +19,11 @@ from app.engine.protocol import (
     ReferenceGenerator,
 )
 from backends.llamacpp_mtp import LlamaCppMtpModel
-from tests.tiny_mtp_gguf import write_tiny_mtp_gguf
 
 
 @pytest.fixture(scope="module")
-def tiny_mtp_target(tmp_path_factory):
-    path = write_tiny_mtp_gguf(tmp_path_factory.mktemp("mtp") / "tiny-mtp.gguf", mix=0.15)
-    model = LlamaCppMtpModel(path, n_ctx=256, n_threads=1)
+def tiny_mtp_target(mtp_file):
+    model = LlamaCppMtpModel(mtp_file, n_ctx=256, n_threads=1)
     yield model
     model.close()
 

@@ -31,12 +31,6 @@ PROMPT_TEXT = "the cat sat on the mat and the dog"
 
 
 @pytest.fixture(scope="module")
-def mtp_file(tmp_path_factory):
-    # small residual updates: a near-bigram target whose MTP block agrees often, not always
-    return write_tiny_mtp_gguf(tmp_path_factory.mktemp("mtp") / "tiny-mtp.gguf", mix=0.15)
-
-
-@pytest.fixture(scope="module")
 def plain_file(tmp_path_factory):
     return write_tiny_mtp_gguf(tmp_path_factory.mktemp("mtp") / "tiny-no-mtp.gguf", nextn=0)
 
