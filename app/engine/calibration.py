@@ -16,6 +16,7 @@ from app.engine.measurement_store import model_key, read_store, write_store
 from app.engine.protocol import LanguageModel
 
 _CONTEXT_TOKENS = 48
+_SMALL = 5  # pass sizes timed over more rounds (measure_verify_curve)
 _STORE = "verify_cost.json"
 # curves measured on a busy machine: kept for this process, never written to the cache
 _UNCACHED: dict[str, dict[str, float]] = {}
@@ -37,11 +38,14 @@ def _context(model: LanguageModel) -> list[int]:
 
 
 def measure_verify_curve(
-    model: LanguageModel, sizes: list[int], repeats: int = 3
+    model: LanguageModel, sizes: list[int], repeats: int = 3, small_repeats: int = 9
 ) -> VerifyCostCurve:
     """Time extend(n tokens, n logits) after a short context: the median of `repeats` rounds
     over all sizes (one draw, or the best of a few, is what a moment of load or of luck made
-    it).
+    it), and of `small_repeats` rounds for the sizes up to _SMALL. Those few set whether a
+    short draft pays at all, and they are cheap: the demo target's t(2) / t(1) is 1.9 on this
+    machine, and 3-round calibrations put it at 1.59-1.69 (a single step timed 17% slow),
+    which made 1-token guesses look worth drafting at 74% acceptance where they never pay.
 
     The warm-up pass is as large as the largest size: the first pass of a new size grows
     llama.cpp's compute buffers, and a size timed only with that cost (or in a moment of
@@ -54,10 +58,11 @@ def measure_verify_curve(
     model.extend((context * (largest // len(context) + 1))[:largest], largest)
     model.truncate(len(context))
     times: dict[int, list[float]] = {n: [] for n in sizes}
-    for repeat in range(repeats):
+    for repeat in range(max(repeats, small_repeats)):
         # every size once per round, the order reversed each round: a burst of load then
         # falls on all sizes alike and moves the level, not the shape, of the curve
-        for n in sizes if repeat % 2 == 0 else reversed(sizes):
+        this_round = sizes if repeat < repeats else [n for n in sizes if n <= _SMALL]
+        for n in this_round if repeat % 2 == 0 else reversed(this_round):
             ids = (context * (n // len(context) + 1))[:n]
             start = time.perf_counter()
             model.extend(ids, n)
@@ -77,7 +82,7 @@ def _busy() -> bool:
 
 
 def _key(model: LanguageModel) -> str:
-    return f"v4|{model_key(model)}|{os.cpu_count()}"  # v4: medians
+    return f"v5|{model_key(model)}|{os.cpu_count()}"  # v5: small sizes over more rounds
 
 
 def cached_verify_curve(model: LanguageModel, draft_max: int) -> VerifyCostCurve:
