@@ -75,9 +75,13 @@ class DraftLengthController:
     """Fixed k, or adaptive k that drops to plain decoding when drafting does not pay."""
 
     def __init__(self, draft_max: int, adaptive: bool, curve: VerifyCostCurve | None = None,
-                 draft_cost: float = 0.0) -> None:
+                 draft_cost: float = 0.0, free_kinds_shadowed: bool = False) -> None:
+        """free_kinds_shadowed: the caller checks the drafts of free kinds it did not verify
+        against the output (app.engine.shadow) and records their verdicts, so they need no
+        probes."""
         self.draft_max = draft_max
         self.adaptive = adaptive
+        self.free_kinds_shadowed = free_kinds_shadowed
         self.curve = curve or VerifyCostCurve()
         self.draft_cost_hint = draft_cost
         self.kinds: dict[str, DraftKind] = {}  # by DraftKind.name, once it was consulted
@@ -123,6 +127,10 @@ class DraftLengthController:
         seconds = [cost.seconds(k, curve) for k in range(top + 1)]
         return paying_k(rates_by_k(optimistic, seconds))
 
+    def shadows(self, kind: DraftKind) -> bool:
+        """Whether this kind's declined drafts are checked in shadow instead of probed."""
+        return self.adaptive and self.free_kinds_shadowed and kind.free
+
     def confidence_stop(self, kind: DraftKind, remaining: int) -> ConfidenceStop | None:
         """In adaptive mode, for a draft model: the rule that ends this pass's draft where
         one more token would earn less than its time does at the expected rate; the pass may
@@ -155,7 +163,8 @@ class DraftLengthController:
         self._register(kind)
         self._lift(kind, copied)
         k = self.best_k(kind, limit)
-        self._probing = k == 0 and self.probes.probe_now(kind.name)
+        self._probing = (k == 0 and not self.shadows(kind)
+                         and self.probes.probe_now(kind.name))
         if self._probing:
             k = self.could_pay(kind, limit)
             self._probing = k > 0

@@ -25,6 +25,7 @@ from app.engine.records import (
     mark_translated,
 )
 from app.engine.sampling import finite_logits
+from app.engine.shadow import ShadowCheck
 from app.engine.similarity import annotate, verify_pass
 from app.engine.speculative import DraftRows, TargetRows, Verdict, verify
 from app.engine.tree import DraftTree, verify_tree
@@ -57,8 +58,11 @@ class Session:
         self.diagnostics = diagnostics
         self.controller = DraftLengthController(
             config.draft_max, config.adaptive, cost_curve,
-            draft_cost=drafter.cost_hint if drafter else 0.0,
+            draft_cost=drafter.cost_hint if drafter else 0.0, free_kinds_shadowed=True,
         )
+        # free drafts the controller chose not to verify, checked against the output instead
+        self._shadow = ShadowCheck()
+        self._shadow_rng = np.random.default_rng(0)  # never draws from the sampler's stream
         # trees unless the drafter drafts from the target's hidden state, which a tree pass
         # does not return
         self._trees = (config.tree_width > 1 and drafter is not None
@@ -116,6 +120,9 @@ class Session:
             step = self._step(context, budget - len(self.output_ids), index)
             self.stats.add(step)
             self.controller.observe(step)
+            settled = self._shadow.settle(self.output_ids)
+            if settled is not None:
+                self.controller.record(*settled)
             index += 1
             yield step
             if self.stopped_by_eos:
@@ -132,6 +139,12 @@ class Session:
             # only what the target wrote is evidence of a copy, not the prompt's own words
             copied = min(outlook.copied, len(self.output_ids))
             k = self.controller.next_k(remaining, outlook.kind, copied, outlook.available)
+            if k == 0 and self._shadow.idle and self.controller.shadows(outlook.kind) \
+                    and outlook.available != 0 and remaining > 1:
+                shadow = drafter.propose(context, Budget(min(self.config.draft_max,
+                                                             remaining - 1)),
+                                         params, self._shadow_rng)
+                self._shadow.hold(outlook.kind, len(self.output_ids), shadow.tokens)
             if k > 0 and self._trees:
                 tree = drafter.propose_tree(context, k, self.config.tree_shape, params, self.rng)
                 if tree is not None:

@@ -1,0 +1,104 @@
+"""Free drafts the controller declined, checked against what the target wrote
+(app.engine.shadow): their verdicts teach the controller without a verify pass, so a free
+kind is never probed, and a kind whose drafts would pass starts drafting on that evidence."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from app.engine.adaptive import DraftLengthController
+from app.engine.cost_curve import VerifyCostCurve
+from app.engine.decode_config import DecodeConfig
+from app.engine.drafters import Budget, Draft, Drafter, DraftKind
+from app.engine.probes import FIRST_PROBE_GAP
+from app.engine.sampling import SamplingParams
+from app.engine.session import Session
+from app.engine.shadow import ShadowCheck
+
+GUESS = DraftKind("test-guess", free=True, prior=0.05)
+# a GPU-like curve: a 5-token pass costs 1.4 single steps
+GPU_CURVE = {n: 0.010 * (1 + 0.1 * (n - 1)) for n in range(1, 10)}
+
+
+def test_a_held_draft_settles_at_the_first_token_written_otherwise():
+    check = ShadowCheck()
+    check.hold(GUESS, 2, [7, 8, 9])
+    assert check.settle([1, 2, 7]) is None  # agrees so far: wait
+    assert check.settle([1, 2, 7, 5]) == (GUESS, [True, False])
+    assert check.idle
+
+
+def test_a_held_draft_that_the_output_repeats_in_full_settles_all_accepted():
+    check = ShadowCheck()
+    check.hold(GUESS, 0, [4, 5])
+    assert check.settle([4]) is None
+    assert check.settle([4, 5, 6]) == (GUESS, [True, True])
+    check.hold(GUESS, 0, [])  # nothing drafted: nothing held
+    assert check.idle
+
+
+def test_free_kinds_are_not_probed_when_shadowed_and_costly_kinds_still_are():
+    curve = {n: 1.0 + 0.1 * (n - 1) for n in range(1, 10)}  # drafting could pay
+    hopeless = DraftKind("hopeless-free", free=True, prior=0.02)
+    costly = DraftKind("hopeless-model", free=False, prior=0.02)
+    shadowed = DraftLengthController(8, True, VerifyCostCurve(dict(curve)), draft_cost=0.01,
+                                     free_kinds_shadowed=True)
+    assert shadowed.shadows(hopeless) and not shadowed.shadows(costly)
+    assert not any(shadowed.next_k(100, hopeless) for _ in range(200))
+    assert any(shadowed.next_k(100, costly) for _ in range(200))  # a probe, at least
+    probed = DraftLengthController(8, True, VerifyCostCurve(dict(curve)), draft_cost=0.01)
+    assert any(probed.next_k(100, hopeless) for _ in range(200))
+    assert not DraftLengthController(8, False, free_kinds_shadowed=True).shadows(hopeless)
+
+
+class _Oracle(Drafter):
+    """A free drafter that knows `truth` (the plain output) and drafts it, right or
+    `wrong`ly: its kind's prior is hopeless, so only evidence can make it draft."""
+
+    kind = GUESS
+
+    def __init__(self, prompt_length: int, truth: Sequence[int], wrong: bool) -> None:
+        self.name = "oracle"
+        self.prompt_length, self.truth, self.wrong = prompt_length, list(truth), wrong
+        self.proposals = 0
+
+    def propose(self, context: list[int], budget: Budget, params: SamplingParams,
+                rng: np.random.Generator) -> Draft:
+        self.proposals += 1
+        at = len(context) - self.prompt_length
+        tokens = self.truth[at : at + budget.max_tokens]
+        if self.wrong:
+            tokens = [(t + 1) % 100 for t in tokens]
+        return Draft(tokens, None)
+
+
+def _run(target, drafter: Drafter | None, prompt: list[int], n: int) -> tuple[Session, int]:
+    """The session, and the index of its first drafting step (n if none)."""
+    config = DecodeConfig(n_predict=n, draft_max=4, adaptive=True,
+                          sampling=SamplingParams(temperature=0.0), stop_at_eos=False)
+    session = Session(target, drafter, config, VerifyCostCurve(dict(GPU_CURVE)),
+                      diagnostics=False)
+    first = n
+    for step in session.steps(prompt):
+        if step.k and first == n:
+            first = step.index
+    return session, first
+
+
+def test_a_run_learns_a_free_kind_from_its_declined_drafts(gguf_pair):
+    target = gguf_pair[0]
+    prompt = target.tokenize("the cat sat on the mat")
+    truth = _run(target, None, prompt, 40)[0].output_ids
+    right = _Oracle(len(prompt), truth, wrong=False)
+    session, first = _run(target, right, prompt, 40)
+    assert session.output_ids == truth
+    # its prior says never: the drafts the controller declined, found right, made it draft
+    # once the first (4 tokens) settled, sooner than the first probe
+    assert session.stats.drafted > 0 and first <= 4 < FIRST_PROBE_GAP - 1
+    wrong = _Oracle(len(prompt), truth, wrong=True)
+    session, _ = _run(target, wrong, prompt, 40)
+    assert session.output_ids == truth
+    assert session.stats.drafted == 0  # not one probe paid for
+    assert wrong.proposals > 10  # every declined draft was checked, one at a time
