@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 RECENT_PASSES = 9  # the live level is the median over this many of the latest passes
+_LIVE_SAMPLES = 3  # the median of fewer is one cold or stalled pass
 
 
 @dataclass
@@ -28,15 +29,31 @@ class VerifyCostCurve:
     draft that never passed drafting. A curve measured on a busy machine is not trusted for
     ever, and one slow pass moves nothing. Without calibrated points the live median of each
     size is the curve.
+
+    The one exception is the plain step, every draft's yardstick: this machine's 2 cores switch
+    for minutes at a time between a state where a single step costs 29.5 ms and a 2-token pass
+    56.5 (1.9x) and one where they cost 33-34 and 55.7 (1.65x). A calibration catches one state,
+    the run may be in the other, and at 1.65x a 1-token guess pays from 74% acceptance, at 1.9x
+    never. So once a few plain steps are timed lately, their median is t(1), and the passes
+    over more tokens set the level of the rest of the curve (the median of all passes until
+    there are a few of them).
     """
 
     points: dict[int, float] = field(default_factory=dict)
     recent: deque[tuple[int, float]] = field(
         default_factory=lambda: deque(maxlen=RECENT_PASSES))
 
+    recent_plain: deque[float] = field(
+        default_factory=lambda: deque(maxlen=RECENT_PASSES))
+    recent_passes: deque[tuple[int, float]] = field(
+        default_factory=lambda: deque(maxlen=RECENT_PASSES))
+
     @property
     def load(self) -> float:
-        ratios = [t / max(interpolate(self.points, n), 1e-9) for n, t in self.recent]
+        return self._load(self.recent)
+
+    def _load(self, passes: deque[tuple[int, float]]) -> float:
+        ratios = [t / max(interpolate(self.points, n), 1e-9) for n, t in passes]
         return float(np.median(ratios)) if self.points and ratios else 1.0
 
     @property
@@ -50,14 +67,23 @@ class VerifyCostCurve:
     def current(self) -> dict[int, float]:
         if not self.points:
             return self.live
-        load = self.load
-        return {n: t * load for n, t in self.points.items()}
+        enough = len(self.recent_passes) >= _LIVE_SAMPLES
+        load = self._load(self.recent_passes) if enough else self.load
+        scaled = {n: t * load for n, t in self.points.items()}
+        if len(self.recent_plain) >= _LIVE_SAMPLES:
+            # never above a 2-token pass: plain steps stalled that long say nothing of the shape
+            scaled[1] = min(float(np.median(self.recent_plain)), interpolate(scaled, 2))
+        return scaled
 
     def cost(self, n: int) -> float:
         return interpolate(self.current(), n)
 
     def observe(self, n: int, seconds: float) -> None:
         self.recent.append((n, seconds))
+        if n == 1:
+            self.recent_plain.append(seconds)
+        else:
+            self.recent_passes.append((n, seconds))
 
 
 def interpolate(points: dict[int, float], n: int) -> float:
