@@ -12,6 +12,8 @@ from app.engine.adaptive import DraftLengthController
 from app.engine.cost_curve import VerifyCostCurve
 from app.engine.decode_config import DecodeConfig
 from app.engine.drafters import Budget, Draft, Drafter, DraftKind
+from app.engine.hybrid import HybridDrafter
+from app.engine.lookup_edits import EditAwareLookup
 from app.engine.probes import FIRST_PROBE_GAP
 from app.engine.sampling import SamplingParams
 from app.engine.session import Session
@@ -102,3 +104,37 @@ def test_a_run_learns_a_free_kind_from_its_declined_drafts(gguf_pair):
     assert session.output_ids == truth
     assert session.stats.drafted == 0  # not one probe paid for
     assert wrong.proposals > 10  # every declined draft was checked, one at a time
+
+
+class _CountingDrafter(Drafter):
+    """A draft model stand-in that counts how often it is asked to draft."""
+
+    kind = DraftKind("counted model", free=False, prior=0.9)
+
+    def __init__(self) -> None:
+        self.name = "counted"
+        self.calls = 0
+
+    def propose(self, context: list[int], budget: Budget, params: SamplingParams,
+                rng: np.random.Generator) -> Draft:
+        self.calls += 1
+        return Draft([1] * budget.max_tokens, None)
+
+
+def test_where_the_hybrid_names_the_lookup_its_draft_runs_no_model():
+    """A lookup match whose continuation is cut to nothing (it would close the block the copy
+    is in): the outlook names a free kind, so the proposal, checked in shadow or verified,
+    must not fall back on the draft model."""
+    model = _CountingDrafter()
+    hybrid = HybridDrafter(model, EditAwareLookup(n_min=2, limit=lambda tokens: 0))
+    context = [5, 6, 7, 8, 9, 5, 6, 7, 8]
+    hybrid.begin(context)
+    assert hybrid.outlook(context).kind.free
+    greedy, rng = SamplingParams(temperature=0.0), np.random.default_rng(0)
+    assert hybrid.propose(context, Budget(4), greedy, rng).tokens == []
+    assert model.calls == 0
+    fresh = [1, 2, 3, 4]
+    hybrid.begin(fresh)
+    assert not hybrid.outlook(fresh).kind.free
+    assert hybrid.propose(fresh, Budget(2), greedy, rng).tokens == [1, 1]
+    assert model.calls == 1

@@ -40,9 +40,11 @@ class HybridDrafter(Drafter):
         self, context: list[int], budget: Budget, params: SamplingParams,
         rng: np.random.Generator,
     ) -> Draft:
-        draft = self.ngram.propose(context, Budget(budget.max_tokens), params, rng)
-        if draft.tokens:
-            return draft
+        # where the outlook named the lookup, its draft, even an empty one: the pass was priced
+        # as a free one, and a declined free draft is proposed only to be checked against the
+        # output (app.engine.shadow), which must not run the draft model
+        if self.ngram.find(context):
+            return self.ngram.propose(context, Budget(budget.max_tokens), params, rng)
         return self.model_drafter.propose(context, budget, params, rng)
 
     def propose_tree(
