@@ -12,6 +12,7 @@ import json
 import numpy as np
 import pytest
 
+from app.engine.cost_curve import VerifyCostCurve
 from app.engine.decode_config import DecodeConfig
 from app.engine.mtp import DRAFT_MTP, MtpDrafter
 from app.engine.sampling import SamplingParams
@@ -24,7 +25,14 @@ from app.models.mtp import mtp_layers, mtp_offer
 from app.runs import build_session
 from backends.base import BackendError
 from backends.llamacpp_mtp import LlamaCppMtpModel
-from tests.helpers import BROKEN_P, EXACT_P, assert_drafted, first_two_pvalues, resample_from_p
+from tests.helpers import (
+    BROKEN_P,
+    EXACT_P,
+    assert_drafted,
+    first_two_pvalues,
+    resample_from_p,
+    step,
+)
 from tests.tiny_mtp_gguf import write_tiny_mtp_gguf
 
 PROMPT_TEXT = "the cat sat on the mat and the dog"
@@ -102,8 +110,18 @@ def test_built_through_the_run_wiring_mtp_drafts_and_matches_plain(mtp_file):
         steps = list(session.steps(prompt))
         assert session.output_ids == plain.output_ids
         assert_drafted(steps)
-        # the controller prices MTP drafting from what it measured, like any paid draft
-        assert session.controller.pass_cost(DRAFT_MTP).draft_cost > 0
+        # the controller prices MTP drafting as a paid draft: it registered the kind, and a
+        # pass it chose to draft (not a probe, whose time includes catching up) sets its cost
+        controller = session.controller
+        assert DRAFT_MTP.name in controller.costs and not controller.shadows(DRAFT_MTP)
+        for _ in range(10):  # so that drafting pays
+            controller.estimates[DRAFT_MTP.name].observe([True] * 4)
+        controller.curve = VerifyCostCurve({n: 1.0 for n in range(1, 6)})
+        k = controller.next_k(10, DRAFT_MTP)
+        assert k > 0
+        controller.observe(step(99, k, [True] * k, t_draft=0.5 * k, t_verify=1.0,
+                                source=DRAFT_MTP.name))
+        assert controller.pass_cost(DRAFT_MTP).draft_cost > 0
     finally:
         pair.close()
 
