@@ -54,6 +54,3 @@ class ShadowCheck:
             self.pending = None
             return held.kind, verdicts
         return None
-
-    def drop(self) -> None:
-        self.pending = None
