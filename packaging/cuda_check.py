@@ -308,6 +308,10 @@ def identity_part(models: dict[str, Path], heads: Path, device: str,
         ("suffix decoding, k=8", {"suffix": True}, replace(chain, draft_max=8)),
         ("suffix decoding, tree (width 2)", {"suffix": True},
          replace(chain, draft_max=8, tree_width=2, tree_nodes=8)),
+        ("suffix decoding, adaptive (max 16, declined drafts shadow-checked)", {"suffix": True},
+         replace(chain, draft_max=16, adaptive=True)),
+        ("n-gram lookup, adaptive (max 16)", {"ngram": True},
+         replace(chain, draft_max=16, adaptive=True)),
         ("draft of another vocabulary (TLI), k=4", {"draft": cross}, chain),
     ]
     rows = []
