@@ -197,3 +197,23 @@ def test_a_cold_first_plain_step_does_not_make_a_draft_that_never_passes_look_ch
             ctl.observe(step(i, k, [False] * k, t_draft=2.2e-3 * k,
                              t_verify=curve[k + 1] * 1.2))
     assert drafted <= 2
+
+
+# the demo target's pass times in ms, every size measured (llama.cpp, Q4_K, AVX2, 2 threads)
+_BLOCKED_CURVE = {1: 33.0, 2: 52.8, 3: 71.3, 4: 86.7, 5: 106.2, 6: 126.0, 7: 148.2, 8: 237.6,
+                  9: 249.1, 10: 261.3, 11: 278.2, 12: 280.9, 13: 295.7, 14: 306.6, 15: 322.9,
+                  16: 265.2, 17: 335.9}
+
+
+def test_calibrated_sizes_price_every_short_pass_as_measured():
+    """Interpolated from 5, 8, 9 and 16 alone, 7 tokens looked like 194 ms (they cost 148)
+    and 15 like 263 (they cost 323), which priced drafts of 9-14 above 6 and 15."""
+    sizes = calibration.calibration_sizes(16)
+    calibrated = VerifyCostCurve({n: _BLOCKED_CURVE[n] for n in sizes})
+    for n, ms in _BLOCKED_CURVE.items():
+        assert calibrated.cost(n) == pytest.approx(ms)
+    ctl = DraftLengthController(16, adaptive=True, curve=calibrated)
+    copy = DraftKind("copy", prior=0.9, free=True)
+    ctl.estimates[copy.name] = ctl.estimate(copy)
+    rates = ctl.rates(copy)
+    assert rates[6] > rates[12]  # a 7-token pass beats a 13-token one; interpolated, it lost

@@ -17,15 +17,19 @@ from app.engine.protocol import LanguageModel
 
 _CONTEXT_TOKENS = 48
 _SMALL = 5  # pass sizes timed over more rounds (measure_verify_curve)
+_EVERY_SIZE = 17  # sizes up to this one each timed (calibration_sizes)
 _STORE = "verify_cost.json"
 # curves measured on a busy machine: kept for this process, never written to the cache
 _UNCACHED: dict[str, dict[str, float]] = {}
 
 
 def calibration_sizes(draft_max: int) -> list[int]:
-    """Powers of two and one more: CPU kernels take rows in blocks, so a pass over 16 tokens
-    can cost less than one over 15 and much less than 17 (llama.cpp, Q4_K, AVX2)."""
-    sizes = [1, 2, 3, 4, 5, 8, 9, 16, 17, 32, 33, 64, 65, 128, 129, 256, 257]
+    """Every size up to _EVERY_SIZE, then powers of two and one more. CPU kernels take rows in
+    blocks, and the steps fall where no interpolation sees them: the demo target (llama.cpp,
+    Q4_K, AVX2, 2 threads) costs 148 ms for 7 tokens and 238 for 8, 323 for 15 and 265 for 16;
+    interpolated from 5, 8, 9 and 16 it priced 6-7 tokens 20-30% dear and 10-15 up to 20%
+    cheap, so drafts of 9-14 were chosen where 6 or 15 pays more."""
+    sizes = list(range(1, _EVERY_SIZE + 1)) + [32, 33, 64, 65, 128, 129, 256, 257]
     wanted = [n for n in sizes if n <= draft_max + 1]
     if wanted[-1] < draft_max + 1:
         wanted.append(draft_max + 1)
@@ -82,7 +86,7 @@ def _busy() -> bool:
 
 
 def _key(model: LanguageModel) -> str:
-    return f"v5|{model_key(model)}|{os.cpu_count()}"  # v5: small sizes over more rounds
+    return f"v6|{model_key(model)}|{os.cpu_count()}"  # v6: every size up to _EVERY_SIZE
 
 
 def cached_verify_curve(model: LanguageModel, draft_max: int) -> VerifyCostCurve:
