@@ -48,10 +48,13 @@ from app.engine.records import (  # noqa: E402
     TokenRecord,
 )
 from app.engine.sampling import SamplingParams  # noqa: E402
+from app.engine.shadow import ShadowCheck  # noqa: E402
 
-# the demo target's calibrated verify curve, seconds (Q4_K_M, 2 threads; tests use it too)
-DEMO_CURVE = {1: .041, 2: .081, 3: .106, 4: .143, 5: .139, 8: .337, 9: .352, 16: .393,
-              17: .399, 32: .570, 33: .692, 64: 1.116, 65: 1.205}
+# the demo target's calibrated verify curve, seconds (Q4_K_M, 2 threads, every size to 17 as
+# app.engine.calibration times them; 2026-11-26)
+DEMO_CURVE = {1: .0314, 2: .0547, 3: .0716, 4: .0857, 5: .1095, 6: .1353, 7: .1555, 8: .2401,
+              9: .2567, 10: .2713, 11: .2863, 12: .2903, 13: .3048, 14: .3228, 15: .3343,
+              16: .2815, 17: .3481, 32: .4719, 33: .5438, 64: .8518, 65: .9253}
 _NEVER_DRAWN = np.random.default_rng(0)  # lookups and copies sample nothing
 TOKENS = {"code": 128, "edit": 360, "text": 200, "repetitive": 256}
 
@@ -108,11 +111,14 @@ def replay_passes(prompt: list[int], output: list[int], drafter: Drafter,
     plain output), pass by pass, each priced by `cost` (seconds of a pass over n tokens)."""
     drafter.begin(prompt)
     context, done, passes = list(prompt), 0, 0
+    shadow = ShadowCheck()  # as the session does: free drafts declined are checked, not probed
     while done < len(output):
         remaining = len(output) - done
         outlook = drafter.outlook(context)
         k = controller.next_k(remaining, outlook.kind, min(outlook.copied, done),
                               outlook.available)
+        shadow.offer(controller, drafter, outlook, k, context, done, remaining,
+                     SamplingParams(), _NEVER_DRAWN)
         draft = drafter.propose(context, Budget(k), SamplingParams(), _NEVER_DRAWN) if k else None
         tokens = [] if draft is None else draft.tokens[: remaining - 1]
         kept = 0
@@ -125,6 +131,7 @@ def replay_passes(prompt: list[int], output: list[int], drafter: Drafter,
         yield ReplayedPass(len(tokens), kept, t)
         context += emitted
         done += len(emitted)
+        shadow.settle_into(controller, output[:done])
         drafter.accept(context, None)
 
 
@@ -218,7 +225,7 @@ def replay_all(rows: list[dict[str, Any]], controller: str, drafter: str,
     spec: dict[str, float] = {}
     for row in rows:
         ctl = CONTROLLERS[controller](draft_max, adaptive=True, curve=VerifyCostCurve(
-            dict(DEMO_CURVE)))
+            dict(DEMO_CURVE)), free_kinds_shadowed=True)
         seconds, _ = replay(row["prompt"], row["output"], DRAFTERS[drafter](), ctl, curve.cost)
         suite = row["name"] if by_task else row["suite"]
         plain[suite] = plain.get(suite, 0.0) + len(row["output"]) * curve.cost(1)

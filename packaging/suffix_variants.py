@@ -106,7 +106,8 @@ def variant(drafter: type[SuffixDrafter] = SuffixDrafter,
             factor: float = 1.0) -> Callable[[TokenBuffer, Limit, int], Pair]:
     def make(memory: TokenBuffer, limit: Limit, draft_max: int) -> Pair:
         return (drafter(memory, limit=limit, factor=factor),
-                controller(draft_max, adaptive=True, curve=VerifyCostCurve(dict(DEMO_CURVE))))
+                controller(draft_max, adaptive=True, curve=VerifyCostCurve(dict(DEMO_CURVE)),
+                           free_kinds_shadowed=True))
     return make
 
 
@@ -184,7 +185,8 @@ def lookup_variant(controller: type[DraftLengthController] = DraftLengthControll
                    ) -> Callable[[TokenBuffer, Limit, int], Any]:
     def make(memory: TokenBuffer, limit: Limit, draft_max: int) -> Any:
         return (MemoryLookup(memory, limit),
-                controller(draft_max, adaptive=True, curve=VerifyCostCurve(dict(DEMO_CURVE))))
+                controller(draft_max, adaptive=True, curve=VerifyCostCurve(dict(DEMO_CURVE)),
+                           free_kinds_shadowed=True))
     return make
 
 

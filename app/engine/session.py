@@ -120,9 +120,7 @@ class Session:
             step = self._step(context, budget - len(self.output_ids), index)
             self.stats.add(step)
             self.controller.observe(step)
-            settled = self._shadow.settle(self.output_ids)
-            if settled is not None:
-                self.controller.record(*settled)
+            self._shadow.settle_into(self.controller, self.output_ids)
             index += 1
             yield step
             if self.stopped_by_eos:
@@ -139,12 +137,8 @@ class Session:
             # only what the target wrote is evidence of a copy, not the prompt's own words
             copied = min(outlook.copied, len(self.output_ids))
             k = self.controller.next_k(remaining, outlook.kind, copied, outlook.available)
-            if k == 0 and self._shadow.idle and self.controller.shadows(outlook.kind) \
-                    and outlook.available != 0 and remaining > 1:
-                shadow = drafter.propose(context, Budget(min(self.config.draft_max,
-                                                             remaining - 1)),
-                                         params, self._shadow_rng)
-                self._shadow.hold(outlook.kind, len(self.output_ids), shadow.tokens)
+            self._shadow.offer(self.controller, drafter, outlook, k, context,
+                               len(self.output_ids), remaining, params, self._shadow_rng)
             if k > 0 and self._trees:
                 tree = drafter.propose_tree(context, k, self.config.tree_shape, params, self.rng)
                 if tree is not None:

@@ -13,8 +13,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from app.engine.drafters import DraftKind
+import numpy as np
+
+from app.engine.drafters import Budget, Drafter, DraftKind, Outlook
+from app.engine.sampling import SamplingParams
+
+if TYPE_CHECKING:
+    from app.engine.adaptive import DraftLengthController
 
 
 @dataclass(frozen=True)
@@ -33,6 +40,23 @@ class ShadowCheck:
     @property
     def idle(self) -> bool:
         return self.pending is None
+
+    def offer(self, controller: DraftLengthController, drafter: Drafter, outlook: Outlook,
+              k: int, context: list[int], written: int, remaining: int,
+              params: SamplingParams, rng: np.random.Generator) -> None:
+        """Where the controller chose to decode plainly (k = 0) and shadows this kind, hold
+        the draft it would have proposed; `written`: the output tokens so far."""
+        if k or not self.idle or not controller.shadows(outlook.kind) \
+                or outlook.available == 0 or remaining < 2:
+            return
+        budget = Budget(min(controller.draft_max, remaining - 1))
+        self.hold(outlook.kind, written, drafter.propose(context, budget, params, rng).tokens)
+
+    def settle_into(self, controller: DraftLengthController, output: Sequence[int]) -> None:
+        """After each step: a held draft the output has settled counts as the kind's pass."""
+        settled = self.settle(output)
+        if settled is not None:
+            controller.record(*settled)
 
     def hold(self, kind: DraftKind, start: int, tokens: Sequence[int]) -> None:
         if tokens:
