@@ -163,14 +163,6 @@ class MemoryLookup(Drafter):
         self.inner.accept([*self.prefix, *context], hidden)
 
 
-class RunOnlyInPlace(DraftLengthController):
-    """A copy's run counts only for a run_in_place kind (in place); others learn from their
-    verdicts alone."""
-
-    def _lift(self, kind: DraftKind, copied: int) -> None:
-        super()._lift(kind, copied if kind.run_in_place else 0)
-
-
 def small_probes(base: type[DraftLengthController], top: int) -> type[DraftLengthController]:
     class SmallProbe(base):  # type: ignore[valid-type,misc]
         """A probe drafts at most `top` tokens: it asks whether the kind passes again, at the
@@ -192,7 +184,6 @@ def lookup_variant(controller: type[DraftLengthController] = DraftLengthControll
 
 VARIANTS["memory lookup"] = lookup_variant()
 VARIANTS["memory lookup, no run evidence"] = lookup_variant(NoRunEvidence)
-VARIANTS["memory lookup, run only in place"] = lookup_variant(RunOnlyInPlace)
 for _top in (1, 2):
     VARIANTS[f"probe {_top}"] = variant(controller=small_probes(DraftLengthController, _top))
 

@@ -11,7 +11,7 @@ from app.engine.decode_config import DecodeConfig
 from app.engine.divergence import MarginTap, TopTwo, explain_divergence, top_two
 from app.engine.drafters import Budget, DraftKind
 from app.engine.kernel_noise import measure_kernel_noise
-from app.engine.lookup import NGRAM_COPY, NGRAM_GUESS, PromptLookup, block_limit
+from app.engine.lookup import NGRAM_COPY, NGRAM_GUESS, NGRAM_SELF, PromptLookup, block_limit
 from app.engine.lookup_edits import NGRAM_EDIT, EditAwareLookup
 from app.engine.records import ORIGIN_ACCEPTED, ORIGIN_BONUS, ORIGIN_REPLACEMENT, StepRecord
 from app.engine.sampling import SamplingParams
@@ -90,6 +90,24 @@ def test_prompt_lookup_proposes_what_followed_and_calls_a_long_anchored_match_a_
     # six agreeing tokens make a copy (one passed 4-token guess after a 2-token match)
     assert PromptLookup().kind_for([1, 2, 3, *line, 4, 5, *line[:6]]) is NGRAM_COPY
     assert PromptLookup().kind_for([1, 2, 3, *line, 4, 5, *line[:5]]) is NGRAM_GUESS
+
+
+def test_a_copy_of_the_output_itself_is_its_own_kind_whose_run_is_no_evidence():
+    """A copy of the prompt quoted back goes on for lines; the output repeating its own
+    phrases goes its own way after a few tokens, so a long run there must not stand in for
+    the kind's verdicts (as it does for NGRAM_COPY)."""
+    line = list(range(100, 130))
+    prompt = [1, 2, 3, *line, 4]
+    quoting = PromptLookup()
+    quoting.begin(prompt)
+    assert quoting.kind_for([*prompt, 5, *line[:12]]) is NGRAM_COPY
+    repeating = PromptLookup()
+    repeating.begin([1, 2, 3])
+    context = [1, 2, 3, *line, 4, 5, *line[:12]]  # the source is this output's first line
+    assert repeating.kind_for(context) is NGRAM_SELF
+    assert proposed(repeating, context, 5) == line[12:17]
+    assert NGRAM_COPY.run_is_evidence and not NGRAM_SELF.run_is_evidence
+    assert NGRAM_SELF.at_least is NGRAM_GUESS
 
 
 def test_a_copy_goes_on_past_a_rename_and_makes_it_again():

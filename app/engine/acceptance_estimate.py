@@ -33,9 +33,6 @@ class AcceptanceEstimate:
     seen_at: list[float] = field(default_factory=list)
     pool_hits: float = 0.0
     pool_seen: float = 0.0
-    # a copy's run this step (the controller's, see DraftLengthController._lift): that many
-    # tokens counted as accepted beside the kind's own verdicts, never in place of them
-    evidence: float = 0.0
 
     def __post_init__(self) -> None:
         for counts in (self.hits_at, self.seen_at):
@@ -43,7 +40,7 @@ class AcceptanceEstimate:
         self._estimate()
 
     def pooled(self) -> float:
-        return self.pooled_from(self.pool_hits + self.evidence, self.pool_seen + self.evidence)
+        return self.pooled_from(self.pool_hits, self.pool_seen)
 
     def pooled_from(self, hits: float, seen: float) -> float:
         """The pooled rate these counts give with this kind's prior."""
@@ -62,11 +59,6 @@ class AcceptanceEstimate:
         self.pool_seen = fade * self.pool_seen + len(judged)
         self.pool_hits = fade * self.pool_hits + sum(judged)
         self._estimate()
-
-    def set_evidence(self, run: float) -> None:
-        if run != self.evidence:
-            self.evidence = run
-            self._estimate()
 
     def raise_pool(self, hits: float, seen: float) -> None:
         """Take these pooled counts where, with this kind's prior, they say more is accepted

@@ -210,21 +210,22 @@ class DraftLengthController:
 
     def _lift(self, kind: DraftKind, copied: int) -> None:
         """A copy's evidence beside its own passes: the kind it is accepted at least as often
-        as (DraftKind.at_least), and the run of tokens the target wrote that this copy would
-        have predicted (as much as the pool remembers): a copy 26 tokens into its source has
-        shown what 26 accepted drafts would, whether the tokens came from drafts or from
-        plain steps. A lookup's run (since the last edit) takes the place of the kind's
-        pooled verdicts when it says more; a kind that is not run_in_place counts it beside
-        them, for this step: a suffix copy recalled from an earlier answer often matches 16
-        tokens and goes on for 4 (an agent's JSON, a dataclass with other fields), and put
-        in place of its verdicts every long match drafted a 17-token pass (9.7 plain steps)
-        as if accepted at 99%."""
+        as (DraftKind.at_least), and for a copy of the prompt the run of tokens the target
+        wrote that it would have predicted (as much as the pool remembers): code quoted back
+        26 tokens into its source has shown what 26 accepted drafts would, whether the tokens
+        came from drafts or from plain steps, and takes the place of the kind's pooled
+        verdicts when it says more.
+
+        A copy of the output or of an earlier answer (not DraftKind.run_is_evidence) learns
+        from its verdicts alone, which shadow checks give it for free: a suffix copy recalled
+        from an earlier answer often matches 16 tokens and goes on for 4 (an agent's JSON, a
+        dataclass with other fields), and the output repeating a phrase of its own goes its
+        own way after it. Counted at all, even beside the verdicts, a long run drafted
+        31-token passes that kept 2 (packaging/replay_suffix.py, replay_lookup.py)."""
         estimate = self.estimates[kind.name]
         weaker = None if kind.at_least is None else self.estimates.get(kind.at_least.name)
         if weaker is not None:
             estimate.raise_pool(weaker.pool_hits, weaker.pool_seen)
         run = min(float(copied), POOL_MEMORY)
-        if not kind.run_in_place:
-            estimate.set_evidence(run)
-        elif run:
+        if kind.run_is_evidence and run:
             estimate.raise_pool(run, run)

@@ -44,9 +44,10 @@ class DraftKind:
     # agreeing): its measured rate starts from that kind's when theirs is higher
     at_least: DraftKind | None = None
     # a copy's run (Outlook.copied) may take the place of this kind's pooled verdicts when
-    # it says more (a lookup's run since the last edit); False: it counts beside them, for
-    # its step (a suffix match, often from an earlier answer whose values differ)
-    run_in_place: bool = True
+    # it says more (a copy of the prompt, its run since the last edit); False: the run says
+    # nothing and the kind learns from its verdicts alone (a copy of the output or of an
+    # earlier answer, which goes its own way after a few tokens however long it agreed)
+    run_is_evidence: bool = True
 
 
 @dataclass(frozen=True)

@@ -42,6 +42,12 @@ NGRAM_GUESS = DraftKind("ngram-weak", free=True, prior=0.5)
 # rule-of-succession chance (6 + 1) / (6 + 2), and is a guess that kept agreeing, so it is
 # accepted at least as often as the guesses are
 NGRAM_COPY = DraftKind("ngram", free=True, prior=0.875, at_least=NGRAM_GUESS)
+# a copy of this run's own output (its source lies past the prompt) goes on for less than a
+# copy of the prompt: code repeats its own phrases (`self.items`, a loop's header) for a line
+# and then goes its own way, where code quoted back goes on for lines. So its run is no
+# evidence (DraftKind.run_is_evidence), as a suffix copy's is not: it learns from verdicts
+NGRAM_SELF = DraftKind("ngram-self", free=True, prior=0.875, at_least=NGRAM_GUESS,
+                       run_is_evidence=False)
 
 
 def run_back(one: list[int], a: int, other: list[int], b: int, limit: int) -> int:
@@ -97,8 +103,10 @@ class PromptLookup(Drafter):
 
     def begin(self, prompt_ids: Sequence[int]) -> None:
         self._clear()
+        self._prompt_length: int | None = len(prompt_ids)
 
     def _clear(self) -> None:
+        self._prompt_length = None  # unknown without begin(): every source is the prompt
         self._seen: list[int] = []
         # n -> {ngram: start indexes of its last few occurrences}
         self._index: dict[int, dict[tuple[int, ...], list[int]]] = {
@@ -112,7 +120,12 @@ class PromptLookup(Drafter):
     def kind_for(self, context: list[int]) -> DraftKind:
         """Which kind of guess propose() would make now."""
         found = self.find(context)
-        return NGRAM_GUESS if found is not None and found.anchor < STRONG_ANCHOR else NGRAM_COPY
+        if found is None:
+            return NGRAM_COPY
+        if found.anchor < STRONG_ANCHOR:
+            return NGRAM_GUESS
+        in_output = self._prompt_length is not None and found.start >= self._prompt_length
+        return NGRAM_SELF if in_output else NGRAM_COPY
 
     def copied(self, context: list[int]) -> int:
         """How many of the context's last tokens in a row equal the text a copy continues

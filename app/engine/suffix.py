@@ -51,11 +51,11 @@ _STRONG_MATCH = 6
 SUFFIX_GUESS = DraftKind("suffix-weak", free=True, prior=0.5)
 # a copy (a match of at least _STRONG_MATCH tokens) continues with Laplace's chance
 # (6 + 1) / (6 + 2), and is a guess that kept agreeing, so accepted at least as often. Its
-# match counts beside its verdicts, never in their place: a match recalled from an earlier
-# answer says little of how far it goes on (packaging/replay_suffix.py: of the repetitive
-# suite's copies from memory with a 6+ token match, 35% agree for 8 tokens, 6% for 16)
+# match is no evidence: a match recalled from an earlier answer says little of how far it
+# goes on (packaging/replay_suffix.py: of the repetitive suite's copies from memory with a
+# 6+ token match, 35% agree for 8 tokens, 6% for 16); it learns from its verdicts alone
 SUFFIX_COPY = DraftKind("suffix", free=True, prior=0.875, at_least=SUFFIX_GUESS,
-                        run_in_place=False)
+                        run_is_evidence=False)
 # a branch followed by fewer than this share of the matched occurrences is not drafted
 # (SuffixDecoding's min_token_prob; vLLM's default)
 _MIN_SHARE = 0.1
