@@ -109,6 +109,43 @@ def mark_translated(records: list[TokenRecord], sources: list[Translation] | Non
         record.translated = source
 
 
+# Why the controller picked a step's k (Decision.rule): one name per rule that can decide
+RULE_FIXED = "fixed"  # not adaptive: k is the configured draft length (or what is left)
+RULE_NOTHING_TO_DRAFT = "nothing-to-draft"  # the drafter had no draft to offer
+RULE_END_OF_OUTPUT = "end-of-output"  # one token or none left to write: nothing to verify
+RULE_BEST_RATE = "best-rate"  # k = argmax expected tokens per second; drafting pays
+RULE_NO_GAIN = "no-gain"  # no k beats plain decoding by the required margin: k = 0
+RULE_PROBE = "probe"  # k > 0 although plain decoding was priced faster: to measure acceptance
+
+
+@dataclass
+class Decision:
+    """Why a step's k was chosen, with the figures that decided it, recorded by the
+    controller at the moment it chose. `rule` names the rule that fired; the figures are
+    those it compared (None where the rule needed none)."""
+
+    rule: str
+    k: int
+    kind: str = ""  # the kind of draft priced (DraftKind.name)
+    limit: int = 0  # the largest k allowed this step (draft-max, what is left, what the
+    # drafter had)
+    # acceptance of this kind as priced: the rate used, its interval and the draft tokens
+    # judged so far (0: the prior alone)
+    acceptance: float | None = None
+    acceptance_low: float | None = None
+    acceptance_high: float | None = None
+    evidence: int = 0
+    prior: float | None = None  # the kind's acceptance before any was measured
+    plain_seconds: float | None = None  # one plain step, as priced
+    pass_seconds: float | None = None  # the chosen k's pass (drafting + verify), as priced
+    # expected speed against plain decoding: of the chosen k, and of the best other k
+    # (alternative_k: which; for k = 0 the best drafting k)
+    gain: float | None = None
+    alternative_k: int | None = None
+    alternative_gain: float | None = None
+    min_gain: float | None = None  # the margin a k had to beat plain decoding by
+
+
 @dataclass
 class StepRecord:
     """One target forward pass: the draft, the verdicts and what was emitted."""
@@ -132,6 +169,8 @@ class StepRecord:
     # the draft model's confidence ended this draft (app.engine.draft_stop): the estimated
     # chance, then, that every drafted token passes; None: it ran to its length or to an EOS
     stop_chance: float | None = None
+    # why the controller chose k (None: no drafter, or a trace from before decisions)
+    decision: Decision | None = None
 
     @property
     def n_accepted(self) -> int:

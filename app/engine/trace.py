@@ -15,7 +15,14 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from app.engine.records import Alternative, CopySource, StepRecord, TokenRecord, Translation
+from app.engine.records import (
+    Alternative,
+    CopySource,
+    Decision,
+    StepRecord,
+    TokenRecord,
+    Translation,
+)
 from app.errors import DraftLensError, TraceWriteError
 from app.paths import write_atomically
 
@@ -59,6 +66,7 @@ def step_to_dict(step: StepRecord) -> dict[str, Any]:
         "t_overhead": step.t_overhead,
         "pass_tokens": step.pass_tokens,
         "stop_chance": step.stop_chance,
+        "decision": asdict(step.decision) if step.decision is not None else None,
     }
 
 
@@ -86,6 +94,7 @@ def step_from_dict(data: dict[str, Any]) -> StepRecord:
         source=data.get("source", ""),
         pass_tokens=data.get("pass_tokens", 0),
         stop_chance=data.get("stop_chance"),
+        decision=Decision(**data["decision"]) if data.get("decision") else None,
     )
 
 
