@@ -74,7 +74,7 @@ from app.cli.bench_tasks import (  # noqa: E402
 from app.engine.calibration import cached_verify_curve, calibration_sizes  # noqa: E402
 from app.engine.cost_curve import VerifyCostCurve, interpolate  # noqa: E402
 from app.engine.decode_config import DecodeConfig  # noqa: E402
-from app.engine.divergence import MarginTap  # noqa: E402
+from app.analysis.divergence import MarginTap  # noqa: E402
 from app.engine.sampling import SamplingParams  # noqa: E402
 from app.engine.token_buffer import SEPARATOR  # noqa: E402
 from app.models.loading import LoadedPair, ModelSpec, load_pair  # noqa: E402
