@@ -235,8 +235,8 @@ def greedy_identity(pair: Any, config: Any, prompts: list[str]) -> dict[str, Any
     """check-exact's greedy suite (app.analysis.exactness.greedy_suite) with any decode
     config (a tree too): plain and speculative text per prompt, the first difference of each
     explained against the measured kernel noise."""
-    from app.analysis.exactness import divergence_entry
     from app.analysis.divergence import MarginTap, explain_divergence, first_difference
+    from app.analysis.exactness import divergence_entry
     from app.analysis.kernel_noise import cached_kernel_noise
 
     model = pair.target

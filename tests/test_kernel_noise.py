@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 
 from app.analysis import kernel_noise
-from app.engine.decode_config import DecodeConfig
 from app.analysis.divergence import MarginTap, explain_divergence
-from app.engine.draft_model import ModelDrafter
 from app.analysis.kernel_noise import cached_kernel_noise, measure_kernel_noise
+from app.engine.decode_config import DecodeConfig
+from app.engine.draft_model import ModelDrafter
 from app.engine.sampling import SamplingParams
 from app.engine.session import Session
 from tests.helpers import greedy_accepts_everything

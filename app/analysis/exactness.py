@@ -28,15 +28,15 @@ from typing import Any
 
 import numpy as np
 
+from app.analysis.divergence import Divergence, MarginTap, explain_divergence
 from app.analysis.exact_mode import (
     exact_mode_name,
     has_exact_mode,
     run_exact_mode,
 )
+from app.analysis.kernel_noise import cached_kernel_noise
 from app.analysis.stats import g_test
 from app.engine.decode_config import DecodeConfig
-from app.analysis.divergence import Divergence, MarginTap, explain_divergence
-from app.analysis.kernel_noise import cached_kernel_noise
 from app.engine.sampling import SamplingParams, process
 from app.engine.session import Session
 from app.errors import SettingsError
