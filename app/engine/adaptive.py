@@ -221,7 +221,7 @@ class DraftLengthController:
         from an earlier answer often matches 16 tokens and goes on for 4 (an agent's JSON, a
         dataclass with other fields), and the output repeating a phrase of its own goes its
         own way after it. Counted at all, even beside the verdicts, a long run drafted
-        31-token passes that kept 2 (packaging/replay_suffix.py, replay_lookup.py)."""
+        31-token passes that kept 2 (packaging/research/replay_suffix.py, replay_lookup.py)."""
         estimate = self.estimates[kind.name]
         weaker = None if kind.at_least is None else self.estimates.get(kind.at_least.name)
         if weaker is not None:

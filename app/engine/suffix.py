@@ -7,7 +7,7 @@ the longer the draft may be. Nothing is sampled: q is one-hot, so verification s
 A copy of the prompt is drafted by the edit-aware prompt lookup (app.engine.lookup_edits,
 --ngram's): code asked back with a rename keeps its place in the prompt across the renamed
 tokens, where a suffix match breaks at each of them (the edit tasks: 1.72x plain modelled
-against 1.44x, packaging/replay_suffix.py). Its kinds are --ngram's, learnt apart from the
+against 1.44x, packaging/research/replay_suffix.py). Its kinds are --ngram's, learnt apart from the
 suffix kinds, and a lookup's run since the last edit is its evidence as it is --ngram's.
 
 Each drafted token says where it was copied from (records.CopySource), for the inspector.
@@ -52,7 +52,7 @@ SUFFIX_GUESS = DraftKind("suffix-weak", free=True, prior=0.5)
 # a copy (a match of at least _STRONG_MATCH tokens) continues with Laplace's chance
 # (6 + 1) / (6 + 2), and is a guess that kept agreeing, so accepted at least as often. Its
 # match is no evidence: a match recalled from an earlier answer says little of how far it
-# goes on (packaging/replay_suffix.py: of the repetitive suite's copies from memory with a
+# goes on (packaging/research/replay_suffix.py: of the repetitive suite's copies from memory with a
 # 6+ token match, 35% agree for 8 tokens, 6% for 16); it learns from its verdicts alone
 SUFFIX_COPY = DraftKind("suffix", free=True, prior=0.875, at_least=SUFFIX_GUESS,
                         run_is_evidence=False)

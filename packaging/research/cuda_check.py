@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """What DraftLens's torch backend does on a CUDA GPU, measured: run it on the GPU machine.
 
-    python3 packaging/cuda_check.py --device cuda --out DIR     # the full check
-    python3 packaging/cuda_check.py --device cpu --quick --out DIR   # small sizes, to debug it
+    python3 packaging/research/cuda_check.py --device cuda --out DIR     # the full check
+    python3 packaging/research/cuda_check.py --device cpu --quick --out DIR   # small, to debug it
 
 Random-weight models only (built here; nothing is downloaded). Four parts (--parts):
 
@@ -51,7 +51,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("DRAFTLENS_IN_PROCESS", "1")  # the bench child measures in-process

@@ -7,8 +7,9 @@ as its draft shares with the recorded output, plus one. Each pass is priced on a
 curve (the demo target's calibrated one by default), so a variant's tokens per modelled
 second can be compared with plain decoding's without running the target again.
 
-  record:  python packaging/replay_lookup.py record OUT.json   (runs the demo target plainly)
-  replay:  python packaging/replay_lookup.py replay OUT.json [--variant NAME ...]
+  record:  python packaging/research/replay_lookup.py record OUT.json
+           (runs the demo target plainly)
+  replay:  python packaging/research/replay_lookup.py replay OUT.json [--variant NAME ...]
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from app.cli.bench_tasks import (  # noqa: E402
     CODE_PROMPTS,

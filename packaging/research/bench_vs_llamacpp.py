@@ -32,8 +32,8 @@ greedy identity come from the same run). A child process repeats the k = 4 row a
 DraftLens draftless rows with the batch-invariant kernels (a process can hold only one kind);
 --no-exact skips it.
 
-  .venv/bin/python packaging/bench_vs_llamacpp.py [--quick] [--draftless-only] [--threads 2]
-      [--workloads repetitive,edit,prose,fresh code] [--rounds 1] [--json FILE]
+  .venv/bin/python packaging/research/bench_vs_llamacpp.py [--quick] [--draftless-only]
+      [--threads 2] [--workloads repetitive,edit,prose,fresh code] [--rounds 1] [--json FILE]
 """
 
 from __future__ import annotations
@@ -53,7 +53,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from app.allocator import keep_large_blocks  # noqa: E402
