@@ -104,9 +104,9 @@ class BySource(PromptFactor):
 
 def variant(drafter: type[SuffixDrafter] = SuffixDrafter,
             controller: type[DraftLengthController] = DraftLengthController,
-            factor: float = 1.0) -> Callable[[SuffixTree, Limit, int], Pair]:
+            factor: float = 1.0, **options: Any) -> Callable[[SuffixTree, Limit, int], Pair]:
     def make(memory: SuffixTree, limit: Limit, draft_max: int) -> Pair:
-        return (drafter(memory, limit=limit, options=SuffixOptions(factor=factor)),
+        return (drafter(memory, limit=limit, options=SuffixOptions(factor=factor, **options)),
                 controller(draft_max, adaptive=True, curve=VerifyCostCurve(dict(DEMO_CURVE)),
                            free_kinds_shadowed=True))
     return make
@@ -123,6 +123,8 @@ VARIANTS: dict[str, Callable[[SuffixTree, Limit, int], Pair]] = {
     "by source": variant(BySource), "by source, prompt f4": variant(BySource, factor=4),
     "prompt f2": variant(PromptFactor, factor=2), "prompt f4": variant(PromptFactor, factor=4),
     "prompt f16": variant(PromptFactor, factor=16),
+    "min prob 0.3": variant(min_prob=0.3), "min prob 0.5": variant(min_prob=0.5),
+    "offset 1": variant(offset=1.0),
 }
 
 
