@@ -22,7 +22,13 @@ from app.engine.mtp import MtpDrafter
 from app.engine.protocol import LanguageModel, MtpModel
 from app.engine.session import Session
 from app.engine.string_draft import StringDrafter
-from app.engine.suffix import SUFFIX_LABEL, RememberedRun, SuffixDrafter, memory_buffer
+from app.engine.suffix import (
+    SUFFIX_LABEL,
+    RememberedRun,
+    SuffixDrafter,
+    SuffixOptions,
+    memory_buffer,
+)
 from app.engine.trace import MODE_PLAIN, MODE_SPECULATIVE, TraceHeader, TraceWriter
 from app.errors import SettingsError
 from app.models.draft_heads import load_heads
@@ -79,7 +85,7 @@ def build_drafter(pair: LoadedPair, config: DecodeConfig,
     A suffix drafter leaves out remembered answers to `avoid_prompt` (a benchmark's prompt
     must not draft from its own earlier answer)."""
     if pair.spec.suffix:
-        return suffix_drafter(pair, avoid_prompt)
+        return suffix_drafter(pair, config, avoid_prompt)
     if pair.spec.draft_mtp:
         return mtp_drafter(pair, config)
     if pair.draft is not None:
@@ -111,18 +117,23 @@ def model_drafter(pair: LoadedPair, draft: LanguageModel, config: DecodeConfig) 
                       draft_min=config.draft_min)
 
 
-def suffix_drafter(pair: LoadedPair, avoid_prompt: Sequence[int] | None = None) -> SuffixDrafter:
-    """Suffix decoding over the prompt, the output and the pair's draft memory (indexed once
-    per change of the memory)."""
+def suffix_drafter(pair: LoadedPair, config: DecodeConfig | None = None,
+                   avoid_prompt: Sequence[int] | None = None) -> SuffixDrafter:
+    """Suffix decoding over the prompt, the output and the pair's draft memory: its global
+    suffix tree is built once and extended as runs end (rebuilt only when the runs it must
+    hold change otherwise: the oldest dropped, another prompt's answers left out)."""
+    options = config.suffix if config is not None else SuffixOptions()
+    limit = block_limit(pair.target)
     memory = draft_memory(pair)
     if memory is None:
-        return SuffixDrafter(limit=block_limit(pair.target))
+        return SuffixDrafter(limit=limit, options=options)
     avoid = prompt_fingerprint(avoid_prompt) if avoid_prompt is not None else ""
-    indexed_for = (memory.version, avoid)
-    if pair.memory_index is None or pair.memory_index[0] != indexed_for:
-        runs = [RememberedRun(o.run, o.tokens) for o in memory.runs(memory_key(pair), avoid)]
-        pair.memory_index = (indexed_for, memory_buffer(runs))
-    return SuffixDrafter(pair.memory_index[1], limit=block_limit(pair.target))
+    runs = memory.runs(memory_key(pair), avoid, n_vocab=pair.target.n_vocab)
+    held = (tuple(o.run for o in runs), options.max_depth)
+    if pair.memory_index is None or pair.memory_index[0] != held:
+        tree = memory_buffer([RememberedRun(o.run, o.tokens) for o in runs], options.max_depth)
+        pair.memory_index = (held, tree)
+    return SuffixDrafter(pair.memory_index[1], limit=limit, options=options)
 
 
 def draft_memory(pair: LoadedPair) -> DraftMemory | None:
@@ -148,9 +159,15 @@ def remember_output(pair: LoadedPair, session: Session, prompt_ids: Sequence[int
     memory = draft_memory(pair)
     if memory is None or session.drafter is None or not session.output_ids:
         return
-    memory.add(memory_key(pair), prompt_fingerprint(prompt_ids),
-               remembered_tokens(prompt_ids, session.output_ids))
+    held = pair.memory_index
+    output = memory.add(memory_key(pair), prompt_fingerprint(prompt_ids),
+                        remembered_tokens(prompt_ids, session.output_ids))
     memory.save()
+    if held is not None and held[0][0] == tuple(o.run for o in memory.runs(memory_key(pair))
+                                               if o.run != output.run):
+        # the global tree held every earlier run: it takes this one too, in place
+        held[1].extend(output.run, output.tokens)
+        pair.memory_index = (((*held[0][0], output.run), held[0][1]), held[1])
 
 
 def heads_drafter(pair: LoadedPair) -> HeadsDrafter:

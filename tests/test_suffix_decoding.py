@@ -143,3 +143,23 @@ def test_a_benchmarked_prompt_never_drafts_from_its_own_earlier_answer(gguf_file
         assert len(suffix_drafter(pair, avoid_prompt=other).memory) > 0
     finally:
         pair.close()
+
+
+def test_the_memorys_suffix_tree_takes_each_run_in_place_and_is_rebuilt_only_when_it_must(
+        gguf_files, tmp_path):
+    spec = ModelSpec(str(gguf_files[0]), suffix=True, draft_memory=str(tmp_path / "m.json"))
+    pair = load_pair(spec)
+    try:
+        config = DecodeConfig(n_predict=12, draft_max=8)
+        prompts = [pair.target.tokenize(text) for text in ("one prompt", "two", "three")]
+        timed_run(pair, config, prompts[0], plain=False, tally=Tally())
+        timed_run(pair, config, prompts[1], plain=False, tally=Tally())
+        assert pair.memory_index is not None
+        tree = pair.memory_index[1]
+        runs = [o.run for o in draft_memory(pair).outputs]
+        assert len(runs) == 2 and sorted(tree.seqs) == runs  # the first run's tree, extended
+        assert suffix_drafter(pair, config, avoid_prompt=prompts[2]).memory is tree
+        # leaving out a prompt that has an answer needs another tree
+        assert suffix_drafter(pair, config, avoid_prompt=prompts[0]).memory is not tree
+    finally:
+        pair.close()

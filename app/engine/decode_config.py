@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 from app.engine.drafters import TreeShape
 from app.engine.sampling import SamplingParams
+from app.engine.suffix import SuffixOptions
 from app.errors import SettingsError
 
 MAX_DRAFT = 256
@@ -26,6 +27,7 @@ class DecodeConfig:
     tree_width: int = 1  # children a draft node may have; 1 drafts a chain
     tree_nodes: int = 16  # draft nodes per pass at most, in a tree
     draft_p_split: float = 0.1  # a draft model branches where another candidate has this
+    suffix: SuffixOptions = field(default_factory=SuffixOptions)  # suffix decoding's reach
 
     @property
     def tree_shape(self) -> TreeShape:
@@ -58,3 +60,4 @@ class DecodeConfig:
         if not 0.0 <= self.draft_p_split < 1.0:
             raise SettingsError(f"draft-p-split must be in [0, 1) (got {self.draft_p_split})")
         self.sampling.validate()
+        self.suffix.validate()

@@ -23,7 +23,6 @@ from app.engine.drafters import (
     DraftKind,
     Outlook,
     TreeShape,
-    common_prefix,
 )
 from app.engine.protocol import LanguageModel
 from app.engine.sampling import SamplingParams
@@ -206,7 +205,8 @@ class PromptLookup(Drafter):
         return builder.tree()
 
     def _update(self, context: list[int]) -> None:
-        if common_prefix(self._seen, context) < len(self._seen):
+        # a slice comparison: no array built from the whole context at every step
+        if context[: len(self._seen)] != self._seen:
             self._clear()
         # index every n-gram that ends before the last token, so a match has a continuation
         for end in range(max(1, len(self._seen)), len(context)):
@@ -215,7 +215,7 @@ class PromptLookup(Drafter):
                     starts = table.setdefault(tuple(context[end - n : end]), [])
                     starts.append(end - n)
                     del starts[:-_KEEP_OCCURRENCES]
-        self._seen = list(context)
+        self._seen.extend(context[len(self._seen):])
 
     def propose(
         self, context: list[int], budget: Budget, params: SamplingParams,

@@ -44,6 +44,7 @@ from typing import IO, Any
 from app.analysis.divergence import Divergence
 from app.engine.decode_config import DecodeConfig
 from app.engine.sampling import SamplingParams
+from app.engine.suffix import SuffixOptions
 from app.models.loading import ModelSpec
 
 # commands
@@ -83,7 +84,8 @@ def config_to_dict(config: DecodeConfig) -> dict[str, Any]:
 
 def config_from_dict(data: dict[str, Any]) -> DecodeConfig:
     sampling = SamplingParams(**data["sampling"])
-    return DecodeConfig(**{**data, "sampling": sampling})
+    suffix = SuffixOptions(**data.get("suffix", {}))
+    return DecodeConfig(**{**data, "sampling": sampling, "suffix": suffix})
 
 
 def divergence_from_dict(data: dict[str, Any] | None) -> Divergence | None:

@@ -15,7 +15,7 @@ from pathlib import Path
 from app.draft_memory import DraftMemory
 from app.engine.heads import HeadsWeights
 from app.engine.protocol import EarlyExitModel, LanguageModel
-from app.engine.token_buffer import TokenBuffer
+from app.engine.suffix_tree import SuffixTree
 from app.errors import DraftLensError, ModelFileError, SettingsError
 from app.models.pair_check import (
     CrossVocab,
@@ -88,8 +88,8 @@ class LoadedPair:
     self_drafts: dict[int, LanguageModel] = field(default_factory=dict)  # by layer count
     heads: HeadsWeights | None = None  # spec.draft_heads, read and checked once
     memory: DraftMemory | None = None  # spec.draft_memory, read once, written after each run
-    # the memory's outputs indexed for suffix drafting, and what they were indexed for
-    memory_index: tuple[tuple[int, str], TokenBuffer] | None = None
+    # the draft memory's global suffix tree: ((the runs it holds, its depth), the tree)
+    memory_index: tuple[tuple[tuple[int, ...], int], SuffixTree] | None = None
 
     @property
     def cross(self) -> CrossVocab | None:
