@@ -37,8 +37,8 @@ class DraftKind:
     name: str
     free: bool  # drafting costs no model step (a lookup); else it costs the drafter's steps
     prior: float  # the acceptance expected of it before any is measured
-    # its draft may end on its own confidence (app.engine.draft_stop): it pays a step per
-    # token and knows how sure it was of each
+    # its draft may end on its own confidence (app.engine.adaptive.ConfidenceStop): it pays a
+    # step per token and knows how sure it was of each
     confident: bool = False
     # a kind this one is accepted at least as often as (a copy is a guess that kept
     # agreeing): its measured rate starts from that kind's when theirs is higher
@@ -63,7 +63,7 @@ class Outlook:
 
 
 class DraftStop(Protocol):
-    """Ends a draft model's draft on its own confidence (app.engine.draft_stop)."""
+    """Ends a draft model's draft on its own confidence (app.engine.adaptive.ConfidenceStop)."""
 
     def keep_drafting(self, drafted: int, q: float) -> bool:
         """Asked after each drafted token, drawn with probability q: draft another?"""

@@ -10,15 +10,16 @@ from typing import Any
 
 import numpy as np
 
-from app.engine.adaptive import DraftLengthController
+from app.engine.adaptive import DraftLengthController, PassOutcome
 from app.engine.cost_curve import VerifyCostCurve
 from app.engine.decode_config import DecodeConfig
 from app.engine.diagnostics import describe
-from app.engine.drafters import EMPTY_DRAFT, Budget, Drafter
+from app.engine.drafters import EMPTY_DRAFT, Budget, Drafter, DraftKind
 from app.engine.metrics import RunStats
 from app.engine.protocol import LanguageModel, returns_hidden
 from app.engine.records import (
     ORIGIN_PLAIN,
+    Decision,
     StepRecord,
     mark_copied,
     mark_heads,
@@ -63,6 +64,7 @@ class Session:
         # free drafts the controller chose not to verify, checked against the output instead
         self._shadow = ShadowCheck()
         self._shadow_rng = np.random.default_rng(0)  # never draws from the sampler's stream
+        self._kind: DraftKind | None = None  # the kind of draft this step priced
         # trees unless the drafter drafts from the target's hidden state, which a tree pass
         # does not return
         self._trees = (config.tree_width > 1 and drafter is not None
@@ -119,7 +121,7 @@ class Session:
         while len(self.output_ids) < budget:
             step = self._step(context, budget - len(self.output_ids), index)
             self.stats.add(step)
-            self.controller.observe(step)
+            self.controller.observe(self._outcome(step))
             self._shadow.settle_into(self.controller, self.output_ids)
             index += 1
             yield step
@@ -131,22 +133,30 @@ class Session:
         params = self.config.sampling
         drafter = self.drafter
         draft, source, k, stop = EMPTY_DRAFT, "", 0, None
+        decision: Decision | None = None
         if drafter is not None:
             outlook = drafter.outlook(context)
             source = outlook.kind.name
+            self._kind = outlook.kind
             # only what the target wrote is evidence of a copy, not the prompt's own words
             copied = min(outlook.copied, len(self.output_ids))
-            k = self.controller.next_k(remaining, outlook.kind, copied, outlook.available)
+            decision = self.controller.decide(remaining, outlook.kind, copied,
+                                              outlook.available)
+            k = decision.k
             self._shadow.offer(self.controller, drafter, outlook, k, context,
                                len(self.output_ids), remaining, params, self._shadow_rng)
             if k > 0 and self._trees:
                 tree = drafter.propose_tree(context, k, self.config.tree_shape, params, self.rng)
                 if tree is not None:
-                    return self._tree_step(context, tree.limited_to_depth(remaining - 1),
-                                           index, t0, source)
+                    record = self._tree_step(context, tree.limited_to_depth(remaining - 1),
+                                             index, t0, source)
+                    record.decision = decision
+                    return record
             if k > 0:
                 # in adaptive mode a draft model may draft on, ending on its own confidence
                 stop = self.controller.confidence_stop(outlook.kind, remaining)
+                if stop is not None:
+                    decision.stop_limit = stop.limit
                 budget = Budget(k) if stop is None else Budget(stop.limit, stop)
                 draft = drafter.propose(context, budget, params, self.rng)
         draft_tokens = draft.tokens[: max(0, remaining - 1)]
@@ -177,6 +187,7 @@ class Session:
                                    len(pending) + len(draft_tokens), (t0, t1, t2), source)
         if stop is not None and stop.stopped:
             record.stop_chance = stop.chance
+        record.decision = decision
         if drafter is not None:
             # row n_accepted of the pass produced the last emitted token
             hidden = (target_hidden[n_accepted]
@@ -238,6 +249,18 @@ class Session:
             drafter=self.drafter.name if self.drafter and k else "",
             source=source,
             pass_tokens=n_pass if n_pass != k + 1 else 0,
+        )
+
+    def _outcome(self, step: StepRecord) -> PassOutcome:
+        """What the controller learns from this step: the kind drafted, its verdicts by
+        depth, the q of each judged chain token, the pass's size and times."""
+        if not step.k:
+            return PassOutcome(None, pass_tokens=1, t_verify=step.t_verify)
+        return PassOutcome(
+            self._kind, step.depth_outcomes(),
+            () if step.is_tree else [t.q for t in step.tokens],
+            pass_tokens=step.n_pass, draft_depth=step.draft_depth,
+            t_draft=step.t_draft, t_verify=step.t_verify,
         )
 
     def _cut_at_eos(self, emitted: list[int], origins: list[str]) -> tuple[list[int], list[str]]:

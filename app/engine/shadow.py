@@ -13,15 +13,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import numpy as np
 
+from app.engine.adaptive import DraftLengthController, PassOutcome
 from app.engine.drafters import Budget, Drafter, DraftKind, Outlook
 from app.engine.sampling import SamplingParams
-
-if TYPE_CHECKING:
-    from app.engine.adaptive import DraftLengthController
 
 
 @dataclass(frozen=True)
@@ -56,7 +53,8 @@ class ShadowCheck:
         """After each step: a held draft the output has settled counts as the kind's pass."""
         settled = self.settle(output)
         if settled is not None:
-            controller.record(*settled)
+            kind, verdicts = settled
+            controller.observe(PassOutcome(kind, verdicts))
 
     def hold(self, kind: DraftKind, start: int, tokens: Sequence[int]) -> None:
         if tokens:
