@@ -37,7 +37,7 @@ from app.engine.drafters import Budget, Drafter  # noqa: E402
 from app.engine.lookup import PromptLookup  # noqa: E402
 from app.engine.lookup_edits import EditAwareLookup  # noqa: E402
 from app.engine.sampling import SamplingParams  # noqa: E402
-from app.engine.shadow import ShadowCheck  # noqa: E402
+from app.engine.session import ShadowCheck  # noqa: E402
 
 # the demo target's calibrated verify curve, seconds (Q4_K_M, 2 threads, every size to 17 as
 # app.engine.cost_curve calibrates them; 2026-11-26)
@@ -48,7 +48,10 @@ _NEVER_DRAWN = np.random.default_rng(0)  # lookups and copies sample nothing
 TOKENS = {"code": 128, "edit": 360, "text": 200, "repetitive": 256}
 
 
-def record(out: Path, suites: list[str] | None = None) -> None:
+def record(out: Path, suites: list[str] | None = None, threads: int | None = None,
+           tokens: int | None = None, per_suite: int | None = None) -> None:
+    """The target's plain greedy output for each task (at most `tokens` each, the first
+    `per_suite` tasks of each suite), with the vocabulary sidecar."""
     from app.engine.decode_config import DecodeConfig
     from app.engine.session import Session
     from app.models.demo import demo_paths
@@ -56,17 +59,22 @@ def record(out: Path, suites: list[str] | None = None) -> None:
     from app.runs import encode_prompt
 
     target_path, _ = demo_paths()
-    pair = load_pair(ModelSpec(str(target_path), ngram=True))
+    pair = load_pair(ModelSpec(str(target_path), ngram=True, n_threads=threads))
     # in order: suffix decoding's memory of earlier runs fills as a session's would
     tasks = [("repetitive", name, p, True) for name, p in REPETITIVE_PROMPTS.items()]
     tasks += [("code", f"code {i}", p, False) for i, p in enumerate(CODE_PROMPTS)]
     tasks += [("edit", name, p, True) for name, p in EDIT_PROMPTS.items()]
     tasks += [("text", f"text {i}", p, True) for i, p in enumerate(TEXT_PROMPTS)]
     tasks = [task for task in tasks if suites is None or task[0] in suites]
+    if per_suite is not None:
+        suites_in_order = [task[0] for task in tasks]
+        tasks = [task for i, task in enumerate(tasks)
+                 if i - suites_in_order.index(task[0]) < per_suite]
     rows = []
     for suite, name, prompt, chat in tasks:
         ids = encode_prompt(pair.target, prompt, chat)
-        session = Session(pair.target, None, DecodeConfig(n_predict=TOKENS[suite]),
+        n = TOKENS[suite] if tokens is None else min(tokens, TOKENS[suite])
+        session = Session(pair.target, None, DecodeConfig(n_predict=n),
                           diagnostics=False)
         for _ in session.steps(ids):
             pass
@@ -162,11 +170,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--draft-max", type=int, default=32)
     parser.add_argument("--suite", action="append", choices=tuple(TOKENS),
                         help="record only these suites (default: all)")
+    parser.add_argument("--threads", type=int, default=None,
+                        help="record with this many threads (1 on a machine shared with "
+                             "other work, where waiting threads spin)")
+    parser.add_argument("--tokens", type=int, help="record at most this many per task")
+    parser.add_argument("--tasks", type=int, help="record the first N tasks of each suite")
     parser.add_argument("--by-task", action="store_true",
                         help="the drafters side by side on every task")
     args = parser.parse_args(argv)
     if args.mode == "record":
-        record(args.file, args.suite)
+        record(args.file, args.suite, args.threads, args.tokens, args.tasks)
         return 0
     rows = json.loads(args.file.read_text())
     if args.by_task:

@@ -1,6 +1,7 @@
 """Free drafts the controller declined, checked against what the target wrote
-(app.engine.shadow): their verdicts teach the controller without a verify pass, so a free
-kind is never probed, and a kind whose drafts would pass starts drafting on that evidence."""
+(app.engine.session.ShadowCheck): their verdicts teach the controller without a verify pass,
+so a free kind is never probed, and a kind whose drafts would pass starts drafting on that
+evidence."""
 
 from __future__ import annotations
 
@@ -15,8 +16,7 @@ from app.engine.drafters import Budget, Draft, Drafter, DraftKind
 from app.engine.hybrid import HybridDrafter
 from app.engine.lookup_edits import EditAwareLookup
 from app.engine.sampling import SamplingParams
-from app.engine.session import Session
-from app.engine.shadow import ShadowCheck
+from app.engine.session import Session, ShadowCheck
 
 GUESS = DraftKind("test-guess", free=True, prior=0.05)
 # a GPU-like curve: a 5-token pass costs 1.4 single steps

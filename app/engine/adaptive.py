@@ -65,7 +65,8 @@ class PassOutcome:
     """All the controller learns from one pass: the kind drafted (None: a plain step), the
     verdict at each draft depth judged (up to the first rejection), the q each judged chain
     token was drawn with (empty for trees and one-hot drafts), the pass's size and times.
-    pass_tokens = 0: no pass ran (a free draft checked against the output, app.engine.shadow)."""
+    pass_tokens = 0: no pass ran (a free draft checked against the output,
+    app.engine.session.ShadowCheck)."""
 
     kind: DraftKind | None
     verdicts: Sequence[bool] = ()
@@ -281,8 +282,8 @@ class DraftLengthController:
     def __init__(self, draft_max: int, adaptive: bool, curve: VerifyCostCurve | None = None,
                  draft_cost: float = 0.0, free_kinds_shadowed: bool = False) -> None:
         """free_kinds_shadowed: the caller checks the drafts of free kinds it did not verify
-        against the output (app.engine.shadow) and reports their verdicts, so they need no
-        probes."""
+        against the output (app.engine.session.ShadowCheck) and reports their verdicts, so they
+        need no probes."""
         self.draft_max = draft_max
         self.adaptive = adaptive
         self.free_kinds_shadowed = free_kinds_shadowed

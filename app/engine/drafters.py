@@ -8,7 +8,7 @@ A run calls, in order:
   propose_tree(...)                      the same as a tree, where the drafter can branch
   accept(context, hidden)                the target kept what now ends `context`
 propose() drafts the kind outlook() named for the same context: a free kind's draft runs no
-model (the session may propose one it will not verify, app.engine.shadow).
+model (the session may propose one it will not verify, app.engine.session.ShadowCheck).
 Every method but propose has a no-op default in Drafter. A drafter declares once what it is
 (a DraftKind: its name, whether drafting is free, its prior), and whether it wants the
 target's hidden states; the session and the controller read those declarations, never the
