@@ -58,6 +58,7 @@ sys.path.insert(0, str(ROOT))
 
 from app.allocator import keep_large_blocks  # noqa: E402
 from app.analysis.copy_bound import copy_bound  # noqa: E402
+from app.analysis.divergence import MarginTap  # noqa: E402
 from app.analysis.measure import Tally, side_by_side, timed_run, warm_up  # noqa: E402
 from app.cli.bench import (  # noqa: E402
     bench_report,
@@ -78,7 +79,6 @@ from app.engine.cost_curve import (  # noqa: E402  # noqa: E402
     interpolate,
 )
 from app.engine.decode_config import DecodeConfig  # noqa: E402
-from app.engine.divergence import MarginTap  # noqa: E402
 from app.engine.sampling import SamplingParams  # noqa: E402
 from app.engine.token_buffer import SEPARATOR  # noqa: E402
 from app.models.loading import LoadedPair, ModelSpec, load_pair  # noqa: E402

@@ -12,9 +12,9 @@ import pytest
 
 import app.analysis.exactness as exactness
 from app.analysis.exact_mode import spec_flags
+from app.analysis.kernel_noise import KernelNoise
 from app.cli.main import build_parser, main
 from app.cli.options import model_spec
-from app.engine.kernel_noise import KernelNoise
 from app.models.loading import ModelSpec
 from app.runs import build_session as real_build_session
 from tests.planted_bugs import plant, plant_in_children

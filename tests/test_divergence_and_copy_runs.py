@@ -5,12 +5,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from app.analysis.divergence import MarginTap, TopTwo, explain_divergence, top_two
+from app.analysis.kernel_noise import measure_kernel_noise
 from app.engine.adaptive import DraftLengthController, PassOutcome
 from app.engine.cost_curve import VerifyCostCurve
 from app.engine.decode_config import DecodeConfig
-from app.engine.divergence import MarginTap, TopTwo, explain_divergence, top_two
 from app.engine.drafters import Budget, DraftKind
-from app.engine.kernel_noise import measure_kernel_noise
 from app.engine.lookup import NGRAM_COPY, NGRAM_GUESS, NGRAM_SELF, PromptLookup, block_limit
 from app.engine.lookup_edits import NGRAM_EDIT, EditAwareLookup
 from app.engine.sampling import SamplingParams

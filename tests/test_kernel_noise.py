@@ -1,4 +1,4 @@
-"""The measured disagreement between one-token steps and verify passes (app.engine.kernel_noise)
+"""The measured disagreement between one-token steps and verify passes (app.analysis.kernel_noise)
 and the greedy verdict built on it: a flip is a near-tie only if both runs' margins together
 fit within what the kernels were measured to move, and a wrong verifier is not excused."""
 
@@ -7,11 +7,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from app.engine import kernel_noise
+from app.analysis import kernel_noise
+from app.analysis.divergence import MarginTap, explain_divergence
+from app.analysis.kernel_noise import cached_kernel_noise, measure_kernel_noise
 from app.engine.decode_config import DecodeConfig
-from app.engine.divergence import MarginTap, explain_divergence
 from app.engine.draft_model import ModelDrafter
-from app.engine.kernel_noise import cached_kernel_noise, measure_kernel_noise
 from app.engine.sampling import SamplingParams
 from app.engine.session import Session
 from tests.helpers import greedy_accepts_everything

@@ -353,8 +353,8 @@ def test_a_sampled_rejection_shows_p_q_and_the_residual_drawn_from(window, qtbot
 
 
 def test_compare_view_names_the_first_difference_its_margins_and_the_bound(window, gguf_pair):
-    from app.engine.divergence import explain_divergence
-    from app.engine.kernel_noise import measure_kernel_noise
+    from app.analysis.divergence import explain_divergence
+    from app.analysis.kernel_noise import measure_kernel_noise
     from tests.test_kernel_noise import SwappingVerifier, greedy_runs
     from ui.run_data import CompareResult
 

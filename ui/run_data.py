@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from app.analysis.cost import PairCosts, conditions_now, costs_from_run
-from app.engine.divergence import Divergence
+from app.analysis.divergence import Divergence
 from app.engine.metrics import RunStats
 from app.engine.records import StepRecord
 from app.engine.trace import MODE_PLAIN, MODE_SPECULATIVE, TraceHeader

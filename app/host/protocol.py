@@ -41,8 +41,8 @@ import pickle
 from dataclasses import asdict, fields
 from typing import IO, Any
 
+from app.analysis.divergence import Divergence
 from app.engine.decode_config import DecodeConfig
-from app.engine.divergence import Divergence
 from app.engine.sampling import SamplingParams
 from app.models.loading import ModelSpec
 

@@ -22,7 +22,7 @@ from typing import IO, Any
 
 from app.analysis.compare import explain_difference, margins_noted
 from app.analysis.cost import measure_pair_costs
-from app.engine.divergence import MarginTap
+from app.analysis.divergence import MarginTap
 from app.engine.session import Session
 from app.engine.suffix import SUFFIX_LABEL
 from app.engine.text_stream import TextStream
