@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from app.draft_memory import DraftMemory, prompt_fingerprint
-from app.engine.calibration import cached_verify_curve, measure_token_cost
+from app.engine.cost_curve import cached_verify_curve, measure_token_cost
 from app.engine.cross_vocab import TLIDrafter
 from app.engine.decode_config import DecodeConfig
 from app.engine.draft_model import ModelDrafter

@@ -19,9 +19,11 @@ from scipy.stats import power_divergence
 import app.engine.acceptance as acceptance
 import app.engine.speculative as speculative
 from app.analysis.divergence import MarginTap
+from app.engine.adaptive import PassOutcome
 from app.engine.cost_curve import VerifyCostCurve
 from app.engine.decode_config import DecodeConfig
 from app.engine.draft_model import DRAFT_MODEL, ModelDrafter
+from app.engine.drafters import DraftKind
 from app.engine.heads import HeadsWeights
 from app.engine.records import (
     ORIGIN_ACCEPTED,
@@ -73,6 +75,18 @@ def greedy_accepts_everything(monkeypatch):
 def token(pos: int, accepted: bool) -> TokenRecord:
     return TokenRecord(pos=pos, token=5, text="x", q=0.5, p=0.4, u=0.3, accepted=accepted,
                        replacement=None if accepted else 6)
+
+
+def pass_outcome(kind: DraftKind | None, k: int, verdicts: list[bool], t_draft=0.0,
+                 t_verify=0.1) -> PassOutcome:
+    """What the controller learns from a hand-made chain pass that drafted k tokens of `kind`
+    (k = 0: a plain step): the judged prefix of `verdicts` (up to the first rejection), each
+    drafted with q = 0.5."""
+    if k == 0:
+        return PassOutcome(None, pass_tokens=1, t_verify=t_verify)
+    judged = verdicts[: verdicts.index(False) + 1] if False in verdicts else verdicts
+    return PassOutcome(kind, judged, [0.5] * len(judged), pass_tokens=k + 1, draft_depth=k,
+                       t_draft=t_draft, t_verify=t_verify)
 
 
 def step(index: int, k: int, verdicts: list[bool], t_draft=0.0, t_verify=0.1,

@@ -1,4 +1,4 @@
-"""A draft model's draft ends on its own confidence (app.engine.draft_stop).
+"""A draft model's draft ends on its own confidence (app.engine.adaptive.ConfidenceStop).
 
 Under sampling the output keeps the target's distribution, because the token whose
 confidence ended the draft is kept: the length is a stopping time of what was drafted. The
@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from app.engine.adaptive import ConfidenceCalibration, ConfidenceStop
 from app.engine.decode_config import DecodeConfig
 from app.engine.draft_model import ModelDrafter
-from app.engine.draft_stop import ConfidenceCalibration, ConfidenceStop
 from app.engine.drafters import EMPTY_DRAFT, Budget, Draft
 from app.engine.sampling import SamplingParams, choose, finite_logits, process
 from app.engine.session import Session

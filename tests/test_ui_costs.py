@@ -14,7 +14,7 @@ import pytest
 pytest.importorskip("pytestqt")
 
 from app.analysis.cost import MIN_RUN_STEPS, measure_pair_costs  # noqa: E402
-from app.engine.calibration import measure_step_costs  # noqa: E402
+from app.engine.cost_curve import measure_step_costs  # noqa: E402
 from app.models.loading import ModelSpec, load_pair  # noqa: E402
 from app.settings import Settings  # noqa: E402
 from tests.helpers import choose_pair, run, set_decoding  # noqa: E402

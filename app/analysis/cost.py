@@ -11,8 +11,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from app.engine.calibration import cached_verify_curve, measure_step_costs
-from app.engine.cost_curve import VerifyCostCurve
+from app.engine.cost_curve import VerifyCostCurve, cached_verify_curve, measure_step_costs
 from app.engine.metrics import expected_tokens_per_pass, predicted_speedup, theory_speedup
 from app.models.loading import LoadedPair
 

@@ -42,7 +42,7 @@ class HybridDrafter(Drafter):
     ) -> Draft:
         # where the outlook named the lookup, its draft, even an empty one: the pass was priced
         # as a free one, and a declined free draft is proposed only to be checked against the
-        # output (app.engine.shadow), which must not run the draft model
+        # output (app.engine.session.ShadowCheck), which must not run the draft model
         if self.ngram.find(context):
             return self.ngram.propose(context, Budget(budget.max_tokens), params, rng)
         return self.model_drafter.propose(context, budget, params, rng)

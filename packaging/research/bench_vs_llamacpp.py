@@ -72,8 +72,12 @@ from app.cli.bench_tasks import (  # noqa: E402
     REPETITIVE_PROMPTS,
     TEXT_PROMPTS,
 )
-from app.engine.calibration import cached_verify_curve, calibration_sizes  # noqa: E402
-from app.engine.cost_curve import VerifyCostCurve, interpolate  # noqa: E402
+from app.engine.cost_curve import (  # noqa: E402  # noqa: E402
+    VerifyCostCurve,
+    cached_verify_curve,
+    calibration_sizes,
+    interpolate,
+)
 from app.engine.decode_config import DecodeConfig  # noqa: E402
 from app.engine.sampling import SamplingParams  # noqa: E402
 from app.engine.token_buffer import SEPARATOR  # noqa: E402
