@@ -97,4 +97,4 @@ class WhyTabs(QWidget):
         plain = adaptive_ran_plainly(run)
         run_k = int(run.header.settings.get("draft_max", 0)) if run and run.header else 0
         for notice in self.notices:
-            notice.show_reason(plain, self.cost.view_data, run_k)
+            notice.show_reason(plain, run.steps if run else [], self.cost.view_data, run_k)
