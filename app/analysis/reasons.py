@@ -71,8 +71,8 @@ def describe_decision(d: Decision | None) -> str:
         return NO_DECISION
     kind = f" ({d.kind})" if d.kind else ""
     if d.rule == RULE_FIXED:
-        return (f"k = {d.k}: fixed draft length (adaptive k is off)"
-                + (f"; at most {d.limit} here" if d.limit and d.limit == d.k else "") + ".")
+        return (f"k = {d.k}: fixed draft length (adaptive k is off: each step drafts the "
+                "configured length, or less where less is left to write or to draft).")
     if d.rule == RULE_NOTHING_TO_DRAFT:
         return f"k = 0: the drafter{kind} had nothing to offer at this point."
     if d.rule == RULE_END_OF_OUTPUT:
