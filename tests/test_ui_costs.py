@@ -14,11 +14,13 @@ import pytest
 pytest.importorskip("pytestqt")
 
 from app.analysis.cost import MIN_RUN_STEPS, measure_pair_costs  # noqa: E402
+from app.analysis.reasons import plain_run_reason  # noqa: E402
 from app.engine.cost_curve import measure_step_costs  # noqa: E402
 from app.models.loading import ModelSpec, load_pair  # noqa: E402
 from app.settings import Settings  # noqa: E402
 from tests.helpers import choose_pair, run, set_decoding  # noqa: E402
 from ui.main_window import MainWindow  # noqa: E402
+from ui.plain_notice import watch_k  # noqa: E402
 from ui.run_data import run_costs  # noqa: E402
 
 
@@ -135,18 +137,18 @@ def test_a_plain_adaptive_run_says_why_beside_the_empty_views_and_offers_the_dra
     stats = window.run.stats
     view = window.why.cost.view_data
     assert not view.pays and stats.spec_steps * 4 < stats.steps
+    offered = watch_k(window.run.steps, view, 4)
     for notice in (window.inspector.notice, window.charts.notice):
         assert notice.isVisible()
-        text = notice.text.text()
-        assert "plainly" in text and f"{view.best.verify_in_steps:.1f} plain steps" in text
-        assert f"{view.cost_ratio:.2f} of a plain step" in text
-        assert notice.k == view.best.k and f"k = {view.best.k}" in notice.button.text()
+        # the reason is the controller's recorded decisions, in words (app.analysis.reasons)
+        assert notice.text.text() == plain_run_reason(window.run.steps)
+        assert notice.k == offered and f"k = {offered}" in notice.button.text()
     with qtbot.waitSignal(window.run_done, timeout=60_000):
         window.inspector.notice.button.click()
     window.flush()
     window.why.refresh()
     assert not window.decode.adaptive.isChecked()
-    assert window.decode.draft_max.value() == view.best.k
+    assert window.decode.draft_max.value() == offered
     stats = window.run.stats
     assert stats.spec_steps >= stats.steps - 1  # every step drafted (the last may not need to)
     assert not window.inspector.notice.isVisible() and not window.charts.notice.isVisible()

@@ -68,7 +68,9 @@ def test_cost_view_verdict_and_cost_model_line(hf_dirs, window, qtbot, dialogs):
     view = why.cost.view_data
     assert view is not None and view.points and view.t_plain > 0
     assert why.verdict.isVisible() and "On this device this pair can reach" in why.verdict.text()
-    assert view.alpha_measured and view.alpha == round(window.run.stats.alpha, 2)
+    stats = window.run.stats
+    assert view.alpha_measured and view.alpha == pytest.approx(stats.alpha)
+    assert (view.seen.accepted, view.seen.judged) == (stats.accepted, stats.judged)
     assert not window.charts.showing_placeholder
     x, _ = window.charts.cost_curve.getData()
     assert x is not None and len(x) > 0  # the cost model beside the textbook line
