@@ -13,10 +13,15 @@ PRIOR = 0.6
 
 
 def no_gain(evidence: int, acceptance: float, alternative_gain: float = 0.97) -> Decision:
+    """k = 0: the best draft (k = 3, 2.4 expected tokens) priced below the 1.05x margin; its
+    pass time is what that gain implies (gain = E(k) * plain / pass), as the controller's."""
+    plain, tokens = 0.073, 2.4
     return Decision(RULE_NO_GAIN, 0, kind="draft model", limit=8, acceptance=acceptance,
                     acceptance_low=0.35, acceptance_high=0.98, evidence=evidence, prior=PRIOR,
-                    plain_seconds=0.073, pass_seconds=0.073, gain=1.0, alternative_k=3,
-                    alternative_gain=alternative_gain, min_gain=1.05)
+                    plain_seconds=plain, pass_seconds=plain, expected_tokens=1.0, gain=1.0,
+                    alternative_k=3, alternative_gain=alternative_gain,
+                    alternative_seconds=tokens * plain / alternative_gain,
+                    alternative_tokens=tokens, min_gain=1.05)
 
 
 def probe(k: int, evidence: int) -> Decision:

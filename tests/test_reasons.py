@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import pytest
+
 from app.analysis.reasons import (
     NO_DECISION,
     count_decisions,
@@ -46,6 +48,10 @@ def test_the_banner_states_the_recorded_reason_when_every_draft_was_accepted():
         in text
     assert f"(its prior {d.prior:.2f})" in text
     assert f"k = {d.alternative_k}, at {d.alternative_gain:.2f}× plain decoding" in text
+    assert d.alternative_gain == pytest.approx(
+        d.alternative_tokens * d.plain_seconds / d.alternative_seconds)
+    assert (f"({d.alternative_tokens:.2f} expected tokens in a "
+            f"{d.alternative_seconds * 1000:.1f} ms pass)") in text
     assert f"short of the {d.min_gain:.2f}× it asks" in text
     # and no guess that contradicts the records beside it
     assert "too rarely" not in text
@@ -94,6 +100,9 @@ def test_each_rule_is_said_with_its_figures():
     text = describe_decision(best)
     assert "k = 4 (draft model): the best expected rate, 1.42× plain" in text
     assert "next best k = 5 at 1.40×" in text and "120.0 ms" in text and "50.0 ms" in text
+    stopping = describe_decision(replace(best, expected_tokens=3.4, stop_limit=8))
+    assert "120.0 ms for 3.40 expected tokens" in stopping
+    assert "may run to 8 tokens" in stopping and "may run" not in text
     fresh = describe_decision(probe(2, 0))
     assert "a probe" in fresh and "0.60 (its prior; no draft tokens seen yet)" in fresh
     assert describe_decision(Decision(RULE_FIXED, 4, limit=4)).startswith("k = 4: fixed")

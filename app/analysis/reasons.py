@@ -59,6 +59,17 @@ def priced_acceptance(d: Decision) -> str:
     return f"{rate} (from {seen})"
 
 
+def _tokens(expected: float | None) -> str:
+    return f" for {expected:.2f} expected tokens" if expected is not None else ""
+
+
+def _pass_of(expected: float | None, seconds: float | None) -> str:
+    """" (2.41 expected tokens in a 190.0 ms pass)" where the decision priced them."""
+    if expected is None or seconds is None:
+        return ""
+    return f" ({expected:.2f} expected tokens in a {_ms(seconds)} pass)"
+
+
 def _margin(d: Decision) -> str:
     if d.min_gain is None:
         return "plain decoding"
@@ -79,8 +90,10 @@ def describe_decision(d: Decision | None) -> str:
         return "k = 0: one token or none left to write, so there was nothing to verify."
     costs = f"a plain step priced at {_ms(d.plain_seconds)}"
     if d.rule == RULE_NO_GAIN:
+        priced = _pass_of(d.alternative_tokens, d.alternative_seconds)
         best = (f"the best draft, k = {d.alternative_k}, was priced at "
-                f"{_x(d.alternative_gain)} plain" if d.alternative_k else "no draft length paid")
+                f"{_x(d.alternative_gain)} plain{priced}" if d.alternative_k
+                else "no draft length paid")
         return (f"k = 0: plain decoding{kind} — {best}, short of {_margin(d)}; acceptance "
                 f"priced at {priced_acceptance(d)}, {costs}.")
     if d.rule == RULE_PROBE:
@@ -90,9 +103,12 @@ def describe_decision(d: Decision | None) -> str:
     if d.rule == RULE_BEST_RATE:
         other = (f"; next best k = {d.alternative_k} at {_x(d.alternative_gain)}"
                  if d.alternative_k is not None else "")
+        stop = (f" The draft may run to {d.stop_limit} tokens, ending where the draft "
+                "model's confidence says one more would not pay." if d.stop_limit else "")
         return (f"k = {d.k}{kind}: the best expected rate, {_x(d.gain)} plain decoding "
                 f"(≥ {_margin(d)}){other}; acceptance priced at {priced_acceptance(d)}, "
-                f"this pass {_ms(d.pass_seconds)} against {costs}.")
+                f"this pass {_ms(d.pass_seconds)}{_tokens(d.expected_tokens)} against "
+                f"{costs}.{stop}")
     return f"k = {d.k}: rule {d.rule!r}."
 
 
@@ -180,9 +196,10 @@ def _no_gain_detail(step: StepRecord, c: DecisionCounts) -> str:
                 f"{d.acceptance:.2f}" if d.acceptance is not None else "")
     best = (f"the best draft length, k = {d.alternative_k}, at {_x(d.alternative_gain)} "
             "plain decoding" if d.alternative_k else "no draft length above plain decoding")
-    return (f"At its last such decision (step {step.index + 1}) {seen}; that made {best}, "
-            f"short of the {_x(d.min_gain)} it asks of a draft at this pass cost (a plain step "
-            f"{_ms(d.plain_seconds)}).")
+    cost = _pass_of(d.alternative_tokens, d.alternative_seconds)
+    return (f"At its last such decision (step {step.index + 1}) {seen}; that made {best}"
+            f"{cost}, short of the {_x(d.min_gain)} it asks of a draft at this pass cost "
+            f"(a plain step {_ms(d.plain_seconds)}).")
 
 
 def best_alternative_k(steps: list[StepRecord]) -> int | None:
