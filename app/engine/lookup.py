@@ -117,6 +117,9 @@ class PromptLookup(Drafter):
     def outlook(self, context: list[int]) -> Outlook:
         return Outlook(self.kind_for(context), self.copied(context))
 
+    def has_draft(self, context: list[int]) -> bool:
+        return self.find(context) is not None
+
     def kind_for(self, context: list[int]) -> DraftKind:
         """Which kind of guess propose() would make now."""
         found = self.find(context)

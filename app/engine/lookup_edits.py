@@ -11,15 +11,18 @@ its own kind (NGRAM_EDIT): it guesses where the edit ends.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Protocol
 
-from app.engine.drafters import DraftKind
+from app.engine.drafters import DrafterOptions, DraftKind, Entry, StopRule
 from app.engine.lookup import (
     AGREEMENT_WINDOW,
     STRONG_ANCHOR,
     Match,
     PromptLookup,
+    block_limit,
     run_back,
 )
+from app.engine.protocol import LanguageModel
 
 # trusted less than a copy and more than a guess, until its own passes say
 NGRAM_EDIT = DraftKind("ngram-edit", free=True, prior=0.75)
@@ -200,3 +203,20 @@ class EditAwareLookup(PromptLookup):
         """The tokens with every edit the target made to a copy applied again."""
         return replaced(tokens, self._renames) if self._renames else tokens
 
+
+NGRAM_LABEL = "n-gram lookup"
+
+
+class TargetSource(Protocol):
+    @property
+    def target(self) -> LanguageModel: ...
+
+
+def ngram_drafter(sources: TargetSource, options: DrafterOptions, rule: StopRule,
+                  fallback: bool) -> EditAwareLookup:
+    """The edit-aware lookup, its copies kept within a block (lookup.block_limit). With a
+    drafter behind it, a one-token match is left to that one (n-grams of 2 and more)."""
+    return EditAwareLookup(n_min=2 if fallback else 1, limit=block_limit(sources.target))
+
+
+ENTRY = Entry("ngram", ngram_drafter, lambda options, draft_file: NGRAM_LABEL, free=True)

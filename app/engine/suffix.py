@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 
@@ -25,12 +26,16 @@ from app.engine.drafters import (
     Budget,
     Draft,
     Drafter,
+    DrafterOptions,
     DraftKind,
+    Entry,
     Outlook,
+    StopRule,
     TreeShape,
 )
-from app.engine.lookup import NGRAM_GUESS
+from app.engine.lookup import NGRAM_GUESS, block_limit
 from app.engine.lookup_edits import EditAwareLookup
+from app.engine.protocol import LanguageModel
 from app.engine.records import (
     COPIED_FROM_MEMORY,
     COPIED_FROM_OUTPUT,
@@ -164,6 +169,9 @@ class SuffixDrafter(Drafter):
             return Outlook(SUFFIX_COPY, match, available)
         return Outlook(SUFFIX_GUESS, 0, available)
 
+    def has_draft(self, context: list[int]) -> bool:
+        return self._copy_of_prompt(context) is not None or self._likeliest(context)[1] > 0
+
     def copied(self, context: list[int]) -> int:
         """The match, when it is a copy (see outlook)."""
         return self.outlook(context).copied
@@ -236,3 +244,22 @@ def _source(tree: CandidateTree, i: int) -> CopySource:
     node = tree.nodes[i]
     return CopySource(kind=node.label.kind, run=node.label.run, count=node.count,
                       of=tree.occurrences, match=tree.match)
+
+
+class MemorySource(Protocol):
+    """What suffix decoding reads of a run: the target, and the memory's earlier outputs of
+    it, indexed (leaving out answers to the run's own prompt)."""
+
+    @property
+    def target(self) -> LanguageModel: ...
+
+    def memory(self, path: str) -> TokenBuffer | None: ...
+
+
+def suffix_drafter(sources: MemorySource, options: DrafterOptions, rule: StopRule,
+                   fallback: bool) -> SuffixDrafter:
+    memory = sources.memory(options.memory) if options.memory else None
+    return SuffixDrafter(memory, limit=block_limit(sources.target))
+
+
+ENTRY = Entry("suffix", suffix_drafter, lambda options, draft_file: SUFFIX_LABEL, free=True)

@@ -43,6 +43,7 @@ from typing import IO, Any
 
 from app.engine.decode_config import DecodeConfig
 from app.engine.divergence import Divergence
+from app.engine.registry import choice_from_dict, choice_to_dict
 from app.engine.sampling import SamplingParams
 from app.models.loading import ModelSpec
 
@@ -78,12 +79,13 @@ def spec_from_dict(data: dict[str, Any]) -> ModelSpec:
 
 
 def config_to_dict(config: DecodeConfig) -> dict[str, Any]:
-    return asdict(config)
+    return {**asdict(config), "drafter": choice_to_dict(config.drafter)}
 
 
 def config_from_dict(data: dict[str, Any]) -> DecodeConfig:
     sampling = SamplingParams(**data["sampling"])
-    return DecodeConfig(**{**data, "sampling": sampling})
+    drafter = choice_from_dict(data.get("drafter") or {})
+    return DecodeConfig(**{**data, "sampling": sampling, "drafter": drafter})
 
 
 def divergence_from_dict(data: dict[str, Any] | None) -> Divergence | None:
