@@ -24,8 +24,16 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from app.engine.records import CopySource, Translation
+from app.engine.records import (
+    CopySource,
+    TokenRecord,
+    Translation,
+    mark_copied,
+    mark_heads,
+    mark_translated,
+)
 from app.engine.sampling import SamplingParams, fit_width
+from app.engine.similarity import annotate
 from app.engine.tree import DraftTree, one_hot
 
 
@@ -127,6 +135,19 @@ class Draft:
 
 
 EMPTY_DRAFT = Draft([], None)
+
+
+def mark_judged(records: list[TokenRecord], draft: Draft | DraftTree,
+                target_hidden: np.ndarray | None = None) -> None:
+    """The drafter's own record of each draft token, onto that token's judged record
+    (records[i] is draft token i's): where it was copied from, how it was translated, which
+    MTP head drafted it, and how near its hidden state came to the target's (hidden_cos,
+    given the target's hidden states of the pass). A draft without a note leaves it unset."""
+    mark_copied(records, draft.copied_from)
+    mark_translated(records, draft.translated)
+    if isinstance(draft, Draft):
+        mark_heads(records, draft.heads)
+        annotate(records, draft.hidden, target_hidden)
 
 
 class Drafter:
