@@ -9,15 +9,15 @@ from pathlib import Path
 from typing import Any
 
 from app.draft_memory import DraftMemory, prompt_fingerprint
-from app.engine.calibration import cached_verify_curve
+from app.engine.cost_curve import cached_verify_curve
 from app.engine.decode_config import DecodeConfig
 from app.engine.drafters import Drafter
 from app.engine.heads import HeadsWeights
 from app.engine.protocol import LanguageModel
 from app.engine.registry import DrafterChoice, build_drafter
 from app.engine.session import Session
-from app.engine.suffix import RememberedRun, memory_buffer
-from app.engine.token_buffer import TokenBuffer
+from app.engine.suffix import RememberedRun, SuffixOptions, memory_buffer
+from app.engine.suffix_tree import SuffixTree
 from app.engine.trace import MODE_PLAIN, MODE_SPECULATIVE, TraceHeader, TraceWriter
 from app.engine.vocab_bridge import VocabBridge
 from app.errors import SettingsError
@@ -71,9 +71,11 @@ class PairSources:
     pair's models and files. `avoid_prompt`: the memory leaves out remembered answers to it
     (a benchmark's prompt must not draft from its own earlier answer)."""
 
-    def __init__(self, pair: LoadedPair, avoid_prompt: Sequence[int] | None = None) -> None:
+    def __init__(self, pair: LoadedPair, avoid_prompt: Sequence[int] | None = None,
+                 suffix: SuffixOptions | None = None) -> None:
         self.pair = pair
         self.avoid_prompt = avoid_prompt
+        self.suffix = suffix or SuffixOptions()
 
     @property
     def target(self) -> LanguageModel:
@@ -96,19 +98,54 @@ class PairSources:
 
         return load_heads(path, self.pair.target)
 
-    def memory(self, path: str) -> TokenBuffer:
-        """The memory file's earlier outputs of this target, indexed for suffix drafting."""
-        memory = DraftMemory.load(path)
+    @property
+    def suffix_options(self) -> SuffixOptions:
+        return self.suffix
+
+    def memory(self, path: str, max_depth: int) -> SuffixTree:
+        """The memory file's earlier outputs of this target in one global suffix tree: built
+        once, extended as runs end (remember_output), rebuilt only when the runs it must
+        hold change otherwise (the oldest dropped, another prompt's answers left out)."""
+        held = held_memory(self.pair, path)
         avoid = prompt_fingerprint(self.avoid_prompt) if self.avoid_prompt is not None else ""
-        return memory_buffer([RememberedRun(o.run, o.tokens)
-                              for o in memory.runs(memory_key(self.pair), avoid)])
+        runs = held.memory.runs(memory_key(self.pair), avoid, n_vocab=self.pair.target.n_vocab)
+        holds = (tuple(o.run for o in runs), max_depth)
+        if held.tree is None or held.holds != holds:
+            held.tree = memory_buffer([RememberedRun(o.run, o.tokens) for o in runs], max_depth)
+            held.holds = holds
+        return held.tree
+
+
+@dataclass
+class HeldMemory:
+    """A draft memory file as this process holds it: read once, written after each run,
+    and its outputs of one target in a global suffix tree, with the runs and depth it
+    holds."""
+
+    memory: DraftMemory
+    tree: SuffixTree | None = None
+    holds: tuple[tuple[int, ...], int] | None = None
+
+
+# the draft memories this process has read, by file and target: the engine host (one per
+# window session; a new one after the window forgets a memory) and a benchmark read a file
+# once and keep its tree while they run
+_HELD: dict[tuple[str, str], HeldMemory] = {}
+
+
+def held_memory(pair: LoadedPair, path: str) -> HeldMemory:
+    key = (str(Path(path).resolve()), memory_key(pair))
+    if key not in _HELD:
+        _HELD[key] = HeldMemory(DraftMemory.load(path))
+    return _HELD[key]
 
 
 def new_drafter(pair: LoadedPair, config: DecodeConfig,
                 avoid_prompt: Sequence[int] | None = None) -> Drafter | None:
     """A fresh drafter for one run (drafters keep per-run state), or None for plain
     decoding (`avoid_prompt`: see PairSources)."""
-    return build_drafter(config.drafter, PairSources(pair, avoid_prompt), config.stop_rule)
+    sources = PairSources(pair, avoid_prompt, config.suffix)
+    return build_drafter(config.drafter, sources, config.stop_rule)
 
 
 def drafting_model(pair: LoadedPair, choice: DrafterChoice) -> LanguageModel | None:
@@ -135,10 +172,15 @@ def remember_output(pair: LoadedPair, session: Session, prompt_ids: Sequence[int
     path = session.config.drafter.options.memory
     if not path or session.drafter is None or not session.output_ids:
         return
-    memory = DraftMemory.load(path)
-    memory.add(memory_key(pair), prompt_fingerprint(prompt_ids),
-               remembered_tokens(prompt_ids, session.output_ids))
-    memory.save()
+    held = held_memory(pair, path)
+    output = held.memory.add(memory_key(pair), prompt_fingerprint(prompt_ids),
+                             remembered_tokens(prompt_ids, session.output_ids))
+    held.memory.save()
+    runs_before = tuple(o.run for o in held.memory.runs(memory_key(pair)) if o.run != output.run)
+    if held.tree is not None and held.holds is not None and held.holds[0] == runs_before:
+        # the global tree held every earlier run: it takes this one too, in place
+        held.tree.extend(output.run, output.tokens)
+        held.holds = ((*runs_before, output.run), held.holds[1])
 
 
 def build_session(pair: LoadedPair, config: DecodeConfig, plain: bool = False,

@@ -12,10 +12,10 @@ import pytest
 
 import app.analysis.exactness as exactness
 from app.analysis.exact_mode import spec_flags
+from app.analysis.kernel_noise import KernelNoise
 from app.cli.main import build_parser, main
 from app.cli.options import drafter_choice, model_spec
 from app.engine.drafters import DrafterOptions
-from app.engine.kernel_noise import KernelNoise
 from app.engine.registry import DRAFTERS, DrafterChoice
 from app.models.loading import ModelSpec
 from app.runs import build_session as real_build_session

@@ -17,21 +17,6 @@ from app.host import protocol
 from app.host.client import EngineHost
 from app.models.loading import ModelSpec
 
-FAULTS = Path(__file__).resolve().parent / "host_faults"
-
-
-@pytest.fixture
-def plant(monkeypatch):
-    """plant("abort") makes every host started from now on fail that way after 2 steps."""
-
-    def plant_fault(fault: str, after: int = 2) -> None:
-        path = os.pathsep.join(p for p in (str(FAULTS), os.environ.get("PYTHONPATH", "")) if p)
-        monkeypatch.setenv("PYTHONPATH", path)
-        monkeypatch.setenv("DRAFTLENS_TEST_FAULT", fault)
-        monkeypatch.setenv("DRAFTLENS_TEST_FAULT_AFTER", str(after))
-
-    return plant_fault
-
 
 def summary_of(path: Path) -> dict:
     return json.loads(path.read_text().splitlines()[-1])

@@ -10,7 +10,7 @@ import typing
 import numpy as np
 import pytest
 
-from app.engine.divergence import MarginTap
+from app.analysis.divergence import MarginTap
 from app.engine.protocol import (
     EarlyExitModel,
     HiddenStateModel,

@@ -31,8 +31,8 @@ from tests.helpers import (
     EXACT_P,
     assert_drafted,
     first_two_pvalues,
+    pass_outcome,
     resample_from_p,
-    step,
 )
 from tests.tiny_mtp_gguf import write_tiny_mtp_gguf
 
@@ -119,10 +119,10 @@ def test_built_through_the_run_wiring_mtp_drafts_and_matches_plain(mtp_file):
         for _ in range(10):  # so that drafting pays
             controller.estimates[DRAFT_MTP.name].observe([True] * 4)
         controller.curve = VerifyCostCurve({n: 1.0 for n in range(1, 6)})
-        k = controller.next_k(10, DRAFT_MTP)
+        k = controller.decide(10, DRAFT_MTP).k
         assert k > 0
-        controller.observe(step(99, k, [True] * k, t_draft=0.5 * k, t_verify=1.0,
-                                source=DRAFT_MTP.name))
+        controller.observe(pass_outcome(DRAFT_MTP, k, [True] * k, t_draft=0.5 * k,
+                                        t_verify=1.0))
         assert controller.pass_cost(DRAFT_MTP).draft_cost > 0
     finally:
         pair.close()

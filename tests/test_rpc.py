@@ -296,7 +296,7 @@ def test_an_rpc_server_killed_mid_run_leaves_the_window_up_with_one_dialog(
     from PySide6.QtWidgets import QMessageBox
 
     from app.settings import Settings
-    from tests.test_ui_window import RUN_TIMEOUT_MS, set_decoding
+    from tests.helpers import RUN_TIMEOUT_MS, set_decoding
     from ui.main_window import MainWindow
 
     dialogs: list[str] = []

@@ -19,7 +19,7 @@ from app.engine.session import Session
 from app.engine.suffix import RememberedRun, SuffixDrafter, memory_buffer
 from app.engine.trace import read_trace
 from app.models.loading import ModelSpec, load_pair
-from app.runs import new_drafter
+from app.runs import held_memory, new_drafter
 
 PROMPT = "the cat sat on the mat. the cat"
 
@@ -143,5 +143,27 @@ def test_a_benchmarked_prompt_never_drafts_from_its_own_earlier_answer(gguf_file
         assert len(DraftMemory.load(path).outputs) == 1
         assert len(new_drafter(pair, config, avoid_prompt=mine).memory) == 0
         assert len(new_drafter(pair, config, avoid_prompt=other).memory) > 0
+    finally:
+        pair.close()
+
+
+def test_the_memorys_suffix_tree_takes_each_run_in_place_and_is_rebuilt_only_when_it_must(
+        gguf_files, tmp_path):
+    path = tmp_path / "m.json"
+    pair = load_pair(ModelSpec(str(gguf_files[0])))
+    try:
+        config = DecodeConfig(n_predict=12, draft_max=8, drafter=DrafterChoice(
+            ("suffix",), DrafterOptions(memory=str(path))))
+        prompts = [pair.target.tokenize(text) for text in ("one prompt", "two", "three")]
+        timed_run(pair, config, prompts[0], plain=False, tally=Tally())
+        timed_run(pair, config, prompts[1], plain=False, tally=Tally())
+        held = held_memory(pair, str(path))
+        tree = held.tree
+        assert tree is not None
+        runs = [o.run for o in held.memory.outputs]
+        assert len(runs) == 2 and sorted(tree.seqs) == runs  # the first run's tree, extended
+        assert new_drafter(pair, config, avoid_prompt=prompts[2]).memory is tree
+        # leaving out a prompt that has an answer needs another tree
+        assert new_drafter(pair, config, avoid_prompt=prompts[0]).memory is not tree
     finally:
         pair.close()

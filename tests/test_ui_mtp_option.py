@@ -39,7 +39,7 @@ def test_the_window_runs_mtp_drafts_and_the_inspector_names_the_head(qtbot, tmp_
     from PySide6.QtWidgets import QMessageBox
 
     from app.settings import Settings
-    from tests.test_ui_window import run, set_decoding
+    from tests.helpers import run, set_decoding
     from ui.main_window import MainWindow
     from ui.step_table import COLUMNS
 

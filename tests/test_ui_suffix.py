@@ -10,11 +10,9 @@ pytest.importorskip("pytestqt")
 from app.draft_memory import DraftMemory, default_memory_path  # noqa: E402
 from app.engine.records import COPIED_FROM_MEMORY  # noqa: E402
 from app.settings import RecentPair  # noqa: E402
-from tests import test_ui_window  # noqa: E402
-from tests.test_ui_window import run, set_decoding  # noqa: E402
+from tests.helpers import run, set_decoding  # noqa: E402
 from ui.step_table import COLUMNS  # noqa: E402
 
-window, dialogs = test_ui_window.window, test_ui_window.dialogs
 PROMPT = "def add(x, y):\n    return x + y\n\ndef sum(data):\n"
 
 

@@ -108,6 +108,9 @@ class RunWorker(QObject):
     done = Signal(str)  # the trace path ("" if none was written) once the request has ended
     costs = Signal(object)  # PairCosts of a newly loaded pair (the cost view's data)
     job_done = Signal(str, object)  # name, result (None when it failed or was stopped)
+    # what the host does after a run's steps, or a job's progress: task, done, total (0: no
+    # fraction known); the work ends with `done` or `job_done`
+    work = Signal(str, int, int)
 
     def __init__(self) -> None:
         super().__init__()
@@ -269,11 +272,14 @@ class RunWorker(QObject):
         elif name == protocol.WAITING:
             if not self._cancel.is_set():
                 self.waiting.emit()
+        elif name == protocol.WORK:
+            self.work.emit(event["task"], int(event.get("done", 0)), int(event.get("total", 0)))
         elif name == protocol.COMPARED and not self._cancel.is_set():
             self.compared.emit(CompareResult(
                 event["speculative_tok_s"], event["plain_tok_s"], event["identical"],
                 event["greedy"], event["speculative_tokens"], event["plain_tokens"],
-                protocol.divergence_from_dict(event["divergence"])))
+                protocol.divergence_from_dict(event["divergence"]),
+                explaining=bool(event.get("explaining"))))
         elif name == protocol.ERROR:
             self.failed.emit(event["message"])
 

@@ -2,15 +2,15 @@
 (app.cli.bench) and the window's engine host (app.host.server): while both runs decode, a
 greedy compare notes the target's top two tokens per position (MarginTap); where the texts
 then differ, the first difference is explained against the kernels' measured disagreement
-between a one-token step and a verify pass (app.engine.kernel_noise)."""
+between a one-token step and a verify pass (app.analysis.kernel_noise)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 
-from app.engine.divergence import Divergence, MarginTap, TopTwo, explain_divergence
-from app.engine.kernel_noise import KernelNoise, cached_kernel_noise
+from app.analysis.divergence import Divergence, MarginTap, TopTwo, explain_divergence
+from app.analysis.kernel_noise import KernelNoise, cached_kernel_noise
 from app.engine.protocol import LanguageModel
 from app.models.loading import LoadedPair
 
@@ -42,7 +42,7 @@ def explain_difference(model: LanguageModel, prompt_len: int, plain: Sequence[in
                        other: Sequence[int], plain_top: dict[int, TopTwo],
                        other_top: dict[int, TopTwo], say: Say) -> Divergence | None:
     """None when the texts agree; else their first difference, explained (see
-    app.engine.divergence.explain_divergence)."""
+    app.analysis.divergence.explain_divergence)."""
     if list(plain) == list(other):
         return None
     bound = kernel_noise(model, say).bound

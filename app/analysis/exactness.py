@@ -4,7 +4,7 @@
    default dtype) a verify pass and a single step may sum in another order, so greedy texts can
    part where the target's two best tokens are nearly tied: each such divergence is listed with
    both runs' top-two margins and judged against the kernels' measured disagreement
-   (app.engine.divergence, app.engine.kernel_noise). In the exact mode (llama.cpp's
+   (app.analysis.divergence, app.analysis.kernel_noise). In the exact mode (llama.cpp's
    batch-invariant kernels, --exact-kernels; torch: every pass one token at a time), run in a
    child process because llama.cpp picks its CPU kernels once per process, speculative output
    must be bit-identical to plain
@@ -28,15 +28,15 @@ from typing import Any
 
 import numpy as np
 
+from app.analysis.divergence import Divergence, MarginTap, explain_divergence
 from app.analysis.exact_mode import (
     exact_mode_name,
     has_exact_mode,
     run_exact_mode,
 )
+from app.analysis.kernel_noise import cached_kernel_noise
 from app.analysis.stats import g_test
 from app.engine.decode_config import DecodeConfig
-from app.engine.divergence import Divergence, MarginTap, explain_divergence
-from app.engine.kernel_noise import cached_kernel_noise
 from app.engine.registry import DrafterChoice
 from app.engine.sampling import SamplingParams, process
 from app.engine.session import Session

@@ -7,8 +7,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from app.analysis.divergence import MarginTap, TopTwo
 from app.engine.decode_config import DecodeConfig
-from app.engine.divergence import MarginTap, TopTwo
 from app.engine.metrics import RunStats
 from app.models.loading import LoadedPair
 from app.runs import build_session, remember_output

@@ -18,8 +18,7 @@ import numpy as np
 
 from app.analysis.measure import Cancelled, side_by_side, warm_up
 from app.engine.adaptive import PassCost, rates_by_k
-from app.engine.calibration import cached_verify_curve
-from app.engine.cost_curve import VerifyCostCurve
+from app.engine.cost_curve import VerifyCostCurve, cached_verify_curve
 from app.engine.decode_config import DecodeConfig
 from app.engine.draft_model import self_draft_label
 from app.engine.drafters import DrafterOptions

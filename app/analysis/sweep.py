@@ -8,7 +8,7 @@ from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from app.analysis.measure import Cancelled, side_by_side, warm_up
-from app.engine.calibration import cached_verify_curve
+from app.engine.cost_curve import cached_verify_curve
 from app.engine.decode_config import DecodeConfig
 from app.engine.metrics import predicted_speedup
 from app.errors import SettingsError

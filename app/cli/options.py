@@ -11,6 +11,7 @@ from app.engine.decode_config import DecodeConfig
 from app.engine.drafters import DrafterOptions
 from app.engine.registry import DRAFTERS, DrafterChoice, parse_names
 from app.engine.sampling import SamplingParams
+from app.engine.suffix import SuffixOptions
 from app.errors import SettingsError
 from app.models.loading import ModelSpec
 
@@ -49,6 +50,14 @@ def add_model_flags(parser: argparse.ArgumentParser) -> None:
                         "from, updated after each speculative run (capped: the oldest go)")
     g.add_argument("--forget-draft-memory", action="store_true",
                    help="empty the --draft-memory file before starting")
+    g.add_argument("--spec-factor", type=float, default=SuffixOptions.factor,
+                   help="with --suffix: a match of m tokens drafts at most "
+                        "spec-factor * m + spec-offset tokens (SuffixDecoding's default 1.0)")
+    g.add_argument("--spec-offset", type=float, default=SuffixOptions.offset,
+                   help="with --suffix: see --spec-factor (default 0)")
+    g.add_argument("--spec-min-prob", type=float, default=SuffixOptions.min_prob,
+                   help="with --suffix: a token whose estimated probability (how often the "
+                        "text went on so) is below this is not drafted (default 0.1)")
     g.add_argument("--self-draft-layers", dest="self_draft_layers", default=None, metavar="N",
                    help="--spec-type self: draft with the target's own first N layers (then "
                         "its final norm and "
@@ -220,6 +229,9 @@ def decode_config(args: argparse.Namespace,
         draft_p_min=args.draft_p_min or 0.0, adaptive=args.adaptive,
         tree_width=args.tree_width, tree_nodes=args.tree_nodes,
         draft_p_split=args.draft_p_split,
+        suffix=SuffixOptions(factor=getattr(args, "spec_factor", SuffixOptions.factor),
+                             offset=getattr(args, "spec_offset", SuffixOptions.offset),
+                             min_prob=getattr(args, "spec_min_prob", SuffixOptions.min_prob)),
         sampling=SamplingParams(temperature=args.temp, top_k=args.top_k, top_p=args.top_p,
                                 min_p=args.min_p, seed=args.seed),
         drafter=choice,

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from app.engine.drafters import StopRule, TreeShape
 from app.engine.registry import DrafterChoice
 from app.engine.sampling import SamplingParams
+from app.engine.suffix import SuffixOptions
 from app.errors import SettingsError
 
 MAX_DRAFT = 256
@@ -30,6 +31,7 @@ class DecodeConfig:
     # what drafts (--spec-type): names from app.engine.registry and their options; empty:
     # plain decoding
     drafter: DrafterChoice = field(default_factory=DrafterChoice)
+    suffix: SuffixOptions = field(default_factory=SuffixOptions)  # suffix decoding's reach
 
     @property
     def stop_rule(self) -> StopRule:
@@ -67,3 +69,4 @@ class DecodeConfig:
         if not 0.0 <= self.draft_p_split < 1.0:
             raise SettingsError(f"draft-p-split must be in [0, 1) (got {self.draft_p_split})")
         self.sampling.validate()
+        self.suffix.validate()

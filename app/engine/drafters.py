@@ -8,7 +8,7 @@ A run calls, in order:
   propose_tree(...)                      the same as a tree, where the drafter can branch
   accept(context, hidden)                the target kept what now ends `context`
 propose() drafts the kind outlook() named for the same context: a free kind's draft runs no
-model (the session may propose one it will not verify, app.engine.shadow).
+model (the session may propose one it will not verify, app.engine.session.ShadowCheck).
 Every method but propose has a no-op default in Drafter. A drafter declares once what it is
 (a DraftKind: its name, whether drafting is free, its prior), and whether it wants the
 target's hidden states; the session and the controller read those declarations, never the
@@ -45,8 +45,8 @@ class DraftKind:
     name: str
     free: bool  # drafting costs no model step (a lookup); else it costs the drafter's steps
     prior: float  # the acceptance expected of it before any is measured
-    # its draft may end on its own confidence (app.engine.draft_stop): it pays a step per
-    # token and knows how sure it was of each
+    # its draft may end on its own confidence (app.engine.adaptive.ConfidenceStop): it pays a
+    # step per token and knows how sure it was of each
     confident: bool = False
     # a kind this one is accepted at least as often as (a copy is a guess that kept
     # agreeing): its measured rate starts from that kind's when theirs is higher
@@ -71,7 +71,7 @@ class Outlook:
 
 
 class DraftStop(Protocol):
-    """Ends a draft model's draft on its own confidence (app.engine.draft_stop)."""
+    """Ends a draft model's draft on its own confidence (app.engine.adaptive.ConfidenceStop)."""
 
     def keep_drafting(self, drafted: int, q: float) -> bool:
         """Asked after each drafted token, drawn with probability q: draft another?"""

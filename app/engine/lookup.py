@@ -29,7 +29,6 @@ from app.engine.drafters import (
     DraftKind,
     Outlook,
     TreeShape,
-    common_prefix,
 )
 from app.engine.protocol import LanguageModel
 from app.engine.sampling import SamplingParams
@@ -111,7 +110,8 @@ class NgramIndex:
     def update(self, context: list[int]) -> bool:
         """Index the context's new tokens; True when it no longer extends what was indexed
         and the index began again."""
-        restarted = common_prefix(self.seen, context) < len(self.seen)
+        # a slice comparison: no array built from the whole context at every step
+        restarted = context[: len(self.seen)] != self.seen
         if restarted:
             self.clear()
         for end in range(max(1, len(self.seen)), len(context)):
@@ -120,7 +120,7 @@ class NgramIndex:
                     starts = table.setdefault(tuple(context[end - n : end]), [])
                     starts.append(end - n)
                     del starts[:-_KEEP_OCCURRENCES]
-        self.seen = list(context)
+        self.seen.extend(context[len(self.seen):])
         return restarted
 
     def starts(self, tail: Sequence[int]) -> list[int]:

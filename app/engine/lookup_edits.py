@@ -44,11 +44,13 @@ Tokens = tuple[int, ...]
 def replaced(tokens: list[int], edits: dict[Tokens, Tokens]) -> list[int]:
     """The tokens with each occurrence of a key replaced by its value, left to right, the
     longest key first where several start at a token (an empty key replaces nothing)."""
-    keys = sorted((old for old in edits if old), key=len, reverse=True)
+    by_first: dict[int, list[Tokens]] = {}
+    for old in sorted((old for old in edits if old), key=len, reverse=True):
+        by_first.setdefault(old[0], []).append(old)
     out: list[int] = []
     i = 0
     while i < len(tokens):
-        for old in keys:
+        for old in by_first.get(tokens[i], ()):
             if tuple(tokens[i : i + len(old)]) == old:
                 out.extend(edits[old])
                 i += len(old)
@@ -197,7 +199,7 @@ class EditFinder:
             old = tuple(context[edit.source_at : at])
             if at >= edit.new_at or old == edit.new:
                 continue
-            following = self._renamed(context[at : min(at + _RENAME_SLACK, edit.new_at)])[0]
+            following = self.renamed(context[at : min(at + _RENAME_SLACK, edit.new_at)])[0]
             if following == context[after] and not self._ends_block([*edit.new, following]):
                 self._learn_edit(old, edit.new)
                 return
@@ -209,11 +211,13 @@ class EditFinder:
         return self.limit is not None and self.limit(edit_and_next) < len(edit_and_next)
 
     def continuation(self, context: list[int], start: int, k: int) -> list[int]:
-        return self._renamed(context[start : start + k + _RENAME_SLACK])[:k]
+        return self.renamed(context[start : start + k + _RENAME_SLACK])[:k]
 
-    def _renamed(self, tokens: list[int]) -> list[int]:
+    def renamed(self, tokens: list[int]) -> list[int]:
         """The tokens with every edit the target made to a copy applied again."""
-        return replaced(tokens, self._renames) if self._renames else tokens
+        if not self._renames or not {old[0] for old in self._renames if old} & set(tokens):
+            return tokens
+        return replaced(tokens, self._renames)
 
 
 
@@ -224,7 +228,12 @@ class EditAwareLookup(LookupDrafter):
 
     def __init__(self, n_max: int = 6, n_min: int = 1,
                  limit: Callable[[list[int]], int] | None = None) -> None:
-        super().__init__(EditFinder(limit), n_max, n_min, limit)
+        self.edits = EditFinder(limit)
+        super().__init__(self.edits, n_max, n_min, limit)
+
+    def renamed(self, tokens: list[int]) -> list[int]:
+        """The tokens with every edit the target made to a copy applied again."""
+        return self.edits.renamed(tokens)
 
 
 NGRAM_LABEL = "n-gram lookup"

@@ -17,12 +17,12 @@ import sys
 import threading
 import traceback
 from collections.abc import Generator
-from dataclasses import asdict, astuple
+from dataclasses import asdict, astuple, dataclass
 from typing import IO, Any
 
 from app.analysis.compare import explain_difference, margins_noted
 from app.analysis.cost import measure_pair_costs
-from app.engine.divergence import MarginTap
+from app.analysis.divergence import MarginTap, TopTwo
 from app.engine.registry import DrafterChoice, choice_from_dict
 from app.engine.session import Session
 from app.engine.text_stream import TextStream
@@ -34,6 +34,15 @@ from app.runs import Run, prepare_run, remember_output
 from backends.base import BackendError
 
 _POLL_S = 0.05
+# the work after a run's steps, as the status bar says it (app.host.protocol WORK)
+BASELINE_TASK = "comparing: decoding the plain baseline"
+EXPLAIN_TASK = "comparing: the texts differ, explaining where"
+
+
+@dataclass(frozen=True)
+class Work:
+    task: str
+    total: int  # 0: no fraction known
 
 
 class _Stopped(Exception):
@@ -171,8 +180,8 @@ class Host:
         pair = self.ensure_pair(command)
         work = p.unpack_object(command["job"])
         assert callable(work)
-        result = work(pair, self.stop.is_set, lambda message: self.emit(p.PROGRESS,
-                                                                         message=message))
+        result = work(pair, self.stop.is_set,
+                      lambda message: self.emit(p.WORK, task=message, done=0, total=0))
         self.emit(p.RESULT, pickle=p.pack_object(result))
 
     # --- a run -------------------------------------------------------------------------
@@ -205,24 +214,42 @@ class Host:
         if tap is not None:
             tap.top = {}
         baseline = self._prepare(pair, command, plain=True)
-        self._decode(baseline, False)
+        self._decode(baseline, False, work=Work(BASELINE_TASK, len(session.output_ids)))
         if self.stop.is_set():  # cut short: no fair comparison
             self._finish(baseline, interrupted=True)
             self._finish(run)
             return
         self._finish(baseline)
         self._finish(run, baseline.session)
-        divergence = None
-        if tap is not None:
-            divergence = explain_difference(
-                tap, len(run.prompt_ids), baseline.session.output_ids, session.output_ids,
-                tap.top, spec_top, lambda message: self.emit(p.PROGRESS, message=message))
-        config = session.config
-        self.emit(p.COMPARED, speculative_tok_s=session.stats.tokens_per_second,
-                  plain_tok_s=baseline.session.stats.tokens_per_second,
-                  identical=session.output_ids == baseline.session.output_ids,
-                  greedy=config.sampling.greedy, speculative_tokens=len(session.output_ids),
-                  plain_tokens=len(baseline.session.output_ids),
+        self._compare(run, baseline, tap, spec_top)
+
+    def _compare(self, run: Run, baseline: Run, tap: MarginTap | None,
+                 spec_top: dict[int, TopTwo]) -> None:
+        """The comparison at once; where greedy texts differ, then their explanation, which
+        may first measure the target's kernel noise (once per model file): shown as work,
+        and left out when the parent cancels it."""
+        session, plain = run.session, baseline.session
+        figures = dict(speculative_tok_s=session.stats.tokens_per_second,
+                       plain_tok_s=plain.stats.tokens_per_second,
+                       identical=session.output_ids == plain.output_ids,
+                       greedy=session.config.sampling.greedy,
+                       speculative_tokens=len(session.output_ids),
+                       plain_tokens=len(plain.output_ids))
+        explaining = tap is not None and not figures["identical"]
+        self.emit(p.COMPARED, **figures, divergence=None, explaining=explaining)
+        if tap is None or not explaining:
+            return
+
+        def say(message: str) -> None:
+            self.emit(p.WORK, task=message, done=0, total=0)
+
+        say(EXPLAIN_TASK)
+        divergence = explain_difference(
+            tap, len(run.prompt_ids), plain.output_ids, session.output_ids, tap.top, spec_top,
+            say)
+        if self.stop.is_set():
+            return  # cancelled: the comparison stands without its explanation
+        self.emit(p.COMPARED, **figures, explaining=False,
                   divergence=divergence.as_dict() if divergence is not None else None)
 
     def _prepare(self, pair: LoadedPair, command: dict[str, Any], plain: bool = False) -> Run:
@@ -239,12 +266,15 @@ class Host:
         self.emit(p.FINISHED, run=_mode(run), summary=summary,
                   prefill_seconds=run.session.prefill_seconds)
 
-    def _decode(self, run: Run, stream_text: bool) -> None:
+    def _decode(self, run: Run, stream_text: bool, work: Work | None = None) -> None:
         """Every step out as the trace's step line; an engine error mid-run still ends the run
-        with a summary that names it, then is reported."""
+        with a summary that names it, then is reported. `work`: this run is work after the
+        run the user watches (a compare's baseline), reported by tokens written."""
         mode = _mode(run)
         stream = TextStream(run.session.target) if stream_text else None
         steps = run.session.steps(run.prompt_ids)
+        if work is not None:
+            self.emit(p.WORK, task=work.task, done=0, total=work.total)
         try:
             while self._wait_turn(mode):
                 step = next(steps, None)
@@ -252,6 +282,9 @@ class Host:
                     return
                 text = stream.push(step.emitted) if stream is not None else ""
                 self.emit(p.STEP_DONE, run=mode, line=step_to_dict(step), text=text)
+                if work is not None:
+                    self.emit(p.WORK, task=work.task, done=len(run.session.output_ids),
+                              total=work.total)
         except (DraftLensError, BackendError) as exc:
             self._finish(run, error=str(exc))
             raise

@@ -98,7 +98,7 @@ class LoadedPair:
     def step_cost(self, model: LanguageModel) -> float:
         """Seconds of one step of a drafting model of this pair (measured once)."""
         if id(model) not in self.step_seconds:
-            from app.engine.calibration import measure_token_cost
+            from app.engine.cost_curve import measure_token_cost
 
             self.step_seconds[id(model)] = measure_token_cost(model)
         return self.step_seconds[id(model)]

@@ -32,8 +32,8 @@ greedy identity come from the same run). A child process repeats the k = 4 row a
 DraftLens draftless rows with the batch-invariant kernels (a process can hold only one kind);
 --no-exact skips it.
 
-  .venv/bin/python packaging/bench_vs_llamacpp.py [--quick] [--draftless-only] [--threads 2]
-      [--workloads repetitive,edit,prose,fresh code] [--rounds 1] [--json FILE]
+  .venv/bin/python packaging/research/bench_vs_llamacpp.py [--quick] [--draftless-only]
+      [--threads 2] [--workloads repetitive,edit,prose,fresh code] [--rounds 1] [--json FILE]
 """
 
 from __future__ import annotations
@@ -53,11 +53,12 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from app.allocator import keep_large_blocks  # noqa: E402
 from app.analysis.copy_bound import copy_bound  # noqa: E402
+from app.analysis.divergence import MarginTap  # noqa: E402
 from app.analysis.measure import Tally, side_by_side, timed_run, warm_up  # noqa: E402
 from app.cli.bench import (  # noqa: E402
     bench_report,
@@ -71,10 +72,13 @@ from app.cli.bench_tasks import (  # noqa: E402
     REPETITIVE_PROMPTS,
     TEXT_PROMPTS,
 )
-from app.engine.calibration import cached_verify_curve, calibration_sizes  # noqa: E402
-from app.engine.cost_curve import VerifyCostCurve, interpolate  # noqa: E402
+from app.engine.cost_curve import (  # noqa: E402  # noqa: E402
+    VerifyCostCurve,
+    cached_verify_curve,
+    calibration_sizes,
+    interpolate,
+)
 from app.engine.decode_config import DecodeConfig  # noqa: E402
-from app.engine.divergence import MarginTap  # noqa: E402
 from app.engine.drafters import DrafterOptions  # noqa: E402
 from app.engine.registry import DrafterChoice  # noqa: E402
 from app.engine.sampling import SamplingParams  # noqa: E402

@@ -29,7 +29,7 @@ Greedy decoding (temperature 0): q is then the temperature-1 softmax of the draf
 (app.engine.sampling), so log q is the draft's log-softmax and the stand-in is recomputed
 from it exactly as the engine computed it from the raw logits.
 
-  python packaging/measure_diagnostics.py -m TARGET.gguf -md DRAFT.gguf \\
+  python packaging/research/measure_diagnostics.py -m TARGET.gguf -md DRAFT.gguf \\
       --self-draft-layers 20 --draft-heads HEADS.safetensors -n 64 --draft-max 4
 """
 
@@ -47,7 +47,7 @@ from typing import Any
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import app.engine.session as session_module  # noqa: E402
 from app.engine.decode_config import DecodeConfig  # noqa: E402

@@ -3,7 +3,7 @@
 With llama.cpp's fast CPU kernels a pass over n tokens (repacked GEMM, tiled matmul) sums in
 another order than a one-token step (GEMV), so the same position's logits differ a little,
 and more once the cache holds rows written by the other path. The greedy verdict
-(app.engine.divergence) needs to know how much: a flip between two tokens is the kernels'
+(app.analysis.divergence) needs to know how much: a flip between two tokens is the kernels'
 doing only if the two runs' margins together are within what the kernels can move.
 
 Measured, not assumed: over a stretch of real code, each position is scored by single-token
@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from app.engine.measurement_store import model_key, read_store, write_store
+from app.engine.cost_curve import model_key, read_store, write_store
 from app.engine.protocol import LanguageModel
 
 PASS_SIZES = (2, 5, 9, 17, 33)

@@ -5,7 +5,7 @@ single-token step, so logits differ in the last bits and greedy output can flip 
 target's two best tokens are nearly tied. MarginTap wraps the target and notes, for every
 position it scores, the top two tokens and their logits; explain_divergence compares two runs
 at their first differing position, against the kernels' disagreement measured on the same
-model (app.engine.kernel_noise).
+model (app.analysis.kernel_noise).
 """
 
 from __future__ import annotations
@@ -239,7 +239,7 @@ class Divergence:
     # margins added, known when the two tokens are the target's top two in both runs
     gap_moved: float | None = None
     # the most the kernels moved a top-two gap between one-token and multi-token passes on
-    # this model and machine (app.engine.kernel_noise); None where not measured
+    # this model and machine (app.analysis.kernel_noise); None where not measured
     noise_bound: float | None = None
     reason: str = ""
 
@@ -302,7 +302,7 @@ def explain_divergence(
 ) -> Divergence | None:
     """None when the texts agree; else the first differing position, the target's top-two
     margins there in both runs, and whether the kernels' measured disagreement between a
-    one-token step and a verify pass (`noise_bound`, app.engine.kernel_noise) explains it."""
+    one-token step and a verify pass (`noise_bound`, app.analysis.kernel_noise) explains it."""
     i = first_difference(plain, other)
     if i is None or i >= len(plain) or i >= len(other):
         return None

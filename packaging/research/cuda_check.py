@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """What DraftLens's torch backend does on a CUDA GPU, measured: run it on the GPU machine.
 
-    python3 packaging/cuda_check.py --device cuda --out DIR     # the full check
-    python3 packaging/cuda_check.py --device cpu --quick --out DIR   # small sizes, to debug it
+    python3 packaging/research/cuda_check.py --device cuda --out DIR     # the full check
+    python3 packaging/research/cuda_check.py --device cpu --quick --out DIR   # small, to debug it
 
 Random-weight models only (built here; nothing is downloaded). Four parts (--parts):
 
@@ -15,12 +15,12 @@ identity  Greedy identity: for each drafting scheme of the torch backend (draft 
           token at a time), where any difference is a bug. Each difference is explained the
           way `check-exact` does: the target's top-two logit gap in both runs at the first
           differing token, judged
-          against the kernel noise measured on the same model (app.engine.divergence,
-          app.engine.kernel_noise).
+          against the kernel noise measured on the same model (app.analysis.divergence,
+          app.analysis.kernel_noise).
 batch     Batch invariance: the logits of each position scored by one-token steps against the
           same positions scored in passes of n tokens (the verify pass), on a fresh cache
           and on a cache written by such passes; how many rows are bit-identical, the largest
-          |Δ logit| and app.engine.kernel_noise's bound, in bfloat16 and float32 (TF32 off),
+          |Δ logit| and app.analysis.kernel_noise's bound, in bfloat16 and float32 (TF32 off),
           for the tiny model and the speed part's target.
 sampled   The sampled exactness test: `check-exact`'s own check_exact() on the tiny pair, and
           the G-test of the first two emitted tokens (chain and tree drafts) against the
@@ -51,7 +51,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("DRAFTLENS_IN_PROCESS", "1")  # the bench child measures in-process
@@ -143,7 +143,7 @@ def quiet_deep_layers(model: Any, draft_layers: int, device: str) -> list[list[f
     per step tried."""
     import torch
 
-    from app.engine.kernel_noise import SAMPLE_TEXT
+    from app.analysis.kernel_noise import SAMPLE_TEXT
 
     ids = torch.tensor([[3 + PRINTABLE.index(c) for c in SAMPLE_TEXT if c in PRINTABLE]],
                        device=device)
@@ -235,9 +235,9 @@ def greedy_identity(pair: Any, config: Any, prompts: list[str]) -> dict[str, Any
     """check-exact's greedy suite (app.analysis.exactness.greedy_suite) with any decode
     config (a tree too): plain and speculative text per prompt, the first difference of each
     explained against the measured kernel noise."""
+    from app.analysis.divergence import MarginTap, explain_divergence, first_difference
     from app.analysis.exactness import divergence_entry
-    from app.engine.divergence import MarginTap, explain_divergence, first_difference
-    from app.engine.kernel_noise import cached_kernel_noise
+    from app.analysis.kernel_noise import cached_kernel_noise
 
     model = pair.target
     tap = MarginTap(model)
@@ -375,7 +375,7 @@ def row_invariance(model: Any, positions: int, sizes: tuple[int, ...]) -> dict[s
     tokens: on a fresh cache (each pass starts on rows written by single steps) and carried
     (every row written by passes, as when all drafts are accepted). Bit-identical rows,
     largest |Δ logit|, argmax flips."""
-    from app.engine.kernel_noise import _PROMPT_TOKENS, sample_ids
+    from app.analysis.kernel_noise import _PROMPT_TOKENS, sample_ids
 
     positions = max(1, min(positions, model.n_ctx - _PROMPT_TOKENS))
     ids = sample_ids(model, _PROMPT_TOKENS + positions)
@@ -413,7 +413,7 @@ def row_invariance(model: Any, positions: int, sizes: tuple[int, ...]) -> dict[s
 
 def batch_part(paths: dict[str, Path], device: str, positions: int,
                sizes: tuple[int, ...]) -> list[dict[str, Any]]:
-    from app.engine.kernel_noise import measure_kernel_noise
+    from app.analysis.kernel_noise import measure_kernel_noise
     from backends.torch_hf import TorchModel
 
     rows = []

@@ -1,12 +1,12 @@
 """How far llama.cpp's multi-token passes stray from single-token steps on a real model (a
 measurement, not a test): the figures behind the greedy near-tie verdict.
 
-  .venv/bin/python packaging/measure_kernel_noise.py [-m TARGET.gguf] [--threads 2]
+  .venv/bin/python packaging/research/measure_kernel_noise.py [-m TARGET.gguf] [--threads 2]
       [--positions 320] [--exact-kernels] [--json FILE]
 
 Prints, per pass size, |Δ logit| of the reference's top two tokens and |Δ (top1 - top2)|
 (max and 99th percentile) with a fresh cache (written by single steps) and with a cache
-written by the passes themselves, and the bound app.engine.kernel_noise derives from them.
+written by the passes themselves, and the bound app.analysis.kernel_noise derives from them.
 """
 
 from __future__ import annotations
@@ -17,10 +17,10 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from app.engine.kernel_noise import measure_kernel_noise  # noqa: E402
+from app.analysis.kernel_noise import measure_kernel_noise  # noqa: E402
 from app.models.demo import demo_paths  # noqa: E402
 from app.models.loading import ModelSpec, load_pair  # noqa: E402
 
