@@ -16,8 +16,8 @@ from app.analysis.reasons import describe_decision, plain_run_reason  # noqa: E4
 from app.engine.records import RULE_NO_GAIN, RULE_PROBE  # noqa: E402
 from app.engine.trace import TraceHeader, TraceWriter  # noqa: E402
 from app.settings import Settings  # noqa: E402
+from tests.helpers import choose_pair, set_decoding  # noqa: E402
 from tests.recorded_decisions import all_accepted_few_drafted  # noqa: E402
-from tests.test_ui_window import choose_pair, dialogs, set_decoding  # noqa: E402, F401
 from ui.main_window import DEFAULT_SIZE, MainWindow  # noqa: E402
 
 RUN_TIMEOUT_MS = 120_000
