@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 from app.engine.drafters import TreeShape
 from app.engine.sampling import SamplingParams
+from app.engine.tree import NEAR_TIE
 from app.errors import SettingsError
 
 MAX_DRAFT = 256
@@ -26,6 +27,9 @@ class DecodeConfig:
     tree_width: int = 1  # children a draft node may have; 1 drafts a chain
     tree_nodes: int = 16  # draft nodes per pass at most, in a tree
     draft_p_split: float = 0.1  # a draft model branches where another candidate has this
+    # logits: a greedy tree row the runtime says may be inexact is not trusted when its top
+    # two are closer than this (check-exact sets the bound it measured on the tree rows)
+    tie_bound: float = NEAR_TIE
 
     @property
     def tree_shape(self) -> TreeShape:
