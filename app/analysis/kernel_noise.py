@@ -42,7 +42,7 @@ from app.errors import DraftLensError
 from app.versions import versions
 
 PASS_SIZES = (2, 5, 9, 17, 33)  # verify passes of k + 1: 1-3 drafted, 4-8, 8-16, 16-32
-DEFAULT_POSITIONS = 66  # per window: 2 windows x 5 sizes x fresh/carried = 1320 samples
+DEFAULT_POSITIONS = 34  # per window: 2 windows x 5 sizes x fresh/carried = 680 samples
 DEEP_START = 528  # the second window starts past llama.cpp's 512-cell flash-attention split
 # the most rounding can move a top-two gap in each kind of arithmetic; a bound above it is a
 # batched pass that computes something else. float64: rounding at 2^-53 over a few thousand
