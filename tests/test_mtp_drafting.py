@@ -235,6 +235,7 @@ def test_check_exact_passes_with_mtp_drafts_and_its_exact_kernels_child_drafts_t
     code = main(["check-exact", "-m", str(mtp_file), "--draft-mtp", "--draft-max", "3",
                  "--samples", "60", "-n", "16", "--json"])
     report = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
-    assert report["exact_mode"] == "exact kernels"
+    assert report["exact_mode"] == "exact kernels on the CPU"
     assert report["exact_kernels_identical"] is True and report["drafted"] > 0
+    assert report["exact_drafted"] > 0 and report["sampled_drafted"] > 0  # the child drafted
     assert report["passed"] is True and code == 0

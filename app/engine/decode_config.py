@@ -9,6 +9,7 @@ from app.engine.drafters import StopRule, TreeShape
 from app.engine.registry import DrafterChoice
 from app.engine.sampling import SamplingParams
 from app.engine.suffix import SuffixOptions
+from app.engine.tree import NEAR_TIE
 from app.errors import SettingsError
 
 MAX_DRAFT = 256
@@ -32,6 +33,9 @@ class DecodeConfig:
     # plain decoding
     drafter: DrafterChoice = field(default_factory=DrafterChoice)
     suffix: SuffixOptions = field(default_factory=SuffixOptions)  # suffix decoding's reach
+    # logits: a greedy tree row the runtime says may be inexact is not trusted when its top
+    # two are closer than this (check-exact sets the bound it measured on the tree rows)
+    tie_bound: float = NEAR_TIE
 
     @property
     def stop_rule(self) -> StopRule:

@@ -208,7 +208,7 @@ class Session:
         t2 = time.perf_counter()
         verdict = verify_tree(
             tree, TargetRows(logits, params), params, self.rng, self.target.token_text,
-            start_pos=len(self.output_ids), exact_rows=exact,
+            start_pos=len(self.output_ids), exact_rows=exact, tie_bound=self.config.tie_bound,
         )
         mark_judged(verdict.records, tree)
         # the cache never holds the last emitted token: the next pass starts from it

@@ -483,7 +483,8 @@ def first_two_draws(pair: Any, config: Any, prompt_ids: list[int], samples: int,
 
 def sampled_part(models: dict[str, Path], device: str, samples: int,
                  power_samples: int) -> dict[str, Any]:
-    from app.analysis.exactness import check_exact, exact_first_two
+    from app.analysis.exact_sampled import exact_first_two
+    from app.analysis.exactness import check_exact
     from app.analysis.stats import g_test
     from app.engine.decode_config import DecodeConfig
     from app.engine.registry import DrafterChoice
