@@ -208,7 +208,8 @@ for _margin in (0.03, 0.05, 0.1):
 
 class LongestMatchKind(SuffixDrafter):
     """The kind and the copy's evidence from the longest match found, not the match of the
-    best-scoring candidate."""
+    best-scoring candidate. Replayed: no change (1.105x either way over the repetitive
+    suite's first 4 tasks, code 0.999x either way)."""
 
     def outlook(self, context: list[int]) -> Outlook:
         seen = super().outlook(context)
