@@ -7,16 +7,15 @@ import pytest
 
 from app.analysis.divergence import MarginTap, TopTwo, explain_divergence, top_two
 from app.analysis.kernel_noise import measure_kernel_noise
-from app.engine.adaptive import DraftLengthController
+from app.engine.adaptive import DraftLengthController, PassOutcome
 from app.engine.cost_curve import VerifyCostCurve
 from app.engine.decode_config import DecodeConfig
 from app.engine.drafters import Budget, DraftKind
 from app.engine.lookup import NGRAM_COPY, NGRAM_GUESS, NGRAM_SELF, PromptLookup, block_limit
 from app.engine.lookup_edits import NGRAM_EDIT, EditAwareLookup
-from app.engine.records import ORIGIN_ACCEPTED, ORIGIN_BONUS, ORIGIN_REPLACEMENT, StepRecord
 from app.engine.sampling import SamplingParams
 from app.engine.session import Session
-from tests.helpers import step, token
+from tests.helpers import pass_outcome
 
 
 def test_top_two_and_gaps():
@@ -221,11 +220,11 @@ def test_a_copy_counts_the_tokens_it_would_have_predicted_as_evidence():
     # a copy 26 tokens in drafts longer than a fresh one with the same (no) passes behind it
     curve = VerifyCostCurve({1: 41, 5: 139, 16: 393, 32: 570, 64: 1116})
     fresh, shown = (DraftLengthController(64, adaptive=True, curve=curve) for _ in range(2))
-    assert shown.next_k(1000, NGRAM_COPY, copied=26) > fresh.next_k(1000, NGRAM_COPY)
+    assert shown.decide(1000, NGRAM_COPY, copied=26).k > fresh.decide(1000, NGRAM_COPY).k
     # a rejection the pool remembers is not outweighed by a short run
-    shown.record(NGRAM_COPY, [True] * 10 + [False])
+    shown.observe(PassOutcome(NGRAM_COPY, [True] * 10 + [False]))
     before = shown.estimate(NGRAM_COPY).pooled()
-    shown.next_k(1000, NGRAM_COPY, copied=2)
+    shown.decide(1000, NGRAM_COPY, copied=2)
     assert shown.estimate(NGRAM_COPY).pooled() == before
 
 
@@ -237,13 +236,13 @@ def test_a_source_that_finds_nothing_does_not_reset_anothers_probes():
     probes = 0
     for i in range(256):
         if i % 2:
-            assert ctl.next_k(1000, NGRAM_COPY) > 0  # no match: nothing drafted after all
+            assert ctl.decide(1000, NGRAM_COPY).k > 0  # no match: nothing drafted after all
             ctl.observe(full_pass(i, 0, NGRAM_COPY))
             continue
-        k = ctl.next_k(1000, NGRAM_GUESS)
+        k = ctl.decide(1000, NGRAM_GUESS).k
         if k:
             probes += 1
-            ctl.observe(step(i, k, [False], t_verify=costs[k + 1], source=NGRAM_GUESS.name))
+            ctl.observe(pass_outcome(NGRAM_GUESS, k, [False], t_verify=costs[k + 1]))
         else:
             ctl.observe(full_pass(i, 0, NGRAM_GUESS))
     assert 3 <= probes <= 4  # gaps of 8, 16, 32, 64 of the guesses' own steps
@@ -278,12 +277,12 @@ def test_a_copy_starts_from_the_guesses_that_opened_it():
                                 curve=VerifyCostCurve({1: 41, 5: 139, 16: 393, 32: 570,
                                                        64: 1116}))
     for _ in range(2):
-        ctl.record(NGRAM_GUESS, [True] * 4)
-    assert ctl.next_k(1000, NGRAM_COPY) >= 15
+        ctl.observe(PassOutcome(NGRAM_GUESS, [True] * 4))
+    assert ctl.decide(1000, NGRAM_COPY).k >= 15
     assert ctl.estimate(NGRAM_COPY).pooled() > 0.98
     # and never the other way: a copy's evidence does not lift the guesses
-    ctl.record(NGRAM_COPY, [True] * 64)
-    ctl.next_k(1000, NGRAM_GUESS)
+    ctl.observe(PassOutcome(NGRAM_COPY, [True] * 64))
+    ctl.decide(1000, NGRAM_GUESS)
     assert ctl.estimate(NGRAM_GUESS).pooled() < ctl.estimate(NGRAM_COPY).pooled()
 
 
@@ -295,14 +294,9 @@ def proposed(drafter: PromptLookup, context: list[int], n: int) -> list[int]:
     return drafter.propose(context, Budget(n), SamplingParams(), np.random.default_rng()).tokens
 
 
-def full_pass(index: int, k: int, kind: DraftKind) -> StepRecord:
-    """A chain step of `kind` whose k draft tokens all passed (k = 0: a plain step)."""
-    tokens = [token(i, True) for i in range(k)]
-    return StepRecord(index=index, k=k, tokens=tokens, emitted=[7] * (k + 1),
-                      emitted_text=["y"] * (k + 1),
-                      origins=[ORIGIN_ACCEPTED] * k + [ORIGIN_BONUS], t_draft=0.0,
-                      t_verify=VerifyCostCurve(dict(CURVE)).cost(k + 1),
-                      t_overhead=0.0, source=kind.name)
+def full_pass(index: int, k: int, kind: DraftKind) -> PassOutcome:
+    """A chain pass of `kind` whose k draft tokens all passed (k = 0: a plain step)."""
+    return pass_outcome(kind, k, [True] * k, t_verify=VerifyCostCurve(dict(CURVE)).cost(k + 1))
 
 
 def test_draft_length_grows_within_a_few_passes_while_copies_pass():
@@ -310,7 +304,7 @@ def test_draft_length_grows_within_a_few_passes_while_copies_pass():
     ctl = DraftLengthController(32, adaptive=True, curve=VerifyCostCurve(dict(CURVE)))
     ks = []
     for i in range(4):
-        k = ctl.next_k(1000, NGRAM_COPY)
+        k = ctl.decide(1000, NGRAM_COPY).k
         ks.append(k)
         ctl.observe(full_pass(i, k, NGRAM_COPY))
     assert ks[0] > 0 and ks[-1] >= 3 * ks[0] and ks == sorted(ks), ks
@@ -319,15 +313,12 @@ def test_draft_length_grows_within_a_few_passes_while_copies_pass():
 def test_a_rejection_shortens_the_next_draft():
     ctl = DraftLengthController(32, adaptive=True, curve=VerifyCostCurve(dict(CURVE)))
     for i in range(4):
-        ctl.observe(full_pass(i, ctl.next_k(1000, NGRAM_COPY), NGRAM_COPY))
-    long_k = ctl.next_k(1000, NGRAM_COPY)
-    for i in range(3):
-        ctl.next_k(1000, NGRAM_COPY)
-        rejected = step(i, long_k, [True, True, False], t_verify=CURVE[17],
-                        source=NGRAM_COPY.name)
-        rejected.origins = [ORIGIN_ACCEPTED] * 2 + [ORIGIN_REPLACEMENT]
-        ctl.observe(rejected)
-    assert ctl.next_k(1000, NGRAM_COPY) < long_k
+        ctl.observe(full_pass(i, ctl.decide(1000, NGRAM_COPY).k, NGRAM_COPY))
+    long_k = ctl.decide(1000, NGRAM_COPY).k
+    for _ in range(3):
+        ctl.decide(1000, NGRAM_COPY)
+        ctl.observe(pass_outcome(NGRAM_COPY, long_k, [True, True, False], t_verify=CURVE[17]))
+    assert ctl.decide(1000, NGRAM_COPY).k < long_k
 
 
 def test_compare_view_names_the_first_difference_and_the_near_tie():
@@ -357,7 +348,7 @@ def test_torch_picks_bfloat16_on_cpus_that_have_it(monkeypatch):
 
 def test_bfloat16_greedy_differences_are_near_ties(hf_dirs):
     from backends.torch_hf import TorchModel
-    from tests.test_kernel_noise import greedy_runs
+    from tests.helpers import greedy_runs
 
     target, draft = (TorchModel(p, device="cpu", dtype="bfloat16") for p in hf_dirs)
     prompt, plain, plain_top, spec, spec_top = greedy_runs(target, draft, MarginTap)

@@ -1,6 +1,7 @@
 """Free drafts the controller declined, checked against what the target wrote
-(app.engine.shadow): their verdicts teach the controller without a verify pass, so a free
-kind is never probed, and a kind whose drafts would pass starts drafting on that evidence."""
+(app.engine.session.ShadowCheck): their verdicts teach the controller without a verify pass,
+so a free kind is never probed, and a kind whose drafts would pass starts drafting on that
+evidence."""
 
 from __future__ import annotations
 
@@ -8,16 +9,14 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from app.engine.adaptive import DraftLengthController
+from app.engine.adaptive import FIRST_PROBE_GAP, DraftLengthController
+from app.engine.chain import ChainDrafter
 from app.engine.cost_curve import VerifyCostCurve
 from app.engine.decode_config import DecodeConfig
 from app.engine.drafters import Budget, Draft, Drafter, DraftKind
-from app.engine.hybrid import HybridDrafter
 from app.engine.lookup_edits import EditAwareLookup
-from app.engine.probes import FIRST_PROBE_GAP
 from app.engine.sampling import SamplingParams
-from app.engine.session import Session
-from app.engine.shadow import ShadowCheck
+from app.engine.session import Session, ShadowCheck
 
 GUESS = DraftKind("test-guess", free=True, prior=0.05)
 # a GPU-like curve: a 5-token pass costs 1.4 single steps
@@ -48,10 +47,10 @@ def test_free_kinds_are_not_probed_when_shadowed_and_costly_kinds_still_are():
     shadowed = DraftLengthController(8, True, VerifyCostCurve(dict(curve)), draft_cost=0.01,
                                      free_kinds_shadowed=True)
     assert shadowed.shadows(hopeless) and not shadowed.shadows(costly)
-    assert not any(shadowed.next_k(100, hopeless) for _ in range(200))
-    assert any(shadowed.next_k(100, costly) for _ in range(200))  # a probe, at least
+    assert not any(shadowed.decide(100, hopeless).k for _ in range(200))
+    assert any(shadowed.decide(100, costly).k for _ in range(200))  # a probe, at least
     probed = DraftLengthController(8, True, VerifyCostCurve(dict(curve)), draft_cost=0.01)
-    assert any(probed.next_k(100, hopeless) for _ in range(200))
+    assert any(probed.decide(100, hopeless).k for _ in range(200))
     assert not DraftLengthController(8, False, free_kinds_shadowed=True).shadows(hopeless)
 
 
@@ -126,7 +125,7 @@ def test_where_the_hybrid_names_the_lookup_its_draft_runs_no_model():
     is in): the outlook names a free kind, so the proposal, checked in shadow or verified,
     must not fall back on the draft model."""
     model = _CountingDrafter()
-    hybrid = HybridDrafter(model, EditAwareLookup(n_min=2, limit=lambda tokens: 0))
+    hybrid = ChainDrafter([EditAwareLookup(n_min=2, limit=lambda tokens: 0), model])
     context = [5, 6, 7, 8, 9, 5, 6, 7, 8]
     hybrid.begin(context)
     assert hybrid.outlook(context).kind.free

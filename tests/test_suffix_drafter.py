@@ -7,7 +7,8 @@ import time
 
 import numpy as np
 
-from app.engine.adaptive import DraftLengthController, VerifyCostCurve
+from app.engine.adaptive import DraftLengthController, PassOutcome
+from app.engine.cost_curve import VerifyCostCurve
 from app.engine.drafters import Budget, TreeShape
 from app.engine.lookup import NGRAM_COPY
 from app.engine.lookup_edits import NGRAM_EDIT
@@ -123,15 +124,16 @@ def test_the_outlook_says_how_long_a_draft_would_be_and_the_pass_is_priced_at_th
     assert drafter.propose(context, Budget(2), GREEDY, RNG).tokens == [12, 13]
     controller = DraftLengthController(32, adaptive=True, curve=VerifyCostCurve(
         {1: .041, 4: .143, 5: .139, 32: .570, 33: .692}))
-    controller.next_k(100, SUFFIX_COPY)
-    controller.record(SUFFIX_COPY, [True] * 8)  # this kind's copies have kept passing
-    k = controller.next_k(100, outlook.kind, outlook.copied, outlook.available)
+    controller.decide(100, SUFFIX_COPY)
+    # this kind's copies have kept passing
+    controller.observe(PassOutcome(SUFFIX_COPY, [True] * 8))
+    k = controller.decide(100, outlook.kind, outlook.copied, outlook.available).k
     assert 0 < k <= 3
     # nothing to copy: no draft, and no probe spent on it
     drafter.begin([1, 2, 3])
     nothing = drafter.outlook([1, 2, 3])
     assert nothing.available == 0
-    assert controller.next_k(100, nothing.kind, 0, nothing.available) == 0
+    assert controller.decide(100, nothing.kind, 0, nothing.available).k == 0
 
 
 def test_a_suffix_match_is_no_evidence_only_the_copies_verdicts_count():
@@ -139,20 +141,21 @@ def test_a_suffix_match_is_no_evidence_only_the_copies_verdicts_count():
     kind's verdicts (shadow checks give them for free) say how far its copies go on."""
     controller = DraftLengthController(32, adaptive=True, curve=VerifyCostCurve(
         {1: .041, 4: .143, 5: .139, 16: .393, 17: .399, 32: .570, 33: .692}))
-    controller.next_k(100, SUFFIX_COPY)
-    controller.record(SUFFIX_COPY, [True] * 3 + [False])  # a recalled copy that went on for 3
+    controller.decide(100, SUFFIX_COPY)
+    # a recalled copy that went on for 3
+    controller.observe(PassOutcome(SUFFIX_COPY, [True] * 3 + [False]))
     own = controller.estimate(SUFFIX_COPY)
     counts = (own.pool_hits, own.pool_seen)
     verdicts_only = own.pooled_from(*counts)
-    unmatched = controller.next_k(100, SUFFIX_COPY)
-    k = controller.next_k(100, SUFFIX_COPY, copied=16)  # a 16-token match
+    unmatched = controller.decide(100, SUFFIX_COPY).k
+    k = controller.decide(100, SUFFIX_COPY, copied=16).k  # a 16-token match
     assert own.pooled() == verdicts_only and (own.pool_hits, own.pool_seen) == counts
     assert k == unmatched < 16  # not a 17-token pass as if the match were sure to go on
     # a copy of the prompt is another matter: code quoted back goes on as long as it agreed
-    controller.next_k(100, NGRAM_COPY)
-    controller.record(NGRAM_COPY, [True] * 3 + [False])
-    before = controller.next_k(100, NGRAM_COPY)
-    assert controller.next_k(100, NGRAM_COPY, copied=16) > before
+    controller.decide(100, NGRAM_COPY)
+    controller.observe(PassOutcome(NGRAM_COPY, [True] * 3 + [False]))
+    before = controller.decide(100, NGRAM_COPY).k
+    assert controller.decide(100, NGRAM_COPY, copied=16).k > before
 
 
 def test_a_query_on_a_ten_thousand_token_history_takes_well_under_a_target_step():

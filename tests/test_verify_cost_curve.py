@@ -9,8 +9,8 @@ import json
 import numpy as np
 import pytest
 
-from app.engine import calibration
-from app.engine.adaptive import DraftLengthController
+from app.engine import cost_curve as calibration
+from app.engine.adaptive import DraftLengthController, PassOutcome
 from app.engine.cost_curve import VerifyCostCurve
 from app.engine.diagnostics import top_indices
 from app.engine.draft_model import DRAFT_MODEL
@@ -19,7 +19,7 @@ from app.engine.heads import DRAFT_HEADS
 from app.engine.lookup import NGRAM_COPY, NGRAM_GUESS
 from app.engine.lookup_edits import NGRAM_EDIT
 from app.paths import cache_dir
-from tests.helpers import step
+from tests.helpers import pass_outcome
 
 
 def test_live_passes_set_the_level_of_the_whole_calibrated_curve():
@@ -52,7 +52,7 @@ def test_a_fresh_controller_starts_from_the_declared_prior_and_k_plus_one_passes
     assert [cost.pass_size(k) for k in (1, 4, 16)] == [2, 5, 17]
     assert estimate.prior == kind.prior and estimate.accept_at == [kind.prior] * 16
     assert cost.draft_cost == (0.0 if kind.free else 0.3)  # a free kind costs no steps
-    assert not ctl.kinds  # reading learnt nothing
+    assert not ctl.estimates  # reading learnt nothing
 
 
 def test_copies_on_a_cpu_curve_reach_the_cheap_long_passes():
@@ -62,9 +62,9 @@ def test_copies_on_a_cpu_curve_reach_the_cheap_long_passes():
     ctl = DraftLengthController(32, adaptive=True, curve=VerifyCostCurve(dict(ms)))
     ks = []
     for _ in range(5):
-        k = ctl.next_k(1000, NGRAM_COPY)
+        k = ctl.decide(1000, NGRAM_COPY).k
         ks.append(k)
-        ctl.record(NGRAM_COPY, [True] * k)
+        ctl.observe(PassOutcome(NGRAM_COPY, [True] * k))
     assert ks[0] >= 1 and max(ks) >= 31, ks
 
 
@@ -76,8 +76,8 @@ DEMO_CURVE = {1: 41, 2: 81, 3: 106, 4: 143, 5: 139, 8: 337, 9: 352, 16: 393, 17:
 
 def test_a_copy_is_drafted_from_its_first_strong_match():
     ctl = DraftLengthController(64, adaptive=True, curve=VerifyCostCurve(dict(DEMO_CURVE)))
-    assert ctl.next_k(1000, NGRAM_COPY) >= 1
-    assert ctl.next_k(1000, NGRAM_GUESS) == 0
+    assert ctl.decide(1000, NGRAM_COPY).k >= 1
+    assert ctl.decide(1000, NGRAM_GUESS).k == 0
 
 
 def test_near_the_end_the_best_k_is_chosen_within_what_is_left():
@@ -86,9 +86,9 @@ def test_near_the_end_the_best_k_is_chosen_within_what_is_left():
     curve = VerifyCostCurve({1: 40, 16: 390, 17: 400, 32: 550, 33: 800, 64: 1000, 65: 1200})
     ctl = DraftLengthController(64, adaptive=True, curve=curve)
     for _ in range(4):
-        ctl.record(NGRAM_COPY, [True] * 64)
-    assert ctl.next_k(1000, NGRAM_COPY) == 63
-    assert ctl.next_k(50, NGRAM_COPY) == 31
+        ctl.observe(PassOutcome(NGRAM_COPY, [True] * 64))
+    assert ctl.decide(1000, NGRAM_COPY).k == 63
+    assert ctl.decide(50, NGRAM_COPY).k == 31
 
 
 def test_a_curve_measured_on_a_busy_machine_is_not_cached(gguf_pair, monkeypatch):
@@ -124,9 +124,9 @@ def test_top_indices_equal_a_full_sort(peak):
 def _feed(ctl: DraftLengthController, passes: int, kind: DraftKind = DRAFT_MODEL) -> list[int]:
     ks = []
     for _ in range(passes):
-        k = ctl.next_k(1000, kind)
+        k = ctl.decide(1000, kind).k
         ks.append(k)
-        ctl.record(kind, [True] * k)
+        ctl.observe(PassOutcome(kind, [True] * k))
     return ks
 
 
@@ -145,8 +145,8 @@ def test_a_position_that_once_looked_bad_is_tried_again():
     ctl = DraftLengthController(16, adaptive=True, curve=VerifyCostCurve(dict(flat)),
                                 draft_cost=0.2)
     for _ in range(3):
-        ctl.record(DRAFT_MODEL, [True, True, False])  # position 2 fails three times
-    assert ctl.next_k(1000, DRAFT_MODEL) <= 3
+        ctl.observe(PassOutcome(DRAFT_MODEL, [True, True, False]))  # position 2 fails three times
+    assert ctl.decide(1000, DRAFT_MODEL).k <= 3
     ks = _feed(ctl, 15)
     assert ks[-1] > 3, ks
 
@@ -189,13 +189,13 @@ def test_a_cold_first_plain_step_does_not_make_a_draft_that_never_passes_look_ch
                                 draft_cost=2.0e-3)
     drafted = 0
     for i in range(24):
-        k = ctl.next_k(24 - i, DRAFT_MODEL)
+        k = ctl.decide(24 - i, DRAFT_MODEL).k
         if k == 0:
-            ctl.observe(step(i, 0, [], t_verify=20e-3 if i == 0 else 0.17e-3))
+            ctl.observe(pass_outcome(None, 0, [], t_verify=20e-3 if i == 0 else 0.17e-3))
         else:
             drafted += 1
-            ctl.observe(step(i, k, [False] * k, t_draft=2.2e-3 * k,
-                             t_verify=curve[k + 1] * 1.2))
+            ctl.observe(pass_outcome(DRAFT_MODEL, k, [False] * k, t_draft=2.2e-3 * k,
+                                     t_verify=curve[k + 1] * 1.2))
     assert drafted <= 2
 
 

@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from app.engine.measurement_store import model_key, read_store, write_store
+from app.engine.cost_curve import model_key, read_store, write_store
 from app.engine.protocol import LanguageModel
 
 PASS_SIZES = (2, 5, 9, 17, 33)

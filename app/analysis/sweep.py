@@ -8,7 +8,7 @@ from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from app.analysis.measure import Cancelled, side_by_side, warm_up
-from app.engine.calibration import cached_verify_curve
+from app.engine.cost_curve import cached_verify_curve
 from app.engine.decode_config import DecodeConfig
 from app.engine.metrics import predicted_speedup
 from app.errors import SettingsError
@@ -59,9 +59,10 @@ def run_sweep(pair: LoadedPair, config: DecodeConfig, encoded: list[list[int]], 
               rounds: int = 1, progress: Progress | None = None,
               cancelled: Cancelled = lambda: False) -> list[SweepRow]:
     """For each k (fixed, not adaptive), plain and speculative runs side by side."""
-    if not pair.spec.drafts:
-        raise SettingsError("a sweep needs a draft — give a draft model, --ngram, --suffix, "
-                            "--draft-heads, --self-draft-layers or --draft-mtp")
+    if not config.drafter:
+        raise SettingsError("a sweep needs a draft — give --spec-type (or a draft model, "
+                            "--ngram, --suffix, --draft-heads, --self-draft-layers or "
+                            "--draft-mtp)")
     say = progress or (lambda message: None)
     base = replace(config, adaptive=False)
     warm_up(pair, base, encoded[0])

@@ -1,35 +1,41 @@
-"""Choosing the draft length k from measured costs and measured acceptance.
+"""Choosing the draft length k from measured costs and measured acceptance, and saying why.
 
-The model has three parts: what a pass costs (app.engine.cost_curve), how often each kind of
-draft is accepted per position (app.engine.acceptance_estimate), and when to draft anyway
-while plain decoding wins (app.engine.probes). With E(k) the expected tokens of a pass that
-drafts k (app.engine.metrics) and time(k) = k * t_draft + t_verify(pass size):
+With E(k) the expected tokens of a pass that drafts k (app.engine.metrics) and
+time(k) = k * t_draft + t_verify(pass size) (app.engine.cost_curve):
 
-    k = argmax E(k) / time(k),   k = 0 (plain decoding) when no k beats one plain step.
+    k = argmax E(k) / time(k),   k = 0 (plain decoding) when no k beats one plain step
+                                 by _MIN_GAIN.
 
-A draft model's pass, once k > 0, may draft up to draft_max: its draft then ends on the
-draft's own confidence (app.engine.draft_stop), priced with the same costs and rate.
-Queries (estimate, pass_cost, best_k, could_pay) read; next_k, record and observe learn.
+Acceptance is learnt per kind of draft (DraftKind) and per draft position from one narrow
+signal, a PassOutcome per pass (or per free draft checked against the output without a
+pass). Each choice comes back as a Decision (app.engine.records): the rule that fired and
+the figures it compared, so whatever explains a step reads the reason, never guesses it.
 """
 
 from __future__ import annotations
 
+import math
 from collections import deque
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
-from app.engine.acceptance_estimate import POOL_MEMORY, AcceptanceEstimate
 from app.engine.cost_curve import RECENT_PASSES, VerifyCostCurve, interpolate, verify_slope
-from app.engine.draft_model import DRAFT_MODEL
-from app.engine.draft_stop import ConfidenceCalibration, ConfidenceStop
 from app.engine.drafters import DraftKind
 from app.engine.metrics import expected_tokens_for_each_k
-from app.engine.probes import ProbePolicy
-from app.engine.records import StepRecord
+from app.engine.records import (
+    RULE_BEST_RATE,
+    RULE_END_OF_OUTPUT,
+    RULE_FIXED,
+    RULE_NO_GAIN,
+    RULE_NOTHING_TO_DRAFT,
+    RULE_PROBE,
+    Decision,
+)
 
-__all__ = ["DraftLengthController", "PassCost", "VerifyCostCurve", "paying_k", "rates_by_k"]
+__all__ = ["AcceptanceEstimate", "DraftLengthController", "PassCost", "PassOutcome",
+           "paying_k", "rates_by_k", "wilson_interval"]
 
 _EMA = 0.15
 # a draft must be expected to beat plain decoding by this much: the curve and the acceptance
@@ -40,6 +46,108 @@ _EMA = 0.15
 _MIN_GAIN = 1.05
 # a probe is worth a pass only if drafting could pay at near-perfect acceptance
 _OPTIMISTIC_ACCEPT = 0.95
+_Z95 = 1.959964  # the normal quantile of a 95% interval
+
+# pooled counts fade per judged token (a memory of about 32 tokens, however they came: 32
+# one-token passes or half of one long copy); each position's own counts fade per pass
+POOL_DECAY_PER_TOKEN = 1 - 1 / 32
+POOL_MEMORY = 1 / (1 - POOL_DECAY_PER_TOKEN)  # what decayed counts add up to at most
+_POSITION_DECAY = 0.8
+_PRIOR_WEIGHT = 1.0  # the kind's prior, in tokens, inside the pooled rate
+_POOL_WEIGHT = 4.0  # the pooled rate, in observations, inside a position's estimate
+
+FIRST_PROBE_GAP = 8
+MAX_PROBE_GAP = 128
+
+
+@dataclass(frozen=True)
+class PassOutcome:
+    """All the controller learns from one pass: the kind drafted (None: a plain step), the
+    verdict at each draft depth judged (up to the first rejection), the q each judged chain
+    token was drawn with (empty for trees and one-hot drafts), the pass's size and times.
+    pass_tokens = 0: no pass ran (a free draft checked against the output,
+    app.engine.session.ShadowCheck)."""
+
+    kind: DraftKind | None
+    verdicts: Sequence[bool] = ()
+    q: Sequence[float] = ()
+    pass_tokens: int = 0
+    draft_depth: int = 0  # draft tokens in a row (k for a chain, the deepest node of a tree)
+    t_draft: float = 0.0
+    t_verify: float = 0.0
+
+
+def wilson_interval(hits: int, n: int) -> tuple[float, float]:
+    """The 95% Wilson score interval for a rate of hits / n ((0, 1) when n = 0)."""
+    if n == 0:
+        return 0.0, 1.0
+    rate, z2 = hits / n, _Z95 * _Z95
+    centre = (rate + z2 / (2 * n)) / (1 + z2 / n)
+    half = _Z95 * math.sqrt(rate * (1 - rate) / n + z2 / (4 * n * n)) / (1 + z2 / n)
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+@dataclass
+class AcceptanceEstimate:
+    """a_i, the chance that draft position i of one kind is accepted once reached, for
+    positions 0..positions-1 (it captures acceptance correlated along a draft, as in copying,
+    which a single alpha does not). Hierarchical: a pooled rate over all positions (decayed
+    counts, the kind's prior worth _PRIOR_WEIGHT tokens) is the prior of each position's own
+    decayed counts, and stands alone for positions never reached. `judged` and `judged_hits`
+    count every verdict undecayed: the evidence behind the estimate."""
+
+    prior: float
+    positions: int
+    accept_at: list[float] = field(default_factory=list)
+    hits_at: list[float] = field(default_factory=list)
+    seen_at: list[float] = field(default_factory=list)
+    pool_hits: float = 0.0
+    pool_seen: float = 0.0
+    judged: int = 0
+    judged_hits: int = 0
+
+    def __post_init__(self) -> None:
+        for counts in (self.hits_at, self.seen_at):
+            counts.extend([0.0] * (self.positions - len(counts)))
+        self._estimate()
+
+    def pooled(self) -> float:
+        return self.pooled_from(self.pool_hits, self.pool_seen)
+
+    def pooled_from(self, hits: float, seen: float) -> float:
+        """The pooled rate these counts give with this kind's prior."""
+        return (hits + _PRIOR_WEIGHT * self.prior) / (seen + _PRIOR_WEIGHT)
+
+    def interval(self) -> tuple[float, float]:
+        return wilson_interval(self.judged_hits, self.judged)
+
+    def observe(self, accepted: Sequence[bool]) -> None:
+        """One pass's verdicts, position by position up to the first rejection."""
+        judged = list(accepted[: self.positions])
+        # every position fades each pass, reached or not: an estimate that once fell low would
+        # otherwise keep k below that position and never be corrected (it returns to the pool)
+        for i in range(self.positions):
+            hit = judged[i] if i < len(judged) else None
+            self.seen_at[i] = _POSITION_DECAY * self.seen_at[i] + (hit is not None)
+            self.hits_at[i] = _POSITION_DECAY * self.hits_at[i] + bool(hit)
+        fade = POOL_DECAY_PER_TOKEN ** len(judged)
+        self.pool_seen = fade * self.pool_seen + len(judged)
+        self.pool_hits = fade * self.pool_hits + sum(judged)
+        self.judged += len(judged)
+        self.judged_hits += sum(judged)
+        self._estimate()
+
+    def raise_pool(self, hits: float, seen: float) -> None:
+        """Take these pooled counts where, with this kind's prior, they say more is accepted
+        than its own."""
+        if self.pooled_from(hits, seen) > self.pooled_from(self.pool_hits, self.pool_seen):
+            self.pool_hits, self.pool_seen = hits, seen
+            self._estimate()
+
+    def _estimate(self) -> None:
+        pooled = self.pooled()
+        self.accept_at = [(hits + _POOL_WEIGHT * pooled) / (seen + _POOL_WEIGHT)
+                          for hits, seen in zip(self.hits_at, self.seen_at, strict=True)]
 
 
 def paying_k(rates: np.ndarray, min_gain: float = _MIN_GAIN) -> int:
@@ -71,61 +179,161 @@ class PassCost:
         return k * self.draft_cost + interpolate(curve, self.pass_size(k))
 
 
+@dataclass
+class _Pricing:
+    """Each k's expected tokens, pass seconds and rate, as the controller priced them."""
+
+    tokens: np.ndarray
+    seconds: list[float]
+
+    @property
+    def rates(self) -> np.ndarray:
+        rates: np.ndarray = self.tokens / np.asarray(self.seconds)
+        return rates
+
+
+@dataclass
+class _Probes:
+    """Per kind: plain steps since it last drafted, and the gap before its next probe (a
+    lookup that found nothing this step must not reset the probes of one that did). Probes
+    of a kind space out, the gap doubling each time one does not pay (up to a bound)."""
+
+    streak: dict[str, int] = field(default_factory=dict)
+    gap: dict[str, int] = field(default_factory=dict)
+
+    def drafted(self, kind: str) -> None:
+        self.streak[kind] = 0
+        self.gap[kind] = FIRST_PROBE_GAP
+
+    def probe_now(self, kind: str) -> bool:
+        """Another step in which plain decoding wins for this kind: whether to probe it."""
+        streak = self.streak.get(kind, 0) + 1
+        gap = self.gap.get(kind, FIRST_PROBE_GAP)
+        if streak < gap:
+            self.streak[kind] = streak
+            return False
+        self.streak[kind] = 0
+        self.gap[kind] = min(2 * gap, MAX_PROBE_GAP)
+        return True
+
+
+# bins of a drafted token's q; the top bins are narrow, as most code tokens fall there
+_EDGES = np.array([0.2, 0.4, 0.6, 0.7, 0.8, 0.9, 0.95, 0.99])
+_CENTRES = np.array([0.1, 0.3, 0.5, 0.65, 0.75, 0.85, 0.925, 0.97, 0.995])
+# each bin starts at its own q, worth two tokens: a draft that is as often right as it is
+# sure; a bin's counts fade per token judged in it (a memory of about 64 of them)
+_BIN_PRIOR_WEIGHT = 2.0
+_BIN_DECAY = 1 - 1 / 64
+
+
+@dataclass
+class ConfidenceCalibration:
+    """How often a drafted token with probability q under the draft was accepted, by q."""
+
+    hits: np.ndarray = field(default_factory=lambda: np.zeros(len(_CENTRES)))
+    seen: np.ndarray = field(default_factory=lambda: np.zeros(len(_CENTRES)))
+
+    @staticmethod
+    def _bin(q: float) -> int:
+        return int(np.searchsorted(_EDGES, q, side="right"))
+
+    def observe(self, q: float, accepted: bool) -> None:
+        b = self._bin(q)
+        self.hits[b] = _BIN_DECAY * self.hits[b] + accepted
+        self.seen[b] = _BIN_DECAY * self.seen[b] + 1.0
+
+    def accept(self, q: float) -> float:
+        b = self._bin(q)
+        return float((self.hits[b] + _BIN_PRIOR_WEIGHT * _CENTRES[b])
+                     / (self.seen[b] + _BIN_PRIOR_WEIGHT))
+
+
+@dataclass
+class ConfidenceStop:
+    """Where a draft model's draft should end: after the token where its own confidence says
+    the next one would not pay for itself. A pass keeps drafting while
+
+        chance(all drafted so far pass) * a_next  >=  rate * (draft step + extra verify time)
+
+    (a_next: the kind's pooled acceptance; rate: the tokens per second the controller expects).
+    On the demo pair, greedy, 99.6% of the tokens the draft model drafted with q >= 0.9 passed
+    and about 80% of those below. The token whose confidence ends the draft is kept, so the
+    draft length is a stopping time of the draft's own tokens and sampling stays exact."""
+
+    calibration: ConfidenceCalibration
+    limit: int  # the most tokens this pass may draft
+    next_accept: float
+    rate: float
+    token_seconds: float  # what one more drafted token costs: its draft step, its verifying
+    chance: float = 1.0  # that every token drafted so far passes
+    stopped: bool = False  # the last answer was to stop: the confidence ended the draft
+
+    def keep_drafting(self, drafted: int, q: float) -> bool:
+        """`drafted` tokens so far, the last of them drawn with probability q."""
+        self.chance *= self.calibration.accept(q)
+        # the last answer counts: a drafter held to a minimum length may draft on after a no
+        self.stopped = self.chance * self.next_accept < self.rate * self.token_seconds
+        return not self.stopped
+
+
 class DraftLengthController:
     """Fixed k, or adaptive k that drops to plain decoding when drafting does not pay."""
 
     def __init__(self, draft_max: int, adaptive: bool, curve: VerifyCostCurve | None = None,
                  draft_cost: float = 0.0, free_kinds_shadowed: bool = False) -> None:
         """free_kinds_shadowed: the caller checks the drafts of free kinds it did not verify
-        against the output (app.engine.shadow) and records their verdicts, so they need no
-        probes."""
+        against the output (app.engine.session.ShadowCheck) and reports their verdicts, so they
+        need no probes."""
         self.draft_max = draft_max
         self.adaptive = adaptive
         self.free_kinds_shadowed = free_kinds_shadowed
         self.curve = curve or VerifyCostCurve()
         self.draft_cost_hint = draft_cost
-        self.kinds: dict[str, DraftKind] = {}  # by DraftKind.name, once it was consulted
-        self.estimates: dict[str, AcceptanceEstimate] = {}
+        self.min_gain = _MIN_GAIN
+        self.estimates: dict[str, AcceptanceEstimate] = {}  # by DraftKind.name
         self.costs: dict[str, PassCost] = {}
         self.calibrations: dict[str, ConfidenceCalibration] = {}
-        self.probes = ProbePolicy()
+        self.probes = _Probes()
         self._draft_times: dict[str, deque[float]] = {}  # per kind: seconds per drafted token
         self._probing = False
 
     # -- queries: they read, never learn --
 
-    def estimate(self, kind: DraftKind = DRAFT_MODEL) -> AcceptanceEstimate:
+    def estimate(self, kind: DraftKind) -> AcceptanceEstimate:
         """How often this kind is accepted, per position (its prior, before any pass)."""
         known = self.estimates.get(kind.name)
         return known if known is not None else AcceptanceEstimate(kind.prior, self.draft_max)
 
-    def pass_cost(self, kind: DraftKind = DRAFT_MODEL) -> PassCost:
+    def pass_cost(self, kind: DraftKind) -> PassCost:
         known = self.costs.get(kind.name)
         return known if known is not None else PassCost(0.0 if kind.free
                                                         else self.draft_cost_hint)
 
-    def rates(self, kind: DraftKind = DRAFT_MODEL, top: int | None = None) -> np.ndarray:
+    def _pricing(self, kind: DraftKind, top: int, accept_at: Sequence[float] | None = None
+                 ) -> _Pricing:
+        cost, curve = self.pass_cost(kind), self.curve.current()
+        accept = self.estimate(kind).accept_at[:top] if accept_at is None else accept_at
+        return _Pricing(expected_tokens_for_each_k(accept),
+                        [cost.seconds(k, curve) for k in range(top + 1)])
+
+    def rates(self, kind: DraftKind, top: int | None = None) -> np.ndarray:
         """Expected tokens per second of a pass that drafts k, for k = 0..top."""
         top = self.draft_max if top is None else min(top, self.draft_max)
-        cost, curve = self.pass_cost(kind), self.curve.current()
-        seconds = [cost.seconds(k, curve) for k in range(top + 1)]
-        return rates_by_k(self.estimate(kind).accept_at[:top], seconds)
+        return self._pricing(kind, top).rates
 
-    def best_k(self, kind: DraftKind = DRAFT_MODEL, limit: int | None = None) -> int:
+    def best_k(self, kind: DraftKind, limit: int | None = None) -> int:
         """The k with the best expected rate, among k <= limit (near the end of the output
         a shorter draft may fit a cheaper pass size than the unlimited best cut short), or 0
         where it beats plain decoding by less than _MIN_GAIN."""
-        return paying_k(self.rates(kind, limit))
+        return paying_k(self.rates(kind, limit), self.min_gain)
 
     def could_pay(self, kind: DraftKind, limit: int | None = None) -> int:
         """The best k (up to limit) if acceptance were near perfect, or 0 if even then
         drafting would not gain _MIN_GAIN (a probe that could at best break even, a 1-token
         guess where a 2-token pass costs 1.94 steps, only costs)."""
         top = self.draft_max if limit is None else min(limit, self.draft_max)
-        optimistic = [_OPTIMISTIC_ACCEPT] * top
-        cost, curve = self.pass_cost(kind), self.curve.current()
-        seconds = [cost.seconds(k, curve) for k in range(top + 1)]
-        return paying_k(rates_by_k(optimistic, seconds))
+        return paying_k(self._pricing(kind, top, [_OPTIMISTIC_ACCEPT] * top).rates,
+                        self.min_gain)
 
     def shadows(self, kind: DraftKind) -> bool:
         """Whether this kind's declined drafts are checked in shadow instead of probed."""
@@ -146,23 +354,26 @@ class DraftLengthController:
         return ConfidenceStop(calibration, limit, self.estimate(kind).pooled(),
                               float(rates.max()), token_seconds)
 
-    # -- learning --
+    # -- deciding --
 
-    def next_k(self, remaining: int, kind: DraftKind = DRAFT_MODEL, copied: int = 0,
-               available: int | None = None) -> int:
-        """The draft length for this step. `copied`: how many of the last tokens the target
-        wrote this kind's draft continues, in a row (a copy's evidence; 0 for others);
+    def decide(self, remaining: int, kind: DraftKind, copied: int = 0,
+               available: int | None = None) -> Decision:
+        """The draft length for this step, and why. `copied`: how many of the last tokens the
+        target wrote this kind's draft continues, in a row (a copy's evidence; 0 for others);
         `available`: the most tokens the drafter has to offer now (Outlook.available)."""
         limit = max(0, min(self.draft_max, remaining - 1))
+        if limit == 0:
+            return Decision(RULE_END_OF_OUTPUT, 0, kind.name, 0)
         if available is not None:
             if available == 0:  # nothing to draft: not a step in which plain decoding won
-                return 0
+                return Decision(RULE_NOTHING_TO_DRAFT, 0, kind.name, 0)
             limit = min(limit, available)
-        if not self.adaptive:
-            return limit
         self._register(kind)
+        if not self.adaptive:
+            return self._explain(RULE_FIXED, limit, kind, limit, self._pricing(kind, limit))
         self._lift(kind, copied)
-        k = self.best_k(kind, limit)
+        priced = self._pricing(kind, limit)
+        k = paying_k(priced.rates, self.min_gain)
         self._probing = (k == 0 and not self.shadows(kind)
                          and self.probes.probe_now(kind.name))
         if self._probing:
@@ -170,39 +381,69 @@ class DraftLengthController:
             self._probing = k > 0
         elif k > 0:
             self.probes.drafted(kind.name)
-        return min(k, limit)
+        rule = RULE_PROBE if self._probing else RULE_BEST_RATE if k else RULE_NO_GAIN
+        decision = self._explain(rule, k, kind, limit, priced)
+        decision.min_gain = self.min_gain
+        return decision
 
-    def record(self, kind: DraftKind, accepted: list[bool]) -> None:
-        """One pass's verdicts on this kind's draft, position by position."""
-        self._register(kind)
-        self.estimates[kind.name].observe(accepted)
+    def _explain(self, rule: str, k: int, kind: DraftKind, limit: int,
+                 priced: _Pricing) -> Decision:
+        """The decision with the figures it was made on: the kind's acceptance as priced,
+        the evidence behind it, each k's pass cost and gain over a plain step."""
+        estimate = self.estimate(kind)
+        low, high = estimate.interval()
+        rates = priced.rates
+        gains = rates / rates[0]
+        others = rates.copy()
+        others[k] = -np.inf
+        alternative = int(np.argmax(others)) if len(rates) > 1 else None
+        decision = Decision(
+            rule, k, kind.name, limit,
+            acceptance=estimate.pooled(), acceptance_low=low, acceptance_high=high,
+            evidence=estimate.judged, prior=kind.prior,
+            plain_seconds=priced.seconds[0], pass_seconds=priced.seconds[k],
+            expected_tokens=float(priced.tokens[k]), gain=float(gains[k]),
+        )
+        if alternative is not None:
+            decision.alternative_k = alternative
+            decision.alternative_gain = float(gains[alternative])
+            decision.alternative_seconds = priced.seconds[alternative]
+            decision.alternative_tokens = float(priced.tokens[alternative])
+        return decision
 
-    def observe(self, step: StepRecord) -> None:
-        self.curve.observe(1 if step.k == 0 else step.n_pass, step.t_verify)
-        kind = self.kinds.get(step.source)
-        if step.k == 0 or kind is None:
+    # -- learning --
+
+    def observe(self, outcome: PassOutcome) -> None:
+        """One pass (or one free draft checked against the output) and its verdicts."""
+        kind = outcome.kind
+        if outcome.pass_tokens:
+            self.curve.observe(outcome.pass_tokens if outcome.draft_depth else 1,
+                               outcome.t_verify)
+        if kind is None or (outcome.pass_tokens and not outcome.draft_depth):
             return
+        self._register(kind)
+        if outcome.pass_tokens:
+            self._learn_cost(kind, outcome)
+        self.estimates[kind.name].observe(outcome.verdicts)
+        calibration = self.calibrations.get(kind.name)
+        if calibration is not None:
+            for q, accepted in zip(outcome.q, outcome.verdicts, strict=False):
+                calibration.observe(q, accepted)
+
+    def _learn_cost(self, kind: DraftKind, outcome: PassOutcome) -> None:
         cost = self.costs[kind.name]
-        depth = max(1, step.draft_depth)
+        depth = outcome.draft_depth
         # a probe's draft time includes catching up on the tokens emitted while it sat idle
         if not self._probing:
             samples = self._draft_times.setdefault(kind.name, deque(maxlen=RECENT_PASSES))
-            samples.append(step.t_draft / depth)
+            samples.append(outcome.t_draft / depth)
             cost.draft_cost = float(np.median(samples))  # one cold or loaded pass moves nothing
-        extra = (step.n_pass - depth - 1) / depth
+        extra = (outcome.pass_tokens - depth - 1) / depth
         cost.extra_per_level = (1 - _EMA) * cost.extra_per_level + _EMA * extra
-        self.record(kind, list(step.depth_outcomes()))
-        calibration = self.calibrations.get(kind.name)
-        if calibration is not None and not step.is_tree:
-            for token in step.tokens:
-                if token.accepted is None:
-                    break
-                calibration.observe(token.q, token.accepted)
 
     def _register(self, kind: DraftKind) -> None:
-        if kind.name in self.kinds:
+        if kind.name in self.estimates:
             return
-        self.kinds[kind.name] = kind
         self.estimates[kind.name] = self.estimate(kind)
         self.costs[kind.name] = self.pass_cost(kind)
         if kind.confident:
@@ -221,7 +462,7 @@ class DraftLengthController:
         from an earlier answer often matches 16 tokens and goes on for 4 (an agent's JSON, a
         dataclass with other fields), and the output repeating a phrase of its own goes its
         own way after it. Counted at all, even beside the verdicts, a long run drafted
-        31-token passes that kept 2 (packaging/replay_suffix.py, replay_lookup.py)."""
+        31-token passes that kept 2 (packaging/research/replay_suffix.py, replay_lookup.py)."""
         estimate = self.estimates[kind.name]
         weaker = None if kind.at_least is None else self.estimates.get(kind.at_least.name)
         if weaker is not None:

@@ -129,8 +129,9 @@ class Decision:
     kind: str = ""  # the kind of draft priced (DraftKind.name)
     limit: int = 0  # the largest k allowed this step (draft-max, what is left, what the
     # drafter had)
-    # acceptance of this kind as priced: the rate used, its interval and the draft tokens
-    # judged so far (0: the prior alone)
+    # acceptance of this kind as priced (its pooled rate, which prices every position not yet
+    # reached; a copy's run may have lifted it), the 95% Wilson interval of the draft tokens
+    # of this kind judged so far and their count (0: the prior alone)
     acceptance: float | None = None
     acceptance_low: float | None = None
     acceptance_high: float | None = None
@@ -138,12 +139,19 @@ class Decision:
     prior: float | None = None  # the kind's acceptance before any was measured
     plain_seconds: float | None = None  # one plain step, as priced
     pass_seconds: float | None = None  # the chosen k's pass (drafting + verify), as priced
-    # expected speed against plain decoding: of the chosen k, and of the best other k
-    # (alternative_k: which; for k = 0 the best drafting k)
+    expected_tokens: float | None = None  # E(k): the tokens the chosen k's pass should write
+    # expected speed against plain decoding (expected_tokens * plain_seconds / pass_seconds):
+    # of the chosen k, and of the best other k (alternative_k: which; for k = 0 the best
+    # drafting k)
     gain: float | None = None
     alternative_k: int | None = None
     alternative_gain: float | None = None
+    alternative_seconds: float | None = None  # its pass, as priced
+    alternative_tokens: float | None = None  # its E(k)
     min_gain: float | None = None  # the margin a k had to beat plain decoding by
+    # the pass may draft up to this many tokens, its draft ending on the draft model's own
+    # confidence (app.engine.adaptive.ConfidenceStop); None: it drafts k
+    stop_limit: int | None = None
 
 
 @dataclass
@@ -166,8 +174,9 @@ class StepRecord:
     # tokens the target read in this pass (0: k + 1, as in a chain step); a tree pass reads
     # every node, and may re-read committed tokens the previous tree step left uncached
     pass_tokens: int = 0
-    # the draft model's confidence ended this draft (app.engine.draft_stop): the estimated
-    # chance, then, that every drafted token passes; None: it ran to its length or to an EOS
+    # the draft model's confidence ended this draft (app.engine.adaptive.ConfidenceStop): the
+    # estimated chance, then, that every drafted token passes; None: it ran to its length or to
+    # an EOS
     stop_chance: float | None = None
     # why the controller chose k (None: no drafter, or a trace from before decisions)
     decision: Decision | None = None

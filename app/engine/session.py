@@ -4,29 +4,29 @@ through the very same loop (no drafter, k = 0) so comparisons share one code pat
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
-from dataclasses import replace
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 
-from app.engine.adaptive import DraftLengthController
+from app.engine.adaptive import DraftLengthController, PassOutcome
 from app.engine.cost_curve import VerifyCostCurve
 from app.engine.decode_config import DecodeConfig
 from app.engine.diagnostics import describe
-from app.engine.drafters import EMPTY_DRAFT, Budget, Drafter
+from app.engine.drafters import (
+    EMPTY_DRAFT,
+    Budget,
+    Drafter,
+    DraftKind,
+    Outlook,
+    mark_judged,
+)
 from app.engine.metrics import RunStats
 from app.engine.protocol import LanguageModel, returns_hidden
-from app.engine.records import (
-    ORIGIN_PLAIN,
-    StepRecord,
-    mark_copied,
-    mark_heads,
-    mark_translated,
-)
-from app.engine.sampling import finite_logits
-from app.engine.shadow import ShadowCheck
-from app.engine.similarity import annotate, verify_pass
+from app.engine.records import ORIGIN_PLAIN, Decision, StepRecord
+from app.engine.sampling import SamplingParams, finite_logits
+from app.engine.similarity import verify_pass
 from app.engine.speculative import DraftRows, TargetRows, Verdict, verify
 from app.engine.tree import DraftTree, verify_tree
 from app.errors import SettingsError
@@ -63,6 +63,7 @@ class Session:
         # free drafts the controller chose not to verify, checked against the output instead
         self._shadow = ShadowCheck()
         self._shadow_rng = np.random.default_rng(0)  # never draws from the sampler's stream
+        self._kind: DraftKind | None = None  # the kind of draft this step priced
         # trees unless the drafter drafts from the target's hidden state, which a tree pass
         # does not return
         self._trees = (config.tree_width > 1 and drafter is not None
@@ -119,7 +120,7 @@ class Session:
         while len(self.output_ids) < budget:
             step = self._step(context, budget - len(self.output_ids), index)
             self.stats.add(step)
-            self.controller.observe(step)
+            self.controller.observe(self._outcome(step))
             self._shadow.settle_into(self.controller, self.output_ids)
             index += 1
             yield step
@@ -131,22 +132,30 @@ class Session:
         params = self.config.sampling
         drafter = self.drafter
         draft, source, k, stop = EMPTY_DRAFT, "", 0, None
+        decision: Decision | None = None
         if drafter is not None:
             outlook = drafter.outlook(context)
             source = outlook.kind.name
+            self._kind = outlook.kind
             # only what the target wrote is evidence of a copy, not the prompt's own words
             copied = min(outlook.copied, len(self.output_ids))
-            k = self.controller.next_k(remaining, outlook.kind, copied, outlook.available)
+            decision = self.controller.decide(remaining, outlook.kind, copied,
+                                              outlook.available)
+            k = decision.k
             self._shadow.offer(self.controller, drafter, outlook, k, context,
                                len(self.output_ids), remaining, params, self._shadow_rng)
             if k > 0 and self._trees:
                 tree = drafter.propose_tree(context, k, self.config.tree_shape, params, self.rng)
                 if tree is not None:
-                    return self._tree_step(context, tree.limited_to_depth(remaining - 1),
-                                           index, t0, source)
+                    record = self._tree_step(context, tree.limited_to_depth(remaining - 1),
+                                             index, t0, source)
+                    record.decision = decision
+                    return record
             if k > 0:
                 # in adaptive mode a draft model may draft on, ending on its own confidence
                 stop = self.controller.confidence_stop(outlook.kind, remaining)
+                if stop is not None:
+                    decision.stop_limit = stop.limit
                 budget = Budget(k) if stop is None else Budget(stop.limit, stop)
                 draft = drafter.propose(context, budget, params, self.rng)
         draft_tokens = draft.tokens[: max(0, remaining - 1)]
@@ -167,16 +176,14 @@ class Session:
                 draft_tokens, DraftRows(draft.q_row, logits.shape[-1]), TargetRows(logits, params),
                 params, self.rng, self.target.token_text, start_pos=len(self.output_ids),
             )
-            annotate(verdict.records, draft.hidden, target_hidden)
-            mark_copied(verdict.records, draft.copied_from)
-            mark_heads(verdict.records, draft.heads)
-            mark_translated(verdict.records, draft.translated)
+            mark_judged(verdict.records, draft, target_hidden)
         n_accepted = len(verdict.emitted) - 1
         self.target.truncate(len(context) + n_accepted)
         record = self._finish_step(context, verdict, index, len(draft_tokens),
                                    len(pending) + len(draft_tokens), (t0, t1, t2), source)
         if stop is not None and stop.stopped:
             record.stop_chance = stop.chance
+        record.decision = decision
         if drafter is not None:
             # row n_accepted of the pass produced the last emitted token
             hidden = (target_hidden[n_accepted]
@@ -203,8 +210,7 @@ class Session:
             tree, TargetRows(logits, params), params, self.rng, self.target.token_text,
             start_pos=len(self.output_ids), exact_rows=exact,
         )
-        mark_copied(verdict.records, tree.copied_from)
-        mark_translated(verdict.records, tree.translated)
+        mark_judged(verdict.records, tree)
         # the cache never holds the last emitted token: the next pass starts from it
         kept = verdict.path[: len(verdict.emitted) - 1]
         self.target.keep_path([*range(offset), *(offset + i for i in kept)])
@@ -240,6 +246,18 @@ class Session:
             pass_tokens=n_pass if n_pass != k + 1 else 0,
         )
 
+    def _outcome(self, step: StepRecord) -> PassOutcome:
+        """What the controller learns from this step: the kind drafted, its verdicts by
+        depth, the q of each judged chain token, the pass's size and times."""
+        if not step.k:
+            return PassOutcome(None, pass_tokens=1, t_verify=step.t_verify)
+        return PassOutcome(
+            self._kind, step.depth_outcomes(),
+            () if step.is_tree else [t.q for t in step.tokens],
+            pass_tokens=step.n_pass, draft_depth=step.draft_depth,
+            t_draft=step.t_draft, t_verify=step.t_verify,
+        )
+
     def _cut_at_eos(self, emitted: list[int], origins: list[str]) -> tuple[list[int], list[str]]:
         if not self.config.stop_at_eos:
             return emitted, origins
@@ -248,3 +266,72 @@ class Session:
                 self.stopped_by_eos = True
                 return emitted[: i + 1], origins[: i + 1]
         return emitted, origins
+
+
+# -- shadow checks: free drafts the controller declined, checked against what the target
+# writes, without a pass.
+#
+# When the controller decodes plainly, a free drafter (a lookup, suffix decoding) could still
+# have drafted, at no cost. Its draft is kept aside, and the tokens the target goes on to write
+# say how far it would have been accepted: a drafted token of a one-hot draft passes exactly
+# when the target's own token equals it (greedy: the argmax; sampled: accepted with chance p(x),
+# the chance that plain sampling writes x). So the verdicts are the ones a verify pass would
+# have drawn, and the kind's acceptance is learnt from every plain stretch for free, where
+# probing it cost a verify pass that mostly failed on text with little to copy.
+
+
+@dataclass(frozen=True)
+class ShadowDraft:
+    kind: DraftKind
+    start: int  # the output position its first token would have filled
+    tokens: tuple[int, ...]
+
+
+class ShadowCheck:
+    """One draft at a time, held until the output settles it."""
+
+    def __init__(self) -> None:
+        self.pending: ShadowDraft | None = None
+
+    @property
+    def idle(self) -> bool:
+        return self.pending is None
+
+    def offer(self, controller: DraftLengthController, drafter: Drafter, outlook: Outlook,
+              k: int, context: list[int], written: int, remaining: int,
+              params: SamplingParams, rng: np.random.Generator) -> None:
+        """Where the controller chose to decode plainly (k = 0) and shadows this kind, hold
+        the draft it would have proposed; `written`: the output tokens so far."""
+        if k or not self.idle or not controller.shadows(outlook.kind) \
+                or outlook.available == 0 or remaining < 2:
+            return
+        budget = Budget(min(controller.draft_max, remaining - 1))
+        self.hold(outlook.kind, written, drafter.propose(context, budget, params, rng).tokens)
+
+    def settle_into(self, controller: DraftLengthController, output: Sequence[int]) -> None:
+        """After each step: a held draft the output has settled counts as the kind's pass."""
+        settled = self.settle(output)
+        if settled is not None:
+            kind, verdicts = settled
+            controller.observe(PassOutcome(kind, verdicts))
+
+    def hold(self, kind: DraftKind, start: int, tokens: Sequence[int]) -> None:
+        if tokens:
+            self.pending = ShadowDraft(kind, start, tuple(tokens))
+
+    def settle(self, output: Sequence[int]) -> tuple[DraftKind, list[bool]] | None:
+        """The held draft's kind and its verdicts, position by position up to the first token
+        the target wrote otherwise, once the output reaches that far (else None: wait)."""
+        held = self.pending
+        if held is None:
+            return None
+        written = output[held.start : held.start + len(held.tokens)]
+        verdicts: list[bool] = []
+        for drafted, wrote in zip(held.tokens, written, strict=False):
+            verdicts.append(drafted == wrote)
+            if drafted != wrote:
+                break
+        if (verdicts and not verdicts[-1]) or len(verdicts) == len(held.tokens):
+            self.pending = None
+            return held.kind, verdicts
+        return None

@@ -10,7 +10,7 @@ Nothing is sampled: q is one-hot, so verification stays exact.
 A copy of the prompt is drafted by the edit-aware prompt lookup (app.engine.lookup_edits,
 --ngram's): code asked back with a rename keeps its place in the prompt across the renamed
 tokens, where a suffix match breaks at each of them (the edit tasks: 1.72x plain modelled
-against 1.44x, packaging/replay_suffix.py). Its kinds are --ngram's, learnt apart from the
+against 1.44x, packaging/research/replay_suffix.py). Its kinds are --ngram's, learnt apart from the
 suffix kinds, and a lookup's run since the last edit is its evidence as it is --ngram's.
 The renames it learns apply to copies from the memory too (lookup_edits.replaced).
 
@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 
@@ -32,12 +33,16 @@ from app.engine.drafters import (
     Budget,
     Draft,
     Drafter,
+    DrafterOptions,
     DraftKind,
+    Entry,
     Outlook,
+    StopRule,
     TreeShape,
 )
-from app.engine.lookup import NGRAM_GUESS
+from app.engine.lookup import NGRAM_GUESS, block_limit
 from app.engine.lookup_edits import EditAwareLookup
+from app.engine.protocol import LanguageModel
 from app.engine.records import COPIED_FROM_MEMORY, COPIED_FROM_PROMPT, CopySource
 from app.engine.sampling import SamplingParams
 from app.engine.suffix_index import CandidateTree, SuffixCache, TreeBudget
@@ -55,7 +60,7 @@ SUFFIX_GUESS = DraftKind("suffix-weak", free=True, prior=0.5)
 # a copy (a match of at least _STRONG_MATCH tokens) continues with Laplace's chance
 # (6 + 1) / (6 + 2), and is a guess that kept agreeing, so accepted at least as often. Its
 # match is no evidence: a match recalled from an earlier answer says little of how far it
-# goes on (packaging/replay_suffix.py: of the repetitive suite's copies from memory with a
+# goes on (packaging/research/replay_suffix.py: of the repetitive suite's copies from memory with a
 # 6+ token match, 35% agree for 8 tokens, 6% for 16); it learns from its verdicts alone
 SUFFIX_COPY = DraftKind("suffix", free=True, prior=0.875, at_least=SUFFIX_GUESS,
                         run_is_evidence=False)
@@ -176,6 +181,9 @@ class SuffixDrafter(Drafter):
             return Outlook(SUFFIX_COPY, tree.match, available)
         return Outlook(SUFFIX_GUESS, 0, available)
 
+    def has_draft(self, context: list[int]) -> bool:
+        return self.outlook(context).available != 0
+
     def copied(self, context: list[int]) -> int:
         """The match, when it is a copy (see outlook)."""
         return self.outlook(context).copied
@@ -257,3 +265,27 @@ def _source(tree: CandidateTree, i: int) -> CopySource:
     node = tree.node(i)
     return CopySource(kind=node.label.kind, run=node.label.run, count=node.count,
                       of=tree.occurrences, match=tree.match)
+
+
+class MemorySource(Protocol):
+    """What suffix decoding reads of a run: the target, the run's suffix options, and the
+    memory's earlier outputs of the target in one suffix tree (leaving out answers to the
+    run's own prompt)."""
+
+    @property
+    def target(self) -> LanguageModel: ...
+
+    @property
+    def suffix_options(self) -> SuffixOptions: ...
+
+    def memory(self, path: str, max_depth: int) -> SuffixTree: ...
+
+
+def suffix_drafter(sources: MemorySource, options: DrafterOptions, rule: StopRule,
+                   fallback: bool) -> SuffixDrafter:
+    reach = sources.suffix_options
+    memory = sources.memory(options.memory, reach.max_depth) if options.memory else None
+    return SuffixDrafter(memory, limit=block_limit(sources.target), options=reach)
+
+
+ENTRY = Entry("suffix", suffix_drafter, lambda options, draft_file: SUFFIX_LABEL, free=True)

@@ -7,7 +7,7 @@ Each round runs, in an order rotated round by round: DraftLens plain decoding of
 attached and detached between runs), and llama-bench -d DEPTH -n N. A side's rate is its
 tokens over its decoding seconds (prefill left out), summed over rounds.
 
-  .venv/bin/python packaging/bench_threadpool.py [-m TARGET.gguf] [--threads 2]
+  .venv/bin/python packaging/research/bench_threadpool.py [-m TARGET.gguf] [--threads 2]
       [--depth 256] [-n 64] [--rounds 6] [--poll 50]
 """
 
@@ -21,7 +21,7 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from app.engine.decode_config import DecodeConfig  # noqa: E402

@@ -5,7 +5,7 @@ text that repeats (phrases drawn from a small set), on fresh text (no match), an
 memory of earlier runs of either kind. Times are the process's CPU time (not wall time), so
 they hold on a machine shared with other work.
 
-    PYTHONPATH=. python packaging/suffix_speed.py [--memory-tokens 10000] [--steps 2000]
+    PYTHONPATH=. python packaging/research/suffix_speed.py [--memory-tokens 10000] [--steps 2000]
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from app.engine.drafters import Budget  # noqa: E402
 from app.engine.sampling import SamplingParams  # noqa: E402

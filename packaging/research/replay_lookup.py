@@ -7,8 +7,9 @@ as its draft shares with the recorded output, plus one. Each pass is priced on a
 curve (the demo target's calibrated one by default), so a variant's tokens per modelled
 second can be compared with plain decoding's without running the target again.
 
-  record:  python packaging/replay_lookup.py record OUT.json   (runs the demo target plainly)
-  replay:  python packaging/replay_lookup.py replay OUT.json [--variant NAME ...]
+  record:  python packaging/research/replay_lookup.py record OUT.json
+           (runs the demo target plainly)
+  replay:  python packaging/research/replay_lookup.py replay OUT.json [--by-task]
 """
 
 from __future__ import annotations
@@ -17,13 +18,13 @@ import argparse
 import json
 import sys
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from app.cli.bench_tasks import (  # noqa: E402
     CODE_PROMPTS,
@@ -31,27 +32,16 @@ from app.cli.bench_tasks import (  # noqa: E402
     REPETITIVE_PROMPTS,
     TEXT_PROMPTS,
 )
-from app.engine.acceptance_estimate import AcceptanceEstimate  # noqa: E402
-from app.engine.adaptive import DraftLengthController, rates_by_k  # noqa: E402
+from app.engine.adaptive import DraftLengthController, PassOutcome  # noqa: E402
 from app.engine.cost_curve import VerifyCostCurve  # noqa: E402
-from app.engine.draft_model import DRAFT_MODEL  # noqa: E402
-from app.engine.drafters import Budget, Drafter, DraftKind  # noqa: E402
+from app.engine.drafters import Budget, Drafter  # noqa: E402
 from app.engine.lookup import PromptLookup  # noqa: E402
 from app.engine.lookup_edits import EditAwareLookup  # noqa: E402
-from app.engine.probes import FIRST_PROBE_GAP, ProbePolicy  # noqa: E402
-from app.engine.records import (  # noqa: E402
-    ORIGIN_ACCEPTED,
-    ORIGIN_BONUS,
-    ORIGIN_PLAIN,
-    ORIGIN_REPLACEMENT,
-    StepRecord,
-    TokenRecord,
-)
 from app.engine.sampling import SamplingParams  # noqa: E402
-from app.engine.shadow import ShadowCheck  # noqa: E402
+from app.engine.session import ShadowCheck  # noqa: E402
 
 # the demo target's calibrated verify curve, seconds (Q4_K_M, 2 threads, every size to 17 as
-# app.engine.calibration times them; 2026-11-26)
+# app.engine.cost_curve calibrates them; 2026-11-26)
 DEMO_CURVE = {1: .0314, 2: .0547, 3: .0716, 4: .0857, 5: .1095, 6: .1353, 7: .1555, 8: .2401,
               9: .2567, 10: .2713, 11: .2863, 12: .2903, 13: .3048, 14: .3228, 15: .3343,
               16: .2815, 17: .3481, 32: .4719, 33: .5438, 64: .8518, 65: .9253}
@@ -59,7 +49,10 @@ _NEVER_DRAWN = np.random.default_rng(0)  # lookups and copies sample nothing
 TOKENS = {"code": 128, "edit": 360, "text": 200, "repetitive": 256}
 
 
-def record(out: Path, suites: list[str] | None = None) -> None:
+def record(out: Path, suites: list[str] | None = None, threads: int | None = None,
+           tokens: int | None = None, per_suite: int | None = None) -> None:
+    """The target's plain greedy output for each task (at most `tokens` each, the first
+    `per_suite` tasks of each suite), with the vocabulary sidecar."""
     from app.engine.decode_config import DecodeConfig
     from app.engine.session import Session
     from app.models.demo import demo_paths
@@ -67,17 +60,22 @@ def record(out: Path, suites: list[str] | None = None) -> None:
     from app.runs import encode_prompt
 
     target_path, _ = demo_paths()
-    pair = load_pair(ModelSpec(str(target_path), ngram=True))
+    pair = load_pair(ModelSpec(str(target_path), n_threads=threads))
     # in order: suffix decoding's memory of earlier runs fills as a session's would
     tasks = [("repetitive", name, p, True) for name, p in REPETITIVE_PROMPTS.items()]
     tasks += [("code", f"code {i}", p, False) for i, p in enumerate(CODE_PROMPTS)]
     tasks += [("edit", name, p, True) for name, p in EDIT_PROMPTS.items()]
     tasks += [("text", f"text {i}", p, True) for i, p in enumerate(TEXT_PROMPTS)]
     tasks = [task for task in tasks if suites is None or task[0] in suites]
+    if per_suite is not None:
+        suites_in_order = [task[0] for task in tasks]
+        tasks = [task for i, task in enumerate(tasks)
+                 if i - suites_in_order.index(task[0]) < per_suite]
     rows = []
     for suite, name, prompt, chat in tasks:
         ids = encode_prompt(pair.target, prompt, chat)
-        session = Session(pair.target, None, DecodeConfig(n_predict=TOKENS[suite]),
+        n = TOKENS[suite] if tokens is None else min(tokens, TOKENS[suite])
+        session = Session(pair.target, None, DecodeConfig(n_predict=n),
                           diagnostics=False)
         for _ in session.steps(ids):
             pass
@@ -110,13 +108,13 @@ def replay_passes(prompt: list[int], output: list[int], drafter: Drafter,
     """Write `output` after `prompt` as greedy speculative decoding would (it writes the
     plain output), pass by pass, each priced by `cost` (seconds of a pass over n tokens)."""
     drafter.begin(prompt)
-    context, done, passes = list(prompt), 0, 0
+    context, done = list(prompt), 0
     shadow = ShadowCheck()  # as the session does: free drafts declined are checked, not probed
     while done < len(output):
         remaining = len(output) - done
         outlook = drafter.outlook(context)
-        k = controller.next_k(remaining, outlook.kind, min(outlook.copied, done),
-                              outlook.available)
+        k = controller.decide(remaining, outlook.kind, min(outlook.copied, done),
+                              outlook.available).k
         shadow.offer(controller, drafter, outlook, k, context, done, remaining,
                      SamplingParams(), _NEVER_DRAWN)
         draft = drafter.propose(context, Budget(k), SamplingParams(), _NEVER_DRAWN) if k else None
@@ -126,8 +124,10 @@ def replay_passes(prompt: list[int], output: list[int], drafter: Drafter,
             kept += 1
         emitted = output[done : done + kept + 1]
         t = cost(len(tokens) + 1)
-        passes += 1
-        controller.observe(_step(passes, tokens, kept, emitted, t, outlook.kind.name))
+        verdicts = [True] * kept + ([False] if kept < len(tokens) else [])
+        controller.observe(PassOutcome(outlook.kind if tokens else None, verdicts,
+                                       pass_tokens=len(tokens) + 1,
+                                       draft_depth=len(tokens), t_verify=t))
         yield ReplayedPass(len(tokens), kept, t)
         context += emitted
         done += len(emitted)
@@ -142,89 +142,20 @@ def replay(prompt: list[int], output: list[int], drafter: Drafter,
     return sum(p.seconds for p in passes), len(passes)
 
 
-def _step(index: int, tokens: list[int], kept: int, emitted: list[int], t: float,
-          source: str) -> StepRecord:
-    records = [TokenRecord(pos=i, token=tok, text="", q=1.0, p=1.0, u=None,
-                           accepted=i < kept)
-               for i, tok in enumerate(tokens[: kept + 1])]
-    origins = ([ORIGIN_ACCEPTED] * kept
-               + [ORIGIN_BONUS if kept == len(tokens) and tokens else
-                  ORIGIN_REPLACEMENT if tokens else ORIGIN_PLAIN])
-    return StepRecord(index=index, k=len(tokens), tokens=records, emitted=emitted,
-                      emitted_text=[""] * len(emitted), origins=origins, t_draft=0.0,
-                      t_verify=t, t_overhead=0.0, source=source)
-
-
-class _NoCopyFloor(DraftLengthController):
-    """Without the copy's lift from the guesses that opened it (DraftKind.at_least)."""
-
-    def _lift(self, kind: DraftKind, copied: int) -> None:
-        super()._lift(replace(kind, at_least=None), copied)
-
-
-class _NoRunEvidence(DraftLengthController):
-    """Without the run the target wrote as a copy's evidence."""
-
-    def _lift(self, kind: DraftKind, copied: int) -> None:
-        super()._lift(kind, 0)
-
-
-class _NoLifts(DraftLengthController):
-    def _lift(self, kind: DraftKind, copied: int) -> None:
-        return None
-
-
-class _FixedProbeGap(DraftLengthController):
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.probes = ProbePolicy(max_gap=FIRST_PROBE_GAP)
-
-
-class _ProbeMargin(DraftLengthController):
-    """A probe only where some k beats plain by 15% at 95% acceptance (the old rule)."""
-
-    def could_pay(self, kind: DraftKind, limit: int | None = None) -> int:
-        k = super().could_pay(kind, limit)
-        top = self.draft_max if limit is None else min(limit, self.draft_max)
-        cost, curve = self.pass_cost(kind), self.curve.current()
-        seconds = [cost.seconds(j, curve) for j in range(top + 1)]
-        rates = rates_by_k([0.95] * top, seconds)
-        return k if rates[k] > 1.15 * rates[0] else 0
-
-
-class _PooledEstimate(AcceptanceEstimate):
-    def _estimate(self) -> None:
-        self.accept_at = [self.pooled()] * self.positions
-
-
-class _PooledOnly(DraftLengthController):
-    """One acceptance rate per kind, not one per draft position."""
-
-    def estimate(self, kind: DraftKind = DRAFT_MODEL) -> AcceptanceEstimate:
-        known = self.estimates.get(kind.name)
-        return known if known is not None else _PooledEstimate(kind.prior, self.draft_max)
-
-
-CONTROLLERS: dict[str, type[DraftLengthController]] = {
-    "model": DraftLengthController, "no copy floor": _NoCopyFloor,
-    "no run evidence": _NoRunEvidence, "no lifts": _NoLifts,
-    "fixed probe gap": _FixedProbeGap, "probe margin 15%": _ProbeMargin,
-    "pooled only": _PooledOnly,
-}
 DRAFTERS: dict[str, Callable[[], Drafter]] = {
     "edit-aware": EditAwareLookup, "prompt lookup": PromptLookup,
 }
 
 
-def replay_all(rows: list[dict[str, Any]], controller: str, drafter: str,
-               draft_max: int, by_task: bool = False) -> dict[str, float]:
+def replay_all(rows: list[dict[str, Any]], drafter: str, draft_max: int,
+               by_task: bool = False) -> dict[str, float]:
     """Speedup over plain decoding per suite, or per task (total modelled plain time /
     replayed time)."""
     curve = VerifyCostCurve(dict(DEMO_CURVE))
     plain: dict[str, float] = {}
     spec: dict[str, float] = {}
     for row in rows:
-        ctl = CONTROLLERS[controller](draft_max, adaptive=True, curve=VerifyCostCurve(
+        ctl = DraftLengthController(draft_max, adaptive=True, curve=VerifyCostCurve(
             dict(DEMO_CURVE)), free_kinds_shadowed=True)
         seconds, _ = replay(row["prompt"], row["output"], DRAFTERS[drafter](), ctl, curve.cost)
         suite = row["name"] if by_task else row["suite"]
@@ -240,25 +171,28 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--draft-max", type=int, default=32)
     parser.add_argument("--suite", action="append", choices=tuple(TOKENS),
                         help="record only these suites (default: all)")
+    parser.add_argument("--threads", type=int, default=None,
+                        help="record with this many threads (1 on a machine shared with "
+                             "other work, where waiting threads spin)")
+    parser.add_argument("--tokens", type=int, help="record at most this many per task")
+    parser.add_argument("--tasks", type=int, help="record the first N tasks of each suite")
     parser.add_argument("--by-task", action="store_true",
                         help="the drafters side by side on every task")
     args = parser.parse_args(argv)
     if args.mode == "record":
-        record(args.file, args.suite)
+        record(args.file, args.suite, args.threads, args.tokens, args.tasks)
         return 0
     rows = json.loads(args.file.read_text())
     if args.by_task:
         for drafter in DRAFTERS:
-            speedups = replay_all(rows, "model", drafter, args.draft_max, by_task=True)
+            speedups = replay_all(rows, drafter, args.draft_max, by_task=True)
             print(drafter + ": " + ", ".join(f"{t} {x:.3f}" for t, x in speedups.items()))
         return 0
     suites = sorted({row["suite"] for row in rows})
-    print(f"{'drafter':14} {'controller':18} " + " ".join(f"{s:>7}" for s in suites))
-    runs = [("edit-aware", c) for c in CONTROLLERS] + [("prompt lookup", "model")]
-    for drafter, controller in runs:
-        speedups = replay_all(rows, controller, drafter, args.draft_max)
-        print(f"{drafter:14} {controller:18} "
-              + " ".join(f"{speedups[s]:7.3f}" for s in suites))
+    print(f"{'drafter':14} " + " ".join(f"{s:>7}" for s in suites))
+    for drafter in DRAFTERS:  # the controller's ablations: packaging/replay_ablation.py
+        speedups = replay_all(rows, drafter, args.draft_max)
+        print(f"{drafter:14} " + " ".join(f"{speedups[s]:7.3f}" for s in suites))
     return 0
 
 

@@ -9,15 +9,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from replay_lookup import DEMO_CURVE  # noqa: E402
 
-from app.engine.acceptance_estimate import POOL_MEMORY  # noqa: E402
-from app.engine.adaptive import DraftLengthController, paying_k  # noqa: E402
+from app.engine.adaptive import POOL_MEMORY, DraftLengthController  # noqa: E402
 from app.engine.cost_curve import VerifyCostCurve  # noqa: E402
-from app.engine.draft_model import DRAFT_MODEL  # noqa: E402
 from app.engine.drafters import Budget, Draft, Drafter, DraftKind, Outlook  # noqa: E402
 from app.engine.lookup import NGRAM_COPY  # noqa: E402
 from app.engine.lookup_edits import EditAwareLookup  # noqa: E402
@@ -194,8 +192,9 @@ def with_margin(base: type[DraftLengthController], margin: float) -> type[DraftL
     class Margin(base):  # type: ignore[valid-type,misc]
         """Draft only where the expected rate beats plain decoding's by `margin`."""
 
-        def best_k(self, kind: DraftKind = DRAFT_MODEL, limit: int | None = None) -> int:
-            return paying_k(self.rates(kind, limit), 1 + margin)
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            self.min_gain = 1 + margin
     return Margin
 
 
