@@ -47,19 +47,22 @@ def test_factor_and_offset_bound_the_draft_and_min_prob_cuts_it():
 
 
 def test_the_local_and_global_trees_compete_and_each_token_says_where_it_was_seen():
-    # the prompt repeats [5 6] once followed by 7 (local: one earlier occurrence out of
-    # two, 0.5 a token); the memory has [5 6 8 9] three times (1.0 a token)
-    cache = cache_for([5, 6, 7, 1, 5, 6], *[[5, 6, 8, 9]] * 3)
+    # the prompt has [5 6] once before, followed by 7 1: the context's own occurrence has no
+    # continuation yet and is not counted, so each token's probability is 1 (a score of 2);
+    # the memory has [1 5 6] followed by 8 9 10 (a match of 3: a score of 3)
+    cache = cache_for([5, 6, 7, 1, 5, 6], [1, 5, 6, 8, 9, 10])
     best = cache.speculate(TreeBudget(depth=32))
-    assert best.tokens == [8, 9]
+    assert (best.tokens, best.match, best.score) == ([8, 9, 10], 3, 3.0)
     assert {(n.label.kind, n.label.run) for n in best.nodes} == {(COPIED_FROM_MEMORY, 1)}
-    # no memory: the prompt's own repetition is drafted, then the output's
-    cache = cache_for([5, 6, 7, 1, 5, 6])
+    # a tie between the trees goes to the local one
+    cache = cache_for([5, 6, 7, 1, 5, 6], [9, 5, 6, 8, 3])
     best = cache.speculate(TreeBudget(depth=32))
-    assert best.tokens == [7, 1] and {n.label.kind for n in best.nodes} == {COPIED_FROM_PROMPT}
+    assert best.tokens == [7, 1] and [n.prob for n in best.nodes] == [1.0, 1.0]
+    assert {n.label.kind for n in best.nodes} == {COPIED_FROM_PROMPT}
+    assert best.occurrences == 1  # the one before the context's own
     cache.add_active_response([7, 1, 5, 6, 7])  # [5 6 7 1 5 6 7] twice: a match of 7
     best = cache.speculate(TreeBudget(depth=32))
-    assert (best.tokens, best.match, best.score) == ([1, 5, 6, 7], 7, 2.0)
+    assert (best.tokens, best.match, best.score) == ([1, 5, 6, 7], 7, 4.0)
     assert {n.label.kind for n in best.nodes} == {COPIED_FROM_OUTPUT}
 
 
@@ -73,3 +76,11 @@ def test_the_four_calls_start_extend_speculate_and_stop_a_request():
     cache.start_request([70, 71])  # nothing anywhere: no match, an empty candidate
     assert not cache.has_match() and cache.speculate(TreeBudget(depth=8)).tokens == []
     assert len(cache.memory) == 4  # the memory is kept across requests
+
+
+def test_of_equally_frequent_continuations_the_latest_leads():
+    earlier, later = [4, 5, 60, 61], [4, 5, 70, 71]
+    assert cache_for([0, 4, 5], earlier, later, earlier, later).speculate(
+        TreeBudget(depth=2)).tokens == [70, 71]
+    assert cache_for([0, 4, 5], later, earlier, later, earlier).speculate(
+        TreeBudget(depth=2)).tokens == [60, 61]

@@ -14,8 +14,8 @@ against 1.44x, packaging/research/replay_suffix.py). Its kinds are --ngram's, le
 suffix kinds, and a lookup's run since the last edit is its evidence as it is --ngram's.
 The renames it learns apply to copies from the memory too (lookup_edits.replaced).
 
-Where neither tree holds the context's last token with something after it, the outlook
-says so at once (nothing available: no pass is priced, no tree grown).
+Where neither tree holds a suffix of the context of MIN_MATCH (2) tokens or more, the outlook
+says so at once (nothing available: no pass is priced, no shadow draft, no tree grown).
 
 Each drafted token says where it was copied from (records.CopySource), for the inspector.
 """

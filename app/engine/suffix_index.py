@@ -4,7 +4,7 @@ and a *global* one over the memory of earlier runs (app.engine.suffix_tree).
 
 Terms, used throughout:
   - a *match* is a suffix of the context found in a tree; its length is m. Every match
-    length found is tried, in each tree;
+    length found from MIN_MATCH up is tried, in each tree;
   - from a match, a *candidate* grows best-first by estimated probability: a token's is its
     parent's times the continuation frequency (child count / parent count), and a token
     below `min_prob` is not drafted;
@@ -27,6 +27,12 @@ from app.engine.suffix_tree import Cursor, Matcher, SuffixTree
 from app.engine.token_buffer import Label
 
 LOCAL = 0  # the local tree's one sequence: the prompt, then the output
+# SuffixDecoding tries matches from one token up; a one-token match drafts one token
+# (factor 1.0), a pass of 2 that costs 1.74 steps on the demo target's curve, so it pays only
+# above 74% acceptance, and its verdicts (shadowed, as a guess) drag down the guesses of
+# longer matches. Replayed (packaging/replay_suffix.py, 7 repetitive tasks): 1.087x plain
+# trying them, 1.108x from two tokens; fresh code 0.999x and 1.003x
+MIN_MATCH = 2
 
 
 @dataclass(slots=True)
@@ -90,7 +96,7 @@ Labeller = Callable[[int, int], Label]  # (sequence id, position) -> where it ca
 
 
 def best_candidate(tree: SuffixTree, matches: Sequence[Cursor], budget: TreeBudget,
-                   label: Labeller) -> CandidateTree:
+                   label: Labeller, own: int = 0) -> CandidateTree:
     """The best-scoring candidate over every match (longest first), then built in full.
     A candidate's score is at most its depth, and a shorter match's depth is no deeper, so
     the search stops once none can beat the best. A shorter match with as many occurrences
@@ -100,6 +106,8 @@ def best_candidate(tree: SuffixTree, matches: Sequence[Cursor], budget: TreeBudg
     tried_count, tried_room = -1, -1
     for cursor in matches:
         match = tree.depth(cursor)
+        if match < MIN_MATCH:
+            break
         depth = budget.depth_for(match)
         if best is not None and depth <= best.score:
             break
@@ -108,12 +116,12 @@ def best_candidate(tree: SuffixTree, matches: Sequence[Cursor], budget: TreeBudg
         if count == tried_count and room <= tried_room:
             continue
         tried_count, tried_room = count, room
-        grown = _grow(tree, cursor, depth, budget)
+        grown = _grow(tree, cursor, depth, budget, own)
         if best is None or grown.score > best.score:
             best = grown
     if best is None or not best.raw:
         return CandidateTree()
-    return _emit(tree, best, label)
+    return _emit(tree, best, label, own)
 
 
 @dataclass
@@ -125,13 +133,15 @@ class _Grown:
     score: float
 
 
-def _continuations(tree: SuffixTree, cursor: Cursor) -> list[tuple[Cursor, float]]:
-    """Where the text went on from the cursor, likeliest first, with the frequency of each."""
+def _continuations(tree: SuffixTree, cursor: Cursor,
+                   own: int = 0) -> list[tuple[Cursor, float]]:
+    """Where the text went on from the cursor, likeliest first, with the frequency of each
+    (among the occurrences less `own` of them: see SuffixCache.speculate)."""
     node, extra = cursor
     if extra == 0 and not tree.is_tail(node):
         counts = tree.counts
-        total = counts[node]
-        kids = sorted(tree.kids[node], key=counts.__getitem__, reverse=True)
+        total = counts[node] - own
+        kids = sorted(tree.kids[node], key=tree.rank, reverse=True)
         return [((kid, 0), counts[kid] / total) for kid in kids]
     return [((node, extra + 1), 1.0)] if tree.tail_token(node, extra) >= 0 else []
 
@@ -141,11 +151,13 @@ def _token(tree: SuffixTree, cursor: Cursor) -> int:
     return tree.tokens[node] if extra == 0 else tree.tail_token(node, extra - 1)
 
 
-def _grow(tree: SuffixTree, start: Cursor, depth: int, budget: TreeBudget) -> _Grown:
+def _grow(tree: SuffixTree, start: Cursor, depth: int, budget: TreeBudget,
+          own: int = 0) -> _Grown:
     """Best-first by probability (SuffixDecoding's tree speculation), within the depth, the
-    nodes and the width; a chain (width 1) follows the likeliest continuation."""
+    nodes and the width; a chain (width 1) follows the likeliest continuation. `own`: the
+    context's own occurrences counted at the start, which have no continuation yet."""
     if budget.width == 1:
-        return _grow_chain(tree, start, depth, budget.min_prob)
+        return _grow_chain(tree, start, depth, budget.min_prob, own)
     heap: list[tuple[float, int, Cursor, int, int]] = [(-1.0, 0, start, -1, 0)]
     order = 0
     grown = _Grown(start, [], 0.0)
@@ -158,7 +170,8 @@ def _grow(tree: SuffixTree, start: Cursor, depth: int, budget: TreeBudget) -> _G
             parent = len(grown.raw) - 1
         if level >= depth:
             continue
-        for taken, (after, share) in enumerate(_continuations(tree, cursor)):
+        for taken, (after, share) in enumerate(_continuations(tree, cursor,
+                                                               0 if level else own)):
             if taken >= budget.width or prob * share < budget.min_prob:
                 break
             order += 1
@@ -166,7 +179,8 @@ def _grow(tree: SuffixTree, start: Cursor, depth: int, budget: TreeBudget) -> _G
     return grown
 
 
-def _grow_chain(tree: SuffixTree, cursor: Cursor, depth: int, min_prob: float) -> _Grown:
+def _grow_chain(tree: SuffixTree, cursor: Cursor, depth: int, min_prob: float,
+                own: int = 0) -> _Grown:
     grown = _Grown(cursor, [], 0.0)
     prob = 1.0
     counts, kids = tree.counts, tree.kids
@@ -175,8 +189,8 @@ def _grow_chain(tree: SuffixTree, cursor: Cursor, depth: int, min_prob: float) -
         if extra == 0 and not tree.is_tail(node):
             if not kids[node]:
                 break
-            child = max(kids[node], key=counts.__getitem__)
-            prob *= counts[child] / counts[node]
+            child = max(kids[node], key=tree.rank)
+            prob *= counts[child] / (counts[node] - (own if level == 1 else 0))
             cursor = (child, 0)
         elif tree.tail_token(node, extra) >= 0:
             cursor = (node, extra + 1)
@@ -189,11 +203,11 @@ def _grow_chain(tree: SuffixTree, cursor: Cursor, depth: int, min_prob: float) -
     return grown
 
 
-def _emit(tree: SuffixTree, grown: _Grown, label: Labeller) -> CandidateTree:
+def _emit(tree: SuffixTree, grown: _Grown, label: Labeller, own: int = 0) -> CandidateTree:
     """The grown tokens in preorder, likeliest child first (the first path leads)."""
     start = grown.start
     found = CandidateTree(match=tree.depth(start), score=grown.score,
-                          occurrences=tree.counts[start[0]] if start[1] == 0 else 1)
+                          occurrences=tree.counts[start[0]] - own if start[1] == 0 else 1)
     raw = grown.raw
     if all(parent == i - 1 for i, (_, parent, _, _) in enumerate(raw)):  # a chain
         order = list(range(len(raw)))
@@ -272,8 +286,8 @@ class SuffixCache:
         self.prompt_length = self.length = 0
 
     def has_match(self) -> bool:
-        """Whether either tree holds a suffix of the context with something after it."""
-        return bool(self.local.active_cursors(LOCAL) or self._in_memory.cursors)
+        """Whether either tree holds a suffix of the context of MIN_MATCH tokens or more."""
+        return self.longest_match() >= MIN_MATCH
 
     def longest_match(self) -> int:
         lengths = [self.local.depth(c) for c in self.local.active_cursors(LOCAL)[:1]]
@@ -281,8 +295,11 @@ class SuffixCache:
         return max(lengths, default=0)
 
     def speculate(self, budget: TreeBudget) -> CandidateTree:
+        # the local tree holds the context itself: its occurrence at each match is counted
+        # there and has no continuation yet, so it is left out of the frequencies (the
+        # ArcticInference tree counts it, which halves a copy seen once before)
         local = best_candidate(self.local, self.local.active_cursors(LOCAL), budget,
-                               self._local_label)
+                               self._local_label, own=1)
         remembered = best_candidate(self.memory, self._in_memory.cursors, budget,
                                     memory_label)
         return local if local.score >= remembered.score else remembered

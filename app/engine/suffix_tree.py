@@ -34,6 +34,10 @@ class SuffixTree:
         self.depths: list[int] = [0]
         self.ref_seq: list[int] = [-1]  # per node: the first occurrence's sequence,
         self.ref_pos: list[int] = [0]  # and where its continuation starts there
+        # per node: when an occurrence last reached it (tokens appended so far, all
+        # sequences), so that of equally frequent continuations the latest leads
+        self.stamps: list[int] = [0]
+        self.clock = 0
         self.kids: list[list[int]] = [[]]
         self._child: dict[int, int] = {}
         self.seqs: dict[int, list[int]] = {}
@@ -58,11 +62,12 @@ class SuffixTree:
         """One more token at the end of sequence `seq_id` (a new one when not seen yet)."""
         seq = self.seqs.setdefault(seq_id, [])
         seq.append(token)
+        self.clock += 1
         at = len(seq)  # where what follows `token` will start
         active = self._active.get(seq_id, [])
         active.append(ROOT)
         kept: list[int] = []
-        counts, depths, children = self.counts, self.depths, self._child
+        counts, depths, children, stamps = self.counts, self.depths, self._child, self.stamps
         counts[ROOT] += 1
         for node in active:
             child = children.get(node << _KEY_SHIFT | token, -1)
@@ -72,11 +77,13 @@ class SuffixTree:
             if counts[child] == 1:  # a tail met a second time: its next token becomes a node
                 self._open_tail(child)
             counts[child] += 1
+            stamps[child] = self.clock
             if depths[child] < self.max_depth:
                 kept.append(child)
         self._active[seq_id] = kept
 
-    def _new_node(self, parent: int, token: int, seq_id: int, at: int) -> int:
+    def _new_node(self, parent: int, token: int, seq_id: int, at: int,
+                  stamp: int | None = None) -> int:
         node = len(self.tokens)
         self._child[parent << _KEY_SHIFT | token] = node
         self.tokens.append(token)
@@ -84,6 +91,7 @@ class SuffixTree:
         self.depths.append(self.depths[parent] + 1)
         self.ref_seq.append(seq_id)
         self.ref_pos.append(at)
+        self.stamps.append(self.clock if stamp is None else stamp)
         self.kids.append([])
         self.kids[parent].append(node)
         return node
@@ -96,14 +104,18 @@ class SuffixTree:
         seq = self.seqs[seq_id]
         if self.depths[node] >= self.max_depth:
             return
-        if at < len(seq):
-            self._new_node(node, seq[at], seq_id, at + 1)
+        if at < len(seq):  # seen when the tail was
+            self._new_node(node, seq[at], seq_id, at + 1, self.stamps[node])
             return
         active = self._active.setdefault(seq_id, [])
         place = 0
         while place < len(active) and self.depths[active[place]] > self.depths[node]:
             place += 1
         active.insert(place, node)
+
+    def rank(self, node: int) -> tuple[int, int]:
+        """A child's order among its siblings: the most frequent first, then the latest."""
+        return self.counts[node], self.stamps[node]
 
     def is_tail(self, node: int) -> bool:
         return self.counts[node] == 1 and node != ROOT
