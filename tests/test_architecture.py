@@ -1,6 +1,6 @@
 """The layers hold: imports point down the floors, Qt stays in ui/, the engine knows no runtime,
-no import cycle, no oversized module. Read from the source (every import, also those inside
-functions), so a lazy import cannot hide a wrong arrow."""
+no import cycle, no oversized module, no test module importing another. Read from the source
+(every import, also those inside functions), so a lazy import cannot hide a wrong arrow."""
 
 from __future__ import annotations
 
@@ -114,6 +114,19 @@ def layer_leaks(modules: dict[str, Path]) -> list[str]:
     return wrong
 
 
+def cross_test_imports(paths: list[Path]) -> list[str]:
+    """Test modules that import another test module: fixtures they share belong in
+    tests/conftest.py, helpers in tests/helpers.py."""
+    wrong = set()
+    for path in paths:
+        module = "tests." + path.stem
+        for name in imports_of(path, module):
+            top = ".".join(name.split(".")[:2])
+            if top.startswith("tests.test_") and top != module:
+                wrong.add(f"{path.name} imports {top}")
+    return sorted(wrong)
+
+
 def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
     state: dict[str, int] = {}  # 1 = on the current path, 2 = done
     path: list[str] = []
@@ -168,9 +181,15 @@ def test_no_module_in_app_or_ui_is_over_the_size_limit():
     assert not big, "\n".join(big)
 
 
+def test_no_test_module_imports_another():
+    wrong = cross_test_imports(sorted((ROOT / "tests").glob("test_*.py")))
+    assert not wrong, "move what they share to conftest.py or helpers.py:\n" + "\n".join(wrong)
+
+
 def test_each_check_reports_what_it_is_for(tmp_path):
     """Power check: planted faults (a lazy upward import, a cycle, Qt in the engine, a
-    backend in the engine) are each reported by the check that owns them."""
+    backend in the engine, a test module importing two others) are each reported by the check
+    that owns them."""
     planted = tmp_path / "app" / "engine" / "planted.py"
     planted.parent.mkdir(parents=True)
     planted.write_text(
@@ -189,3 +208,9 @@ def test_each_check_reports_what_it_is_for(tmp_path):
         "app.engine.planted imports Qt (PySide6)"]
     assert find_cycle(graph) == ["app.engine.planted", "app.engine.session",
                                  "app.engine.planted"]
+    test = tmp_path / "tests" / "test_planted.py"
+    test.parent.mkdir()
+    test.write_text("from tests import helpers, test_host\nfrom tests.tiny_gguf import Tiny\n\n\n"
+                    "def test_it():\n    from .test_cli import run_cli\n")
+    assert cross_test_imports([test]) == ["test_planted.py imports tests.test_cli",
+                                           "test_planted.py imports tests.test_host"]

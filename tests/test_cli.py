@@ -7,17 +7,11 @@ import shutil
 
 import pytest
 
-from app.cli.main import main
+from tests.helpers import run_cli
 from tests.tiny_gguf import write_tiny_gguf
 
 BENCH_KEYS = {"plain_tok_s", "spec_tok_s", "speedup", "acceptance", "cost_ratio",
               "theory_speedup", "predicted_speedup", "identical"}
-
-
-def run_cli(capsys, *argv):
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def assert_one_line_error(code, err, *needles):

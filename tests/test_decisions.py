@@ -121,7 +121,8 @@ def test_a_plain_session_records_no_decision(gguf_pair):
     assert all(s.decision is None for s in steps)
 
 
-# the demo target's calibrated verify curve, seconds (packaging/replay_lookup.py DEMO_CURVE)
+# the demo target's calibrated verify curve, seconds
+# (packaging/research/replay_lookup.py DEMO_CURVE)
 DEMO_CURVE = {1: .0314, 2: .0547, 3: .0716, 4: .0857, 5: .1095, 6: .1353, 7: .1555, 8: .2401,
               9: .2567, 10: .2713, 11: .2863, 12: .2903, 13: .3048, 14: .3228, 15: .3343,
               16: .2815, 17: .3481}

@@ -341,7 +341,7 @@ def test_torch_picks_bfloat16_on_cpus_that_have_it(monkeypatch):
 
 def test_bfloat16_greedy_differences_are_near_ties(hf_dirs):
     from backends.torch_hf import TorchModel
-    from tests.test_kernel_noise import greedy_runs
+    from tests.helpers import greedy_runs
 
     target, draft = (TorchModel(p, device="cpu", dtype="bfloat16") for p in hf_dirs)
     prompt, plain, plain_top, spec, spec_top = greedy_runs(target, draft, MarginTap)

@@ -23,14 +23,26 @@ def test_outputs_survive_a_reload_per_target(tmp_path):
     assert again.add("target-a", "", [1]).run > latest
 
 
-def test_the_cap_drops_the_oldest_outputs(tmp_path):
+def test_the_cap_drops_the_oldest_outputs_down_to_three_quarters_of_it(tmp_path):
     memory = DraftMemory(tmp_path / "memory.json", cap_tokens=10)
+    kept = []
     for i in range(5):
         memory.add("t", str(i), [i] * 4)
-    assert memory.total_tokens <= 10
-    assert [o.prompt for o in memory.outputs] == ["3", "4"]
+        kept.append([o.prompt for o in memory.outputs])
+        assert memory.total_tokens <= 10
+    # over the cap at the third and fifth: the oldest go until 7.5 tokens or fewer are left
+    assert kept == [["0"], ["0", "1"], ["2"], ["2", "3"], ["4"]]
     memory.save()
     assert DraftMemory.load(tmp_path / "memory.json", cap_tokens=4).total_tokens == 4
+    assert DraftMemory.load(tmp_path / "memory.json", cap_tokens=3).total_tokens == 0
+
+
+def test_runs_with_ids_outside_the_targets_vocabulary_are_not_read_back():
+    memory = DraftMemory()
+    memory.add("t", "", [3, 4, 5])
+    memory.add("t", "", [3, 151_000])  # a file edited by hand, or another tokenizer's ids
+    assert [o.tokens for o in memory.runs("t", n_vocab=1000)] == [[3, 4, 5]]
+    assert len(memory.runs("t")) == 2
 
 
 def test_answers_to_one_prompt_can_be_left_out():

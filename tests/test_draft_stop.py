@@ -11,14 +11,20 @@ from __future__ import annotations
 import numpy as np
 
 from app.engine.adaptive import ConfidenceStop
-from app.engine.cost_curve import VerifyCostCurve
 from app.engine.decode_config import DecodeConfig
 from app.engine.draft_model import ModelDrafter
 from app.engine.drafters import EMPTY_DRAFT, Budget, Draft
-from app.engine.sampling import SamplingParams, choose, finite_logits, process
+from app.engine.sampling import SamplingParams, choose
 from app.engine.session import Session
 from app.engine.trace import step_from_dict, step_to_dict
-from tests.helpers import BROKEN_P, EXACT_P, PROMPT, assert_drafted, first_two_pvalues
+from tests.helpers import (
+    BROKEN_P,
+    EXACT_P,
+    PROMPT,
+    adaptive_session,
+    assert_drafted,
+    first_two_pvalues,
+)
 
 TEMPERATURE = 0.3  # the tiny draft is then sure of some tokens and unsure of others
 N_RUNS = 1500
@@ -43,17 +49,15 @@ class LeavesOutTheUnsureToken(ModelDrafter):
 
     def propose(self, context, budget, params, rng):
         stop = a_stop()
-        logits = self._sync(context)
+        q = self._first(context, params)
         tokens, rows = [], []
-        while len(tokens) < stop.limit:
-            q = process(logits[: self.width], params)
+        while q is not None and len(tokens) < stop.limit:
             token = choose(q, params, rng)
             if not stop.keep_drafting(len(tokens) + 1, float(q[token])):
                 break
             tokens.append(token)
             rows.append(q)
-            logits = finite_logits(self.model.extend([token], 1)[0], self.model.name)
-            self._cached.append(token)
+            q = self._next(token, params)
         return Draft(tokens, np.stack(rows)) if tokens else EMPTY_DRAFT
 
 
@@ -87,17 +91,6 @@ def test_one_more_token_must_earn_what_its_time_earns_at_the_expected_rate():
     assert not sure.keep_drafting(6, 0.3) and sure.stopped  # the chance falls to ~0.3
     busy = ConfidenceStop(8, next_accept=0.9, rate=10.0, token_seconds=0.1)
     assert not busy.keep_drafting(1, 0.999)  # a token costing a whole expected token: no
-
-
-def adaptive_session(target, draft, n_predict: int = 40) -> Session:
-    """Adaptive greedy decoding where drafting pays (a nearly free draft, a flat verify
-    curve), so only the confidence of this random-weight draft ends drafts short of 8."""
-    curve = VerifyCostCurve(points={1: 0.01, 9: 0.01})
-    config = DecodeConfig(n_predict=n_predict, draft_max=8, adaptive=True,
-                          sampling=SamplingParams(temperature=0.0))
-    session = Session(target, ModelDrafter(draft), config, cost_curve=curve)
-    session.controller.draft_cost_hint = 1e-4
-    return session
 
 
 def test_adaptive_session_ends_drafts_on_confidence_and_stays_greedy_exact(hf_pair):

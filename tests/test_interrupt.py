@@ -41,7 +41,7 @@ def test_outside_a_command_the_old_handlers_come_back_and_nothing_is_pending():
 @pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
 def test_bench_stops_at_the_next_run_after_a_swallowed_stop(gguf_files, capsys, monkeypatch):
     import app.analysis.measure as measure
-    from tests.test_cli import run_cli
+    from tests.helpers import run_cli
 
     runs = []
     real_timed_run = measure.timed_run

@@ -10,11 +10,7 @@ import pytest
 from app.analysis import kernel_noise
 from app.analysis.divergence import MarginTap, explain_divergence
 from app.analysis.kernel_noise import cached_kernel_noise, measure_kernel_noise
-from app.engine.decode_config import DecodeConfig
-from app.engine.draft_model import ModelDrafter
-from app.engine.sampling import SamplingParams
-from app.engine.session import Session
-from tests.helpers import greedy_accepts_everything
+from tests.helpers import SwappingVerifier, greedy_accepts_everything, greedy_runs
 
 POSITIONS = 48
 
@@ -32,33 +28,6 @@ class NoisyPasses(MarginTap):
         logits = self.model.extend(ids, n_logits)
         if len(ids) > 1 and n_logits > 1:
             logits = logits + self.rng.normal(0.0, self.sigma, logits.shape).astype(np.float32)
-        return logits
-
-
-class SwappingVerifier(MarginTap):
-    """A wrong verify pass: in passes that return several rows, each row's two best logits
-    trade places, so greedy verification prefers the runner-up at a wide margin."""
-
-    def extend(self, ids, n_logits):
-        end = self.model.n_cached + len(ids)
-        logits = self._swapped(self.model.extend(ids, n_logits))
-        self._note(end, logits)
-        return logits
-
-    def extend_hidden(self, ids, n_logits):
-        end = self.model.n_cached + len(ids)
-        logits, hidden = self.model.extend_hidden(ids, n_logits)
-        logits = self._swapped(logits)
-        self._note(end, logits)
-        return logits, hidden
-
-    @staticmethod
-    def _swapped(logits):
-        logits = logits.copy()
-        if logits.shape[0] > 1:
-            for row in logits:
-                a, b = np.argsort(row)[-2:][::-1]
-                row[a], row[b] = row[b], row[a]
         return logits
 
 
@@ -100,19 +69,6 @@ def test_the_fast_kernels_measurement_is_cached_per_model(gguf_files, monkeypatc
         assert cached_kernel_noise(model, POSITIONS) == first
     finally:
         model.close()
-
-
-def greedy_runs(target, draft, tap_class, prompt_text="the cat sat on the mat. the cat"):
-    prompt = target.tokenize(prompt_text)
-    runs = []
-    for drafter in (None, ModelDrafter(draft)):
-        tap = tap_class(target)
-        session = Session(tap, drafter, DecodeConfig(n_predict=40, draft_max=4,
-                                                     sampling=SamplingParams()))
-        list(session.steps(prompt))
-        runs.append((session.output_ids, tap.top))
-    (plain, plain_top), (spec, spec_top) = runs
-    return prompt, plain, plain_top, spec, spec_top
 
 
 def test_a_wrong_verify_pass_at_a_wide_margin_is_not_a_near_tie(gguf_pair):

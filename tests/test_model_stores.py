@@ -5,66 +5,10 @@ fits the target, as the pair check judges."""
 from __future__ import annotations
 
 import json
-import shutil
-
-import pytest
 
 from app.cli.main import main
-from app.models import stores
 from app.models.discovery import discover_models, drafts_for, find_model
-from app.settings import load_settings, save_settings
 from tests import model_stores
-from tests.tiny_gguf import DEFAULT_WORDS, write_tiny_gguf
-
-OTHER_WORDS = tuple(w + "z" for w in DEFAULT_WORDS)  # another tokenizer altogether
-
-
-@pytest.fixture(scope="module")
-def ggufs(tmp_path_factory):
-    root = tmp_path_factory.mktemp("store-src")
-    target = write_tiny_gguf(root / "target.gguf", seed=0, n_layer=2)
-    draft = write_tiny_gguf(root / "draft.gguf", seed=1, n_layer=1)
-    foreign = write_tiny_gguf(root / "foreign.gguf", seed=2, n_layer=1, words=OTHER_WORDS)
-    return target, draft, foreign
-
-
-@pytest.fixture
-def scratch_home(tmp_path, monkeypatch):
-    """A user home with no stores in it yet; every store's variable unset or pointed inside."""
-    home = tmp_path / "user"
-    home.mkdir()
-    monkeypatch.setenv("HOME", str(home))
-    for name in ("OLLAMA_MODELS", "HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE", "HF_HOME",
-                 "XDG_CACHE_HOME", "LLAMA_CACHE"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setattr(stores, "OLLAMA_SERVICE_STORE", home / "no-ollama-service")
-    return home
-
-
-@pytest.fixture
-def every_store(scratch_home, ggufs, hf_dirs):
-    target, draft, foreign = ggufs
-    home = scratch_home
-    from app.paths import models_dir
-
-    shutil.copyfile(target, models_dir() / "own-target.gguf")
-    model_stores.lmstudio(home, draft, "lmstudio-community", "Tiny-Draft-GGUF",
-                          "tiny-draft-Q4_K_M.gguf")
-    model_stores.lmstudio(home, foreign, "someone", "Foreign-GGUF", "foreign.gguf",
-                          cache_layout=True)
-    model_stores.ollama(home / ".ollama" / "models", draft, "tinydraft", "latest")
-    cache = home / ".cache" / "huggingface" / "hub"
-    model_stores.hf_cache(cache, "tiny/Tiny-Target-GGUF", {"tiny-target-f32.gguf": target})
-    model_stores.hf_cache(cache, "tiny/tiny-hf", {"": hf_dirs[1]}, commit="b" * 40)
-    model_stores.llama_cache(home / ".cache" / "llama.cpp", draft,
-                             "tiny_Tiny-Draft-GGUF_tiny-draft.gguf")
-    folder = home / "my-models"
-    folder.mkdir()
-    shutil.copyfile(draft, folder / "mine.gguf")
-    settings = load_settings()
-    settings.model_folders = [str(folder)]
-    save_settings(settings)
-    return home
 
 
 def _list(capsys, *args):
@@ -118,7 +62,7 @@ def test_drafts_for_lists_same_vocabulary_drafts_then_cross_vocabulary_ones(ever
         len(drafts) - len(same))
 
 
-def test_drafts_for_ranks_compatible_first_and_says_why(every_store, ggufs):
+def test_drafts_for_ranks_compatible_first_and_says_why(every_store, store_ggufs):
     models = discover_models()
     verdicts = drafts_for(find_model("tinydraft:latest", models), models)
     flags = [v.compatible for v in verdicts]
@@ -138,16 +82,16 @@ def test_human_table_and_unknown_target(every_store, capsys):
     assert "no-such-model" in err and "draftlens models list" in err
 
 
-def test_env_overrides_and_empty_home(scratch_home, ggufs, tmp_path, monkeypatch, capsys):
+def test_env_overrides_and_empty_home(scratch_home, store_ggufs, tmp_path, monkeypatch, capsys):
     assert _list(capsys) == []
     ollama = tmp_path / "elsewhere-ollama"
     llama = tmp_path / "elsewhere-llama"
     hub = tmp_path / "elsewhere-hub"
-    model_stores.ollama(ollama, ggufs[1], "qwen2.5", "0.5b")
-    model_stores.ollama(ollama, ggufs[0], "tiny-GGUF", "Q4_K_M", namespace="bartowski",
+    model_stores.ollama(ollama, store_ggufs[1], "qwen2.5", "0.5b")
+    model_stores.ollama(ollama, store_ggufs[0], "tiny-GGUF", "Q4_K_M", namespace="bartowski",
                         registry="hf.co")
-    model_stores.llama_cache(llama, ggufs[1], "x.gguf")
-    model_stores.hf_cache(hub, "a/b", {"m.gguf": ggufs[1]})
+    model_stores.llama_cache(llama, store_ggufs[1], "x.gguf")
+    model_stores.hf_cache(hub, "a/b", {"m.gguf": store_ggufs[1]})
     monkeypatch.setenv("OLLAMA_MODELS", str(ollama))
     monkeypatch.setenv("LLAMA_CACHE", str(llama))
     monkeypatch.setenv("HF_HUB_CACHE", str(hub))
@@ -156,10 +100,10 @@ def test_env_overrides_and_empty_home(scratch_home, ggufs, tmp_path, monkeypatch
                      ("llama.cpp", "x.gguf"), ("huggingface", "a/b/m.gguf")}
 
 
-def test_unreadable_file_is_listed_with_the_reason(scratch_home, ggufs, capsys):
+def test_unreadable_file_is_listed_with_the_reason(scratch_home, store_ggufs, capsys):
     from app.paths import models_dir
 
-    (models_dir() / "broken.gguf").write_bytes(ggufs[0].read_bytes()[:5000])
+    (models_dir() / "broken.gguf").write_bytes(store_ggufs[0].read_bytes()[:5000])
     (models_dir() / "mmproj-vision.gguf").write_bytes(b"GGUF")
     [entry] = _list(capsys)
     assert entry["name"] == "broken.gguf" and "download it again" in entry["error"]

@@ -14,16 +14,19 @@ import pytest
 pytest.importorskip("pytestqt")
 
 from app.analysis.cost import MIN_RUN_STEPS, measure_pair_costs  # noqa: E402
+from app.analysis.reasons import plain_run_reason  # noqa: E402
 from app.engine.cost_curve import measure_step_costs  # noqa: E402
+from app.engine.registry import DrafterChoice  # noqa: E402
 from app.models.loading import ModelSpec, load_pair  # noqa: E402
 from app.settings import Settings  # noqa: E402
-from tests.test_ui_window import choose_pair, dialogs, run, set_decoding  # noqa: E402, F401
+from tests.helpers import choose_pair, run, set_decoding  # noqa: E402
 from ui.main_window import MainWindow  # noqa: E402
+from ui.plain_notice import watch_k  # noqa: E402
 from ui.run_data import run_costs  # noqa: E402
 
 
 @pytest.fixture
-def window(qtbot, tmp_path, dialogs):  # noqa: F811
+def window(qtbot, tmp_path, dialogs):
     win = MainWindow(Settings(), save_path=tmp_path / "settings.json")
     qtbot.addWidget(win)
     win.resize(1400, 900)
@@ -61,7 +64,7 @@ def test_a_plain_step_and_a_draft_step_are_timed_in_turns(gguf_files):
     try:
         t_plain, t_draft = measure_step_costs(pair.target, pair.draft, rounds=5)
         assert t_plain > 0 and t_draft > 0
-        costs = measure_pair_costs(pair, k_max=4)
+        costs = measure_pair_costs(pair, DrafterChoice(("draft",)), k_max=4)
         # the view's ratios are of the two figures measured together...
         view = costs.view(None, k_max=4)
         assert view.t_plain == costs.t_plain and view.cost_ratio == costs.t_draft / costs.t_plain
@@ -70,14 +73,14 @@ def test_a_plain_step_and_a_draft_step_are_timed_in_turns(gguf_files):
         for point in view.points:
             assert point.verify_in_steps == pytest.approx(costs.curve.cost(point.k + 1) / base)
         # ...and adaptive k starts from the same ratio, in the calibrated curve's time
-        assert pair.draft_step_seconds / base == pytest.approx(costs.t_draft / costs.t_plain)
+        assert pair.step_cost(pair.draft) / base == pytest.approx(costs.t_draft / costs.t_plain)
         assert "side by side" in view.verdict()
     finally:
         pair.close()
 
 
 def test_after_a_run_the_verdict_rests_on_the_runs_own_step_timings(window, qtbot, hf_dirs,
-                                                                      dialogs):  # noqa: F811
+                                                                      dialogs):
     loaded_run(window, qtbot, hf_dirs, k=3)
     assert dialogs == []
     cols = window.run.columns
@@ -99,7 +102,7 @@ def test_after_a_run_the_verdict_rests_on_the_runs_own_step_timings(window, qtbo
 
 
 def test_a_cold_first_draft_step_or_one_slow_step_does_not_decide_the_draft_cost(
-        window, qtbot, hf_dirs, dialogs):  # noqa: F811
+        window, qtbot, hf_dirs, dialogs):
     loaded_run(window, qtbot, hf_dirs, k=3, tokens=40)
     run_data, costs = window.run, window.why.pair_costs
     before = run_costs(costs, run_data)
@@ -115,7 +118,7 @@ def test_a_cold_first_draft_step_or_one_slow_step_does_not_decide_the_draft_cost
     assert mean > 50 * before.t_draft  # what a mean (the old chart's c) would have said
 
 
-def test_a_busy_machine_makes_the_figures_provisional(window, qtbot, hf_dirs, dialogs,  # noqa: F811
+def test_a_busy_machine_makes_the_figures_provisional(window, qtbot, hf_dirs, dialogs,
                                                       monkeypatch):
     loaded_run(window, qtbot, hf_dirs, k=3)
     assert "Provisional" not in window.why.verdict.text() or os.getloadavg()[0] > os.cpu_count()
@@ -128,25 +131,25 @@ def test_a_busy_machine_makes_the_figures_provisional(window, qtbot, hf_dirs, di
 
 
 def test_a_plain_adaptive_run_says_why_beside_the_empty_views_and_offers_the_draft(
-        window, qtbot, costly_draft_pair, dialogs):  # noqa: F811
+        window, qtbot, costly_draft_pair, dialogs):
     loaded_run(window, qtbot, costly_draft_pair, adaptive=True, k=4, tokens=24,
                backend="llamacpp")
     assert dialogs == []
     stats = window.run.stats
     view = window.why.cost.view_data
     assert not view.pays and stats.spec_steps * 4 < stats.steps
+    offered = watch_k(window.run.steps, view, 4)
     for notice in (window.inspector.notice, window.charts.notice):
         assert notice.isVisible()
-        text = notice.text.text()
-        assert "plainly" in text and f"{view.best.verify_in_steps:.1f} plain steps" in text
-        assert f"{view.cost_ratio:.2f} of a plain step" in text
-        assert notice.k == view.best.k and f"k = {view.best.k}" in notice.button.text()
+        # the reason is the controller's recorded decisions, in words (app.analysis.reasons)
+        assert notice.text.text() == plain_run_reason(window.run.steps)
+        assert notice.k == offered and f"k = {offered}" in notice.button.text()
     with qtbot.waitSignal(window.run_done, timeout=60_000):
         window.inspector.notice.button.click()
     window.flush()
     window.why.refresh()
     assert not window.decode.adaptive.isChecked()
-    assert window.decode.draft_max.value() == view.best.k
+    assert window.decode.draft_max.value() == offered
     stats = window.run.stats
     assert stats.spec_steps >= stats.steps - 1  # every step drafted (the last may not need to)
     assert not window.inspector.notice.isVisible() and not window.charts.notice.isVisible()
@@ -156,14 +159,14 @@ def test_a_plain_adaptive_run_says_why_beside_the_empty_views_and_offers_the_dra
     assert p_heights and q_heights  # p and q of the selected draft token
 
 
-def test_the_notice_stays_hidden_when_a_run_drafts(window, qtbot, hf_dirs, dialogs):  # noqa: F811
+def test_the_notice_stays_hidden_when_a_run_drafts(window, qtbot, hf_dirs, dialogs):
     loaded_run(window, qtbot, hf_dirs, k=3)
     assert window.run.stats.spec_steps > 0
     assert not window.inspector.notice.isVisible() and not window.charts.notice.isVisible()
 
 
 def test_a_side_the_run_did_not_measure_keeps_the_ratio_measured_at_load(
-        window, qtbot, costly_draft_pair, dialogs):  # noqa: F811
+        window, qtbot, costly_draft_pair, dialogs):
     loaded_run(window, qtbot, costly_draft_pair, adaptive=True, k=4, tokens=24,
                backend="llamacpp")
     run_data, costs = window.run, window.why.pair_costs
@@ -180,7 +183,7 @@ def test_a_side_the_run_did_not_measure_keeps_the_ratio_measured_at_load(
 
 
 def test_the_cost_charts_are_drawn_when_their_tab_is_shown_not_while_hidden(
-        window, qtbot, hf_dirs, dialogs):  # noqa: F811
+        window, qtbot, hf_dirs, dialogs):
     loaded_run(window, qtbot, hf_dirs, k=3)
     cost = window.why.cost
     assert window.why.tabs.currentWidget() is not cost and cost.view_data is not None

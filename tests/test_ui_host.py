@@ -1,6 +1,6 @@
 """The window survives its engine: the host aborted or killed in the middle of a pass, and a
-pass that will not end when Stop is pressed (faults planted in the host by tests/test_host.py's
-`plant`; real processes, real signals, tiny real llama.cpp models)."""
+pass that will not end when Stop is pressed (faults planted in the host by the `plant` fixture
+(tests/conftest.py); real processes, real signals, tiny real llama.cpp models)."""
 
 from __future__ import annotations
 
@@ -13,11 +13,7 @@ import pytest
 pytest.importorskip("pytestqt")
 
 from app.engine.trace import read_trace  # noqa: E402
-from tests import test_host, test_ui_window  # noqa: E402
-from tests.test_ui_window import RUN_TIMEOUT_MS, choose_pair, run, set_decoding  # noqa: E402
-
-# the fixtures these tests share with the window's and the host's tests
-window, dialogs, plant = test_ui_window.window, test_ui_window.dialogs, test_host.plant
+from tests.helpers import RUN_TIMEOUT_MS, choose_pair, run, set_decoding  # noqa: E402
 
 STOP_WITHIN_S = 1.0
 

@@ -20,7 +20,7 @@ from PySide6.QtWidgets import (  # noqa: E402
 )
 
 from app.settings import Settings  # noqa: E402
-from tests.test_ui_window import choose_pair, dialogs, run, set_decoding  # noqa: E402, F401
+from tests.helpers import choose_pair, run, set_decoding  # noqa: E402
 from ui.charts import EMPTY_TEXT, WAITING_TEXT  # noqa: E402
 from ui.fit import fitted_geometry, window_frame  # noqa: E402
 from ui.main_window import DEFAULT_SIZE, MainWindow  # noqa: E402
@@ -29,7 +29,7 @@ SCREENS = [(1366, 768), (1600, 900), (1920, 1080)]
 
 
 @pytest.fixture
-def window(qtbot, tmp_path, dialogs):  # noqa: F811
+def window(qtbot, tmp_path, dialogs):
     win = MainWindow(Settings(), save_path=tmp_path / "settings.json")
     qtbot.addWidget(win)
     win.show_workspace()
@@ -98,7 +98,7 @@ def test_nothing_is_cut_off_on_common_screens(window, qtbot, width, height):
 
 
 def test_after_a_run_at_1366x768_the_step_table_and_notices_fit(window, qtbot, hf_dirs,
-                                                                 dialogs):  # noqa: F811
+                                                                 dialogs):
     show_on_screen(window, qtbot, 1366, 768)
     choose_pair(window, qtbot, *hf_dirs)
     set_decoding(window, tokens=16, k=3)
@@ -115,7 +115,7 @@ def test_after_a_run_at_1366x768_the_step_table_and_notices_fit(window, qtbot, h
 
 def test_the_charts_wait_for_the_first_step_instead_of_drawing_empty_axes(window, qtbot,
                                                                           hf_dirs,
-                                                                          dialogs):  # noqa: F811
+                                                                          dialogs):
     show_on_screen(window, qtbot, 1366, 768)
     charts = window.charts
     assert charts.showing_placeholder and charts.placeholder.text() == EMPTY_TEXT

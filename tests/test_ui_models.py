@@ -9,14 +9,13 @@ from PySide6.QtCore import Qt
 from app.models.discovery import discover_models, find_model
 from app.paths import models_dir
 from app.settings import load_settings
-from tests.test_hub_fetch import REPO, files, hub  # noqa: F401  (fixtures)
-from tests.test_model_stores import every_store, ggufs, scratch_home  # noqa: F401  (fixtures)
+from tests.helpers import HUB_REPO
 from ui.hub_download import HubDownloadDialog
 from ui.model_browser import FoldersDialog
 from ui.pair_picker import PairPicker
 
 
-def test_picker_lists_found_models_and_compatible_drafts_first(qtbot, every_store):  # noqa: F811
+def test_picker_lists_found_models_and_compatible_drafts_first(qtbot, every_store):
     picker = PairPicker()
     qtbot.addWidget(picker)
     picker.set_model_folders(load_settings().model_folders)
@@ -44,7 +43,7 @@ def test_picker_lists_found_models_and_compatible_drafts_first(qtbot, every_stor
     assert picker.blocking_reason() == ""
 
 
-def test_a_target_chosen_while_the_scan_runs_keeps_the_scan(qtbot, every_store):  # noqa: F811
+def test_a_target_chosen_while_the_scan_runs_keeps_the_scan(qtbot, every_store):
     """As at start-up, where the last pair is set while the machine is being scanned: the
     scan's models still fill the list, and the target's drafts are judged among them."""
     picker = PairPicker()
@@ -71,21 +70,21 @@ def test_folders_dialog_adds_and_removes(qtbot, tmp_path):
     assert dialog.folders() == [str(tmp_path)]
 
 
-def test_download_dialog_lists_picks_q4_k_m_and_downloads(qtbot, hub, files):  # noqa: F811
+def test_download_dialog_lists_picks_q4_k_m_and_downloads(qtbot, hub, hub_files):
     dialog = HubDownloadDialog()
     qtbot.addWidget(dialog)
-    dialog.repo.setText(REPO)
+    dialog.repo.setText(HUB_REPO)
     dialog.list_files()
     qtbot.waitUntil(lambda: dialog.files.count() == 2, timeout=10000)
     assert dialog.files.currentItem().data(Qt.ItemDataRole.UserRole) == "tiny-Q4_K_M.gguf"
     with qtbot.waitSignal(dialog.downloaded, timeout=30000) as got:
         dialog.start_download()
-    path = models_dir() / REPO / "tiny-Q4_K_M.gguf"
-    assert got.args == [str(path)] and path.read_bytes() == files["tiny-Q4_K_M.gguf"]
+    path = models_dir() / HUB_REPO / "tiny-Q4_K_M.gguf"
+    assert got.args == [str(path)] and path.read_bytes() == hub_files["tiny-Q4_K_M.gguf"]
     assert dialog.progress.value() == 1000 and dialog.status.text().startswith("✓")
 
 
-def test_download_dialog_names_a_missing_repo(qtbot, hub):  # noqa: F811
+def test_download_dialog_names_a_missing_repo(qtbot, hub):
     dialog = HubDownloadDialog()
     qtbot.addWidget(dialog)
     dialog.repo.setText("nobody/nothing")

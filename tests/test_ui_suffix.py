@@ -10,11 +10,9 @@ pytest.importorskip("pytestqt")
 from app.draft_memory import DraftMemory, default_memory_path  # noqa: E402
 from app.engine.records import COPIED_FROM_MEMORY  # noqa: E402
 from app.settings import RecentPair  # noqa: E402
-from tests import test_ui_window  # noqa: E402
-from tests.test_ui_window import run, set_decoding  # noqa: E402
+from tests.helpers import run, set_decoding  # noqa: E402
 from ui.step_table import COLUMNS  # noqa: E402
 
-window, dialogs = test_ui_window.window, test_ui_window.dialogs
 PROMPT = "def add(x, y):\n    return x + y\n\ndef sum(data):\n"
 
 
@@ -33,18 +31,19 @@ def test_the_picker_offers_suffix_decoding_with_a_remembered_memory_by_default(q
     picker.set_pair(RecentPair(str(gguf_files[0]), str(gguf_files[1]), backend="llamacpp",
                                device="cpu"))
     picker.suffix.setChecked(True)
-    spec = picker.model_spec()
-    assert spec.suffix and spec.draft is None and not spec.ngram
-    assert spec.draft_memory == str(default_memory_path())
+    spec, choice = picker.model_spec(), picker.drafter_choice()
+    assert choice.names == ("suffix",) and spec.draft is None
+    assert choice.options.memory == str(default_memory_path())
     assert not picker.draft.isEnabled() and not picker.memory_row.isHidden()
     assert picker.current_pair().label.endswith("+ suffix decoding")
     picker.ngram.setChecked(True)  # the two draftless kinds exclude each other
-    assert not picker.suffix.isChecked() and not picker.model_spec().suffix
+    assert not picker.suffix.isChecked() and picker.drafter_choice().names == ("ngram",)
     assert picker.memory_row.isHidden()
     picker.suffix.setChecked(True)
     assert not picker.ngram.isChecked()
     picker.remember.setChecked(False)
-    assert picker.model_spec().suffix and picker.model_spec().draft_memory == ""
+    choice = picker.drafter_choice()
+    assert choice.names == ("suffix",) and choice.options.memory == ""
 
 
 def test_a_second_run_drafts_from_the_first_and_the_inspector_says_so_until_forgotten(

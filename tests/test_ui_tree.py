@@ -10,12 +10,12 @@ pytest.importorskip("pytestqt")
 from PySide6.QtCore import Qt  # noqa: E402
 
 from app.engine.trace import read_trace  # noqa: E402
-from tests.test_ui_window import choose_pair, dialogs, run, set_decoding, window  # noqa: E402,F401
+from tests.helpers import choose_pair, run, set_decoding  # noqa: E402
 from ui.tree_view import END, ROOT, accepted_path, layout  # noqa: E402
 
 
 @pytest.fixture
-def tree_run(window, qtbot, gguf_files, dialogs):  # noqa: F811
+def tree_run(window, qtbot, gguf_files, dialogs):
     choose_pair(window, qtbot, *gguf_files, backend="llamacpp")
     set_decoding(window, tokens=30, k=3)
     window.decode.tree_width.setValue(3)

@@ -14,14 +14,14 @@ pytest.importorskip("pytestqt")
 from PySide6.QtCore import QRect  # noqa: E402
 
 from app.settings import Settings  # noqa: E402
-from tests.test_ui_window import choose_pair, dialogs, run, set_decoding  # noqa: E402, F401
+from tests.helpers import choose_pair, run, set_decoding  # noqa: E402
 from ui.main_window import DEFAULT_SIZE, MainWindow  # noqa: E402
 
 JOB_TIMEOUT_MS = 240_000
 
 
 @pytest.fixture
-def window(qtbot, tmp_path, dialogs):  # noqa: F811
+def window(qtbot, tmp_path, dialogs):
     """The window at its default size (no saved geometry) on a 1920x1080 screen (the offscreen
     platform's own screen is 800x800, smaller than any the window is made for)."""
     win = MainWindow(Settings(), save_path=tmp_path / "settings.json")
@@ -51,7 +51,7 @@ def test_first_run_defaults_and_no_empty_axes(hf_dirs, window):
     assert not window.why.verdict.isVisible()
 
 
-def test_step_table_columns_fit_at_the_default_size(hf_dirs, window, qtbot, dialogs):  # noqa: F811
+def test_step_table_columns_fit_at_the_default_size(hf_dirs, window, qtbot, dialogs):
     fixed_k_run(window, qtbot, hf_dirs)
     table = window.inspector.table
     qtbot.wait(200)  # let the table lay out its stretched last column
@@ -61,14 +61,16 @@ def test_step_table_columns_fit_at_the_default_size(hf_dirs, window, qtbot, dial
     assert not table.horizontalScrollBar().isVisible()
 
 
-def test_cost_view_verdict_and_cost_model_line(hf_dirs, window, qtbot, dialogs):  # noqa: F811
+def test_cost_view_verdict_and_cost_model_line(hf_dirs, window, qtbot, dialogs):
     fixed_k_run(window, qtbot, hf_dirs)
     assert dialogs == []
     why = window.why
     view = why.cost.view_data
     assert view is not None and view.points and view.t_plain > 0
     assert why.verdict.isVisible() and "On this device this pair can reach" in why.verdict.text()
-    assert view.alpha_measured and view.alpha == round(window.run.stats.alpha, 2)
+    stats = window.run.stats
+    assert view.alpha_measured and view.alpha == pytest.approx(stats.alpha)
+    assert (view.seen.accepted, view.seen.judged) == (stats.accepted, stats.judged)
     assert not window.charts.showing_placeholder
     x, _ = window.charts.cost_curve.getData()
     assert x is not None and len(x) > 0  # the cost model beside the textbook line
@@ -76,7 +78,7 @@ def test_cost_view_verdict_and_cost_model_line(hf_dirs, window, qtbot, dialogs):
     assert analysis is not None and analysis.judged == window.run.stats.judged
 
 
-def test_an_old_trace_opens_with_the_rejection_analysis(hf_dirs, window, qtbot, dialogs,  # noqa: F811
+def test_an_old_trace_opens_with_the_rejection_analysis(hf_dirs, window, qtbot, dialogs,
                                                          tmp_path):
     fixed_k_run(window, qtbot, hf_dirs)
     judged = window.run.stats.judged
@@ -103,7 +105,7 @@ def run_job(window, qtbot, button):
     return panel
 
 
-def test_sweep_rank_and_exactness_from_the_window(hf_dirs, window, qtbot, dialogs):  # noqa: F811
+def test_sweep_rank_and_exactness_from_the_window(hf_dirs, window, qtbot, dialogs):
     choose_pair(window, qtbot, *hf_dirs)
     set_decoding(window, tokens=12, k=3)
     panel = window.why.experiments

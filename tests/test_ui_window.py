@@ -9,67 +9,21 @@ pytest.importorskip("pytestqt")
 
 from PySide6.QtCore import QPoint, Qt  # noqa: E402
 from PySide6.QtGui import QTextCursor  # noqa: E402
-from PySide6.QtWidgets import QMessageBox  # noqa: E402
 
 from app.engine.records import ORIGIN_ACCEPTED
 from app.engine.trace import read_trace  # noqa: E402
-from app.settings import RecentPair, Settings  # noqa: E402
+from app.settings import Settings  # noqa: E402
+from tests.helpers import (  # noqa: E402
+    PROMPT,
+    RUN_TIMEOUT_MS,
+    choose_pair,
+    run,
+    set_decoding,
+)
 from ui import format as fmt  # noqa: E402
 from ui.main_window import MainWindow  # noqa: E402
 from ui.step_table import COL_P, COL_Q  # noqa: E402
 from ui.theme import REJECTED, token_format  # noqa: E402
-
-PROMPT = "def add(a, b):\n    return"
-RUN_TIMEOUT_MS = 60_000
-
-
-@pytest.fixture
-def dialogs(monkeypatch):
-    """Error dialogs are recorded instead of blocking the offscreen test."""
-    shown: list[str] = []
-
-    def critical(parent, title, text, *args, **kwargs):
-        shown.append(text)
-        return QMessageBox.StandardButton.Ok
-
-    monkeypatch.setattr(QMessageBox, "critical", critical)
-    return shown
-
-
-@pytest.fixture
-def window(qtbot, tmp_path, dialogs):
-    win = MainWindow(Settings(), save_path=tmp_path / "settings.json")
-    qtbot.addWidget(win)
-    win.resize(1400, 900)
-    win.show_workspace()
-    win.show()
-    qtbot.waitExposed(win)
-    win.activateWindow()
-    qtbot.waitUntil(win.isActiveWindow)  # window shortcuts need the active window
-    yield win
-    win.close()
-
-
-def choose_pair(window, qtbot, target, draft="", backend="torch"):
-    window.picker.set_pair(RecentPair(str(target), str(draft), backend=backend, device="cpu"))
-    qtbot.waitUntil(lambda: not window.picker.checking, timeout=30_000)
-
-
-def set_decoding(window, *, tokens=24, k=4, compare=False, prompt=PROMPT, adaptive=False):
-    """Fixed k unless asked (new windows default to adaptive k, which may pick plain steps)."""
-    panel = window.decode
-    panel.adaptive.setChecked(adaptive)
-    panel.prompt.setPlainText(prompt)
-    panel.max_new.setValue(tokens)
-    panel.draft_max.setValue(k)
-    panel.temperature.setValue(0.0)
-    panel.compare.setChecked(compare)
-
-
-def run(window, qtbot, step_mode=False):
-    with qtbot.waitSignal(window.run_done, timeout=RUN_TIMEOUT_MS):
-        window.start_run(step_mode=step_mode)
-    window.flush()
 
 
 @pytest.fixture
@@ -355,7 +309,7 @@ def test_a_sampled_rejection_shows_p_q_and_the_residual_drawn_from(window, qtbot
 def test_compare_view_names_the_first_difference_its_margins_and_the_bound(window, gguf_pair):
     from app.analysis.divergence import explain_divergence
     from app.analysis.kernel_noise import measure_kernel_noise
-    from tests.test_kernel_noise import SwappingVerifier, greedy_runs
+    from tests.helpers import SwappingVerifier, greedy_runs
     from ui.run_data import CompareResult
 
     target, draft = gguf_pair
@@ -375,7 +329,7 @@ def test_compare_view_names_the_first_difference_its_margins_and_the_bound(windo
 
 def test_the_inspector_says_when_a_draft_ended_on_its_confidence(window, hf_pair, tmp_path):
     from app.engine.trace import TraceHeader, TraceWriter
-    from tests.test_draft_stop import adaptive_session
+    from tests.helpers import adaptive_session
 
     target, draft = hf_pair
     session = adaptive_session(target, draft, n_predict=16)

@@ -2,7 +2,8 @@
 
 Left, the target's measured verify-cost curve t_verify(n) (ms for one pass over n tokens) next
 to one plain step and one draft token; right, the speedup the cost model predicts at each k
-beside the textbook E/(1+kc); above, the one-line verdict (app.analysis.cost owns every figure).
+beside the textbook E/(1+kc), shaded between the interval's two ends once a run has judged
+enough draft tokens; above, the one-line verdict (app.analysis.cost owns every figure).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QShowEvent
 from PySide6.QtWidgets import QGridLayout, QLabel, QVBoxLayout, QWidget
 
-from app.analysis.cost import CostView, PairCosts
+from app.analysis.cost import AcceptanceSeen, CostView, PairCosts
 from ui.theme import LIGHT, Colours
 
 EMPTY_TEXT = ("The cost view appears when a pair is loaded: it measures what verifying n tokens "
@@ -40,8 +41,7 @@ class CostPanel(QWidget):
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.costs: PairCosts | None = None
-        self.alpha: float | None = None
-        self.alpha_tokens = 0
+        self.seen: AcceptanceSeen | None = None  # the acceptance a run measured
         self.view_data: CostView | None = None
         self._drawn = True  # False: view_data changed while hidden, not yet drawn
         self.verdict = QLabel(EMPTY_TEXT)
@@ -63,6 +63,11 @@ class CostPanel(QWidget):
         self.plain_line = cp.plot([], [], name="plain step")
         self.draft_line = cp.plot([], [], name="one draft token")
         sp = self.speedup_view.getPlotItem()
+        # the cost model at the two ends of acceptance's 95% interval, and the band between
+        self.interval_low = sp.plot([], [])
+        self.interval_high = sp.plot([], [])
+        self.interval_band = pg.FillBetweenItem(self.interval_low, self.interval_high)
+        sp.addItem(self.interval_band)
         self.predicted = sp.plot([], [], name="cost model", symbol="o", symbolSize=6)
         self.theory = sp.plot([], [], name="textbook E/(1+kc)")
         self.best_point = sp.plot([], [], name="best k", pen=None, symbol="star", symbolSize=14)
@@ -83,6 +88,13 @@ class CostPanel(QWidget):
         self.plain_line.setPen(pg.mkPen(colours.plain, width=2, style=dashed))
         self.draft_line.setPen(pg.mkPen(colours.t_draft, width=2, style=dashed))
         self.predicted.setPen(pg.mkPen(colours.speculative, width=2))
+        edge = pg.mkColor(colours.speculative)
+        edge.setAlpha(110)
+        for line in (self.interval_low, self.interval_high):
+            line.setPen(pg.mkPen(edge, width=1))
+        fill = pg.mkColor(colours.speculative)
+        fill.setAlpha(45)
+        self.interval_band.setBrush(fill)
         self.predicted.setSymbolBrush(colours.speculative)
         self.theory.setPen(pg.mkPen(colours.muted, width=2))
         self.best_point.setSymbolBrush(colours.plain)
@@ -95,17 +107,14 @@ class CostPanel(QWidget):
         self.speedup_view.setVisible(on)
 
     def set_costs(self, costs: PairCosts | None) -> None:
-        self.show_costs(costs, self.alpha, self.alpha_tokens)
+        self.show_costs(costs, self.seen)
 
-    def set_alpha(self, alpha: float | None, tokens: int = 0) -> None:
-        self.show_costs(self.costs, alpha, tokens)
-
-    def show_costs(self, costs: PairCosts | None, alpha: float | None, tokens: int = 0) -> None:
-        """The pair's costs and the acceptance a run measured on `tokens` judged draft tokens
-        (None: not measured, the prior is assumed), redrawn once (during a run this comes
-        every second: one redraw, not one per figure)."""
-        if (costs, alpha, tokens) != (self.costs, self.alpha, self.alpha_tokens):
-            self.costs, self.alpha, self.alpha_tokens = costs, alpha, tokens
+    def show_costs(self, costs: PairCosts | None, seen: AcceptanceSeen | None) -> None:
+        """The pair's costs and the acceptance a run measured (None: not measured, the prior
+        is assumed), redrawn once (during a run this comes every second: one redraw, not one
+        per figure)."""
+        if (costs, seen) != (self.costs, self.seen):
+            self.costs, self.seen = costs, seen
             self.refresh()
 
     def refresh(self) -> None:
@@ -115,7 +124,7 @@ class CostPanel(QWidget):
             self.verdict.setText(EMPTY_TEXT)
             self._set_visible(False)
             return
-        view = costs.view(self.alpha, alpha_tokens=self.alpha_tokens)
+        view = costs.view(self.seen)
         self.view_data = view
         self.verdict.setText("<b>" + view.verdict() + "</b>")
         self._set_visible(True)
@@ -143,9 +152,13 @@ class CostPanel(QWidget):
         ks = [p.k for p in view.points]
         self.predicted.setData(ks, [p.predicted_speedup for p in view.points])
         self.theory.setData(ks, [p.theory_speedup for p in view.points])
+        for line, points in ((self.interval_low, view.low_points),
+                             (self.interval_high, view.high_points)):
+            line.setData([p.k for p in points], [p.predicted_speedup for p in points])
         best = view.best
         self.best_point.setData([best.k], [best.predicted_speedup])
-        top = max(max(p.theory_speedup for p in view.points), best.predicted_speedup, 1.0)
+        top = max(max(p.theory_speedup for p in view.points), best.predicted_speedup, 1.0,
+                  *(p.predicted_speedup for p in view.high_points))
         self.speedup_view.getPlotItem().setRange(xRange=(0.5, ks[-1] + 0.5),
                                                  yRange=(0, top * 1.1), padding=0.02)
         self.curve_view.getPlotItem().setRange(xRange=(0.5, sizes[-1] + 0.5),

@@ -417,7 +417,8 @@ class MainWindow(QMainWindow):
         runs = self.run_control
         reason = self.picker.blocking_reason()
         idle = not runs.running
-        self.act_run.setEnabled((idle and not reason) or (runs.running and runs.step_mode))
+        free = idle or bool(runs.finishing)  # work after a run: Run cancels it, then runs
+        self.act_run.setEnabled((free and not reason) or (runs.running and runs.step_mode))
         self.act_step.setEnabled((idle and not reason) or runs.running)
         self.act_stop.setEnabled(runs.running)
         tip = reason or "Run the prompt (Ctrl+Enter)"

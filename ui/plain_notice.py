@@ -1,6 +1,6 @@
 """Said where the empty views are (the step table, the p/q bars, the acceptance charts): adaptive
-k decoded this run plainly, why (the cost view's verdict and the two numbers behind it), and
-one click to watch the draft anyway at a fixed k taken from the cost view."""
+k decoded this run (almost) plainly, why (the controller's recorded decisions, in the words of
+app.analysis.reasons), and one click to watch the draft anyway at a fixed k."""
 
 from __future__ import annotations
 
@@ -8,26 +8,15 @@ from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QPushButton, QWidget
 
 from app.analysis.cost import CostView
+from app.analysis.reasons import best_alternative_k, plain_run_reason
+from app.engine.records import StepRecord
 from ui.run_data import PlainRun
 
 
-def plain_run_text(plain: PlainRun, view: CostView | None) -> str:
-    """Why this run shows (almost) no drafts, in the cost view's own figures."""
-    if plain.plain_steps == plain.steps:
-        head = f"Adaptive k decoded all {plain.steps} steps plainly"
-    else:
-        head = f"Adaptive k decoded {plain.plain_steps} of {plain.steps} steps plainly"
-    if view is None:
-        return head + ": it found no draft length that pays on this device."
-    best = view.best
-    numbers = (f"verifying {best.k + 1} tokens costs {best.verify_in_steps:.1f} plain steps "
-               f"and one draft token {view.cost_ratio:.2f} of a plain step")
-    if not view.pays:
-        return (f"{head}: on this device drafting cannot pay — {numbers}, so even the best "
-                f"fixed k ({best.k}) would reach {best.predicted_speedup:.2f}× plain at "
-                f"acceptance {view.alpha:.2f}.")
-    return (f"{head}: the cost view predicts {best.predicted_speedup:.2f}× at k = {best.k} "
-            f"({numbers}), but the drafts adaptive k tried were accepted too rarely to pay.")
+def watch_k(steps: list[StepRecord], view: CostView | None, run_k: int) -> int:
+    """The fixed k to offer: the draft length the controller last priced best, else the cost
+    view's best k, else the run's draft max."""
+    return best_alternative_k(steps) or (view.best.k if view is not None else run_k)
 
 
 class PlainRunNotice(QFrame):
@@ -53,12 +42,14 @@ class PlainRunNotice(QFrame):
         layout.addWidget(self.button, 0, Qt.AlignmentFlag.AlignVCenter)
         self.setVisible(False)
 
-    def show_reason(self, plain: PlainRun | None, view: CostView | None, run_k: int) -> None:
-        """`run_k`: the run's draft max k, offered when no cost view is at hand."""
+    def show_reason(self, plain: PlainRun | None, steps: list[StepRecord],
+                    view: CostView | None, run_k: int) -> None:
+        """`steps`: the run's records (their decisions say why); `run_k`: the run's draft max
+        k, offered when neither the decisions nor a cost view name one."""
         if plain is None:
             self.setVisible(False)
             return
-        self.k = view.best.k if view is not None else run_k
-        self.text.setText(plain_run_text(plain, view))
+        self.k = watch_k(steps, view, run_k)
+        self.text.setText(plain_run_reason(steps))
         self.button.setText(f"Watch the draft anyway\n(fixed k = {self.k})")
         self.setVisible(True)

@@ -13,11 +13,12 @@ module does not depend on ui.main_window.
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Protocol
 
 from PySide6.QtCore import QObject, QThread, QTimer, Signal, SignalInstance
-from PySide6.QtWidgets import QLabel, QProgressBar, QTabWidget
+from PySide6.QtWidgets import QLabel, QProgressBar, QStatusBar, QTabWidget
 
 from app.engine.records import StepRecord
 from app.engine.trace import TraceHeader
@@ -28,6 +29,7 @@ from ui.pair_picker import PairPicker
 from ui.run_data import CompareResult, RunData
 from ui.step_inspector import StepInspector
 from ui.token_view import TokenView
+from ui.work_status import WorkStatus
 from ui.worker import LoadInfo, RunRequest, RunWorker, default_trace_path
 
 REDRAW_MS = 100
@@ -79,6 +81,8 @@ class RunWindow(Protocol):
 
     def remember_current_pair(self) -> None: ...
 
+    def statusBar(self) -> QStatusBar: ...  # noqa: N802 - Qt's name
+
 
 class RunControl(QObject):
     """The worker and its thread, the run on show (and its plain baseline), and the redraw
@@ -94,6 +98,10 @@ class RunControl(QObject):
         self.compare_result: CompareResult | None = None
         self.trace_path: Path | None = None  # the trace file of the run on show, if any
         self.running = False
+        # the host's work after the run's steps (a compare's baseline, explaining a
+        # difference): "" while there is none; Run stays available and cancels it
+        self.finishing = ""
+        self._pending_run: bool | None = None  # a Run pressed meanwhile: its step mode
         self.step_mode = False
         self._dirty = False
         self._charts_dirty = False
@@ -115,7 +123,12 @@ class RunControl(QObject):
         self.worker.waiting.connect(self._on_waiting)
         self.worker.failed.connect(window.show_error)
         self.worker.done.connect(self._on_done)
+        self.worker.work.connect(self._on_work)
+        self.worker.job_done.connect(lambda *_: self.work_status.clear())
         self.worker_thread.start()
+        self.work_status = WorkStatus()
+        self.work_status.cancel_requested.connect(self.cancel_work)
+        window.statusBar().addPermanentWidget(self.work_status)
 
         self.timer = QTimer(self, interval=REDRAW_MS)
         self.timer.timeout.connect(self.flush)
@@ -125,6 +138,11 @@ class RunControl(QObject):
     def start_run(self, step_mode: bool = False) -> None:
         """Run (or, during a Step-mode run, continue without pausing)."""
         w = self.window
+        if self.running and self.finishing:
+            self._pending_run = step_mode
+            self.cancel_work("to start the new run")
+            w.status_label.setText(f"the new run starts once “{self.finishing}” has stopped")
+            return
         if self.running:
             if self.step_mode and not step_mode:
                 self.step_mode = False
@@ -136,7 +154,7 @@ class RunControl(QObject):
             w.status_label.setText(reason)
             return
         choices = w.decode.choices()
-        config = w.decode.config()
+        config = replace(w.decode.config(), drafter=w.picker.drafter_choice())
         try:
             config.validate()
         except DraftLensError as exc:
@@ -170,9 +188,32 @@ class RunControl(QObject):
             self.window.update_actions()
 
     def stop_run(self) -> None:
-        if self.running:
+        if self.running and self.finishing:
+            self.cancel_work()
+        elif self.running:
             self.worker.cancel()
             self.window.status_label.setText("stopping after this step…")
+
+    def cancel_work(self, why: str = "") -> None:
+        """Cancel the host's work (after a run, or a job): at its next check, or by ending the
+        host when it takes no cancel (the worker's grace period, as for Stop)."""
+        if self.running:
+            self.worker.cancel()
+            self.work_status.cancelling(why)
+
+    def _on_work(self, task: str, done: int, total: int) -> None:
+        if not self.running:
+            return
+        first = not self.finishing
+        current = self._current  # None in a job (an analysis): Run waits for its end
+        if current is not None and (current.summary is not None or current is self.baseline):
+            self.finishing = task  # the run's own steps are over: Run is available again
+        self.work_status.show_work(task, done, total)
+        if self.worker.cancelled:
+            self.work_status.cancelling()
+        if first and self.finishing:
+            self._status.dirty = True
+            self.window.update_actions()
 
     # --- records in (live or from a trace) ----------------------------------------------
     def reset_views(self) -> None:
@@ -254,7 +295,7 @@ class RunControl(QObject):
         parts.append(f"{s.emitted} tokens in {s.steps} steps")
         if self.baseline is not None and self.baseline.steps:
             parts.append(f"plain {self.baseline.stats.tokens_per_second:.1f} tok/s")
-        prefix = "running · " if self.running else ""
+        prefix = "running · " if self.running and not self.finishing else ""
         self.window.status_label.setText(prefix + " · ".join(parts))
 
     # --- worker signals -----------------------------------------------------------------
@@ -293,6 +334,12 @@ class RunControl(QObject):
     def _on_done(self, trace_path: str) -> None:
         w = self.window
         w.busy.setVisible(False)
+        self.work_status.clear()
+        self.finishing = ""
+        result = self.compare_result
+        if result is not None and result.explaining:
+            result.explaining, result.explanation_cancelled = False, True
+            self.show_comparison(result)
         self.running = False
         w.charts.waiting = False
         self.step_mode = False
@@ -305,6 +352,9 @@ class RunControl(QObject):
             w.status_label.setText("stopped" if self.worker.cancelled else "ready")
         w.update_actions()
         w.run_done.emit()
+        if self._pending_run is not None:
+            step_mode, self._pending_run = self._pending_run, None
+            self.start_run(step_mode)
 
     # --- closing ------------------------------------------------------------------------
     def cancel(self) -> None:

@@ -59,6 +59,8 @@ class CompareResult:
     plain_tokens: int
     # greedy runs that differ: the first differing token and the target's margins there
     divergence: Divergence | None = None
+    explaining: bool = False  # the texts differ and the host is working out why
+    explanation_cancelled: bool = False  # ...and that was cancelled
 
     @property
     def speedup(self) -> float:
@@ -67,6 +69,11 @@ class CompareResult:
     def describe(self) -> str:
         if self.identical:
             verdict = "texts identical"
+        elif self.explanation_cancelled:
+            verdict = ("texts differ — explaining why was cancelled (`draftlens check-exact` "
+                       "measures the kernels' noise on this model and explains such differences)")
+        elif self.explaining:
+            verdict = "texts differ — working out where and why (see the status bar)"
         elif self.greedy and self.divergence is not None and self.divergence.near_tie:
             verdict = ("texts differ where the target's top two tokens nearly tie — the fast "
                        "kernels sum a verify pass differently from a single step, by no more "

@@ -24,6 +24,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app.analysis.reasons import describe_decision
 from app.engine.records import Alternative, StepRecord, TokenRecord
 from ui import format as fmt
 from ui.charts import style_legend
@@ -46,6 +47,11 @@ class StepInspector(QWidget):
         self._colours = LIGHT
         self.header = QLabel("No step selected — run a prompt, then click a token or use ←/→")
         self.header.setWordWrap(True)
+        # why the controller chose this step's k: its recorded decision, in words
+        self.reason = QLabel()
+        self.reason.setWordWrap(True)
+        self.reason.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.reason.setVisible(False)
         self.prev_button = QPushButton("◀ Prev")
         self.next_button = QPushButton("Next ▶")
         self.prev_button.setToolTip("Previous step (← or PgUp)")
@@ -72,6 +78,7 @@ class StepInspector(QWidget):
         layout = QVBoxLayout(self)
         layout.setContentsMargins(4, 4, 4, 4)
         layout.addLayout(top)
+        layout.addWidget(self.reason)
         self.notice = PlainRunNotice()  # where the table and bars stay empty: why
         layout.addWidget(self.notice)
         layout.addWidget(split, 1)
@@ -88,7 +95,15 @@ class StepInspector(QWidget):
         table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.Interactive)
         table.horizontalHeader().setStretchLastSection(True)
         table.selectionModel().selectionChanged.connect(self._row_selected)
+        self._show_empty(table)
         return table
+
+    def _show_empty(self, table: QTableView) -> None:
+        """No step yet: the column titles at their own width and no horizontal scrollbar (a
+        bar under an empty table reads as something cut off)."""
+        table.setColumnHidden(COL_DRAFTED_FROM, True)
+        table.resizeColumnsToContents()
+        table.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
 
     def set_colours(self, colours: Colours) -> None:
         self._colours = colours
@@ -102,9 +117,11 @@ class StepInspector(QWidget):
         self.index = -1
         self._follow = True
         self.model.set_step(None)
+        self._show_empty(self.table)
         self.bars.show_record(None, None)
         self.tree.show_step(None)
         self.header.setText("No step selected — run a prompt, then click a token or use ←/→")
+        self.reason.setVisible(False)
         self._update_buttons()
 
     def steps_added(self) -> None:
@@ -137,7 +154,16 @@ class StepInspector(QWidget):
 
     def _update_header(self) -> None:
         if 0 <= self.index < len(self.steps):
-            self.header.setText(fmt.step_summary(self.steps[self.index], len(self.steps)))
+            step = self.steps[self.index]
+            self.header.setText(fmt.step_summary(step, len(self.steps)))
+            self._show_reason(step)
+
+    def _show_reason(self, step: StepRecord) -> None:
+        """The decision behind this step's k; a run without a drafter has none to show."""
+        drafted_or_consulted = step.decision is not None or bool(step.source) or step.k > 0
+        self.reason.setVisible(drafted_or_consulted)
+        if drafted_or_consulted:
+            self.reason.setText("Why: " + describe_decision(step.decision))
 
     def _update_buttons(self) -> None:
         self.prev_button.setEnabled(self.index > 0)
@@ -150,6 +176,7 @@ class StepInspector(QWidget):
         selection = table.selectionModel()
         selection.blockSignals(True)
         model.set_step(step)
+        table.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAsNeeded)
         # only copying and MTP drafts say more than the drafter's name: no empty column else
         table.setColumnHidden(COL_DRAFTED_FROM, not any(
             t.copied_from is not None or t.head is not None for t in step.tokens))

@@ -12,7 +12,7 @@ from __future__ import annotations
 from PySide6.QtCore import QTimer
 from PySide6.QtWidgets import QLabel, QTabWidget, QVBoxLayout, QWidget
 
-from app.analysis.cost import PairCosts
+from app.analysis.cost import AcceptanceSeen, PairCosts
 from ui.charts import ChartsPanel
 from ui.cost_view import CostPanel
 from ui.experiments import ExperimentsPanel, ExperimentWindow
@@ -90,11 +90,11 @@ class WhyTabs(QWidget):
         """The cost view from this run's own step timings and acceptance, and the notices."""
         costs = run_costs(self.pair_costs, run) if self.pair_costs is not None else None
         if run is not None and run.stats.spec_steps:
-            self.cost.show_costs(costs, round(run.stats.alpha, 2), run.stats.judged)
+            self.cost.show_costs(costs, AcceptanceSeen(run.stats.accepted, run.stats.judged))
         elif costs is not None:
             self.cost.set_costs(costs)
         self._show_verdict()
         plain = adaptive_ran_plainly(run)
         run_k = int(run.header.settings.get("draft_max", 0)) if run and run.header else 0
         for notice in self.notices:
-            notice.show_reason(plain, self.cost.view_data, run_k)
+            notice.show_reason(plain, run.steps if run else [], self.cost.view_data, run_k)

@@ -24,6 +24,7 @@ from pathlib import Path
 from PySide6.QtCore import QObject, Signal, Slot
 
 from app.engine.decode_config import DecodeConfig
+from app.engine.registry import DrafterChoice, choice_to_dict
 from app.errors import DraftLensError, TraceWriteError
 from app.host import protocol
 from app.host.client import EXITED, EngineHost
@@ -54,6 +55,7 @@ class JobRequest:
     result that `job_done` carries."""
 
     spec: ModelSpec
+    drafter: DrafterChoice  # what drafts on the pair (its costs are measured when it loads)
     name: str
     work: Job
 
@@ -106,6 +108,9 @@ class RunWorker(QObject):
     done = Signal(str)  # the trace path ("" if none was written) once the request has ended
     costs = Signal(object)  # PairCosts of a newly loaded pair (the cost view's data)
     job_done = Signal(str, object)  # name, result (None when it failed or was stopped)
+    # what the host does after a run's steps, or a job's progress: task, done, total (0: no
+    # fraction known); the work ends with `done` or `job_done`
+    work = Signal(str, int, int)
 
     def __init__(self) -> None:
         super().__init__()
@@ -158,7 +163,7 @@ class RunWorker(QObject):
         trace_path: Path | None = None
         try:
             trace_path = request.trace_path or default_trace_path()
-            host = self._send(protocol.RUN, spec=request.spec,
+            host = self._send(protocol.RUN, request.spec, request.config.drafter,
                               config=protocol.config_to_dict(request.config),
                               prompt=request.prompt, chat=request.chat,
                               compare=request.compare)
@@ -177,7 +182,8 @@ class RunWorker(QObject):
                 self._host_busy = False
             self.done.emit(str(trace_path) if trace_path is not None else "")
 
-    def _send(self, command: str, spec: ModelSpec, **data: object) -> EngineHost:
+    def _send(self, command: str, spec: ModelSpec, drafter: DrafterChoice,
+              **data: object) -> EngineHost:
         """A run or a job to the host, started first if there is none (or it died)."""
         with self._lock:
             if self._host is None or not self._host.alive:
@@ -185,7 +191,8 @@ class RunWorker(QObject):
                 self._host.start()
             host = self._host
             host.ready_for_next()
-            host.send(command, spec=protocol.spec_to_dict(spec), costs=True,
+            host.send(command, spec=protocol.spec_to_dict(spec),
+                      drafter=choice_to_dict(drafter), costs=True,
                       step_mode=self._step_mode.is_set(), permits=self._early_steps, **data)
             self._early_steps = 0
             self._host_busy = True
@@ -265,11 +272,14 @@ class RunWorker(QObject):
         elif name == protocol.WAITING:
             if not self._cancel.is_set():
                 self.waiting.emit()
+        elif name == protocol.WORK:
+            self.work.emit(event["task"], int(event.get("done", 0)), int(event.get("total", 0)))
         elif name == protocol.COMPARED and not self._cancel.is_set():
             self.compared.emit(CompareResult(
                 event["speculative_tok_s"], event["plain_tok_s"], event["identical"],
                 event["greedy"], event["speculative_tokens"], event["plain_tokens"],
-                protocol.divergence_from_dict(event["divergence"])))
+                protocol.divergence_from_dict(event["divergence"]),
+                explaining=bool(event.get("explaining"))))
         elif name == protocol.ERROR:
             self.failed.emit(event["message"])
 
@@ -299,7 +309,7 @@ class RunWorker(QObject):
     def run_job(self, job: JobRequest) -> None:
         result: object = None
         try:
-            host = self._send(protocol.JOB, spec=job.spec,
+            host = self._send(protocol.JOB, job.spec, job.drafter,
                               job=protocol.pack_object(job.work))
             try:
                 result = self._follow_job(host)

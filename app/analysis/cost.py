@@ -6,14 +6,17 @@ module evaluates them over k for one pair, finds the best k and says it in one l
 
 from __future__ import annotations
 
+import math
 import os
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
 from app.engine.cost_curve import VerifyCostCurve, cached_verify_curve, measure_step_costs
 from app.engine.metrics import expected_tokens_per_pass, predicted_speedup, theory_speedup
+from app.engine.registry import DrafterChoice
 from app.models.loading import LoadedPair
+from app.runs import drafting_model
 
 # acceptance assumed before any run has measured it (the adaptive controller's prior)
 ASSUMED_ALPHA = 0.6
@@ -21,6 +24,39 @@ COST_K_MAX = 16
 # a run's own figure is used once this many steps measure it (a median of 3 outvotes one
 # outlier, such as a cold first step: 20 s once, on a busy machine)
 MIN_RUN_STEPS = 3
+# below this many judged draft tokens the cost view says "not enough drafts yet to tell": the
+# 95% interval for acceptance is then wider than 0.6 near 0.5 (3 of 6 accepted: 0.19-0.81),
+# and two runs of the same pair gave verdicts from 0.96x to 1.33x on 2 to 10 tokens
+MIN_VERDICT_TOKENS = 8
+_Z95 = 1.959964  # the standard normal's 97.5% quantile: a two-sided 95% interval
+
+
+@dataclass(frozen=True)
+class AcceptanceSeen:
+    """Acceptance as a run measured it: `accepted` of `judged` draft tokens."""
+
+    accepted: int
+    judged: int
+
+    @property
+    def rate(self) -> float:
+        return self.accepted / self.judged if self.judged else 0.0
+
+    @property
+    def enough(self) -> bool:
+        return self.judged >= MIN_VERDICT_TOKENS
+
+    def interval(self, z: float = _Z95) -> tuple[float, float]:
+        """Wilson's score interval for the acceptance rate (sound at 0 or all accepted,
+        where the normal approximation's collapses to a point)."""
+        n = self.judged
+        if n == 0:
+            return 0.0, 1.0
+        p = self.accepted / n
+        scale = 1 + z * z / n
+        centre = (p + z * z / (2 * n)) / scale
+        half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / scale
+        return max(0.0, centre - half), min(1.0, centre + half)
 
 
 @dataclass(frozen=True)
@@ -68,24 +104,27 @@ class PairCosts:
         base = self.curve.cost(1)
         return self.curve.cost(n) * (self.t_plain / base if base > 0 else 1.0)
 
-    def view(self, alpha: float | None, k_max: int = COST_K_MAX, alpha_tokens: int = 0) -> CostView:
-        view = cost_view(self.curve, self.t_draft, alpha, k_max, self.t_plain, self.conditions)
-        view.alpha_tokens = alpha_tokens
-        return view
+    def view(self, seen: AcceptanceSeen | None, k_max: int = COST_K_MAX) -> CostView:
+        """The cost view at the acceptance a run measured (None: none yet, the prior)."""
+        alpha = seen.rate if seen is not None and seen.judged else None
+        return cost_view(self.curve, self.t_draft, alpha, k_max, self.t_plain, self.conditions,
+                         seen=seen)
 
 
-def measure_pair_costs(pair: LoadedPair, k_max: int = COST_K_MAX) -> PairCosts:
+def measure_pair_costs(pair: LoadedPair, choice: DrafterChoice,
+                       k_max: int = COST_K_MAX) -> PairCosts:
     """The calibrated curve (cached per model file and device), and a plain target step and a
-    draft step measured now, in turns. The draft's step, in the calibrated curve's time, is
-    what adaptive k starts from (pair.draft_step_seconds), so its first guess compares like
-    with like too."""
-    copying = pair.spec.ngram or pair.spec.suffix
-    drafter = "draft model" if pair.draft is not None else ("lookup" if copying else "")
+    step of the model that drafts in `choice` measured now, in turns. That step, in the
+    calibrated curve's time, is what adaptive k starts from (LoadedPair.step_cost), so its
+    first guess compares like with like too."""
+    model = drafting_model(pair, choice)
+    copying = choice.uses("ngram") or choice.uses("suffix")
+    drafter = "draft model" if model is not None else ("lookup" if copying else "")
     curve = cached_verify_curve(pair.target, k_max)
     conditions = conditions_now("measured side by side when the pair loaded")
-    t_plain, t_draft = measure_step_costs(pair.target, pair.draft)
-    if pair.draft is not None and t_plain > 0:
-        pair.draft_step_seconds = t_draft * curve.cost(1) / t_plain
+    t_plain, t_draft = measure_step_costs(pair.target, model)
+    if model is not None and t_plain > 0:
+        pair.step_seconds[id(model)] = t_draft * curve.cost(1) / t_plain
     return PairCosts(curve, t_plain, t_draft, drafter, conditions)
 
 
@@ -130,15 +169,30 @@ class CostPoint:
 
 @dataclass
 class CostView:
-    """The cost model for one pair at one acceptance rate."""
+    """The cost model for one pair at one acceptance rate, and at the two ends of its
+    interval where a run measured it on enough draft tokens."""
 
     t_plain: float  # one plain target step, seconds
     t_draft: float  # one draft token, seconds
     alpha: float
     alpha_measured: bool
     points: list[CostPoint]
-    alpha_tokens: int = 0  # draft tokens the acceptance was measured on
+    seen: AcceptanceSeen | None = None  # what the acceptance was measured on
     conditions: Conditions | None = None
+    # the cost model at the interval's ends (empty below MIN_VERDICT_TOKENS)
+    low_points: list[CostPoint] = field(default_factory=list)
+    high_points: list[CostPoint] = field(default_factory=list)
+
+    @property
+    def alpha_tokens(self) -> int:
+        return self.seen.judged if self.seen is not None else 0
+
+    @property
+    def interval(self) -> tuple[float, float] | None:
+        """The 95% interval for acceptance, once enough draft tokens were judged."""
+        if self.seen is None or not self.seen.enough:
+            return None
+        return self.seen.interval()
 
     @property
     def cost_ratio(self) -> float:
@@ -148,22 +202,59 @@ class CostView:
     def best(self) -> CostPoint:
         return max(self.points, key=lambda p: p.predicted_speedup)
 
+    @property
+    def best_low(self) -> CostPoint | None:
+        return _best(self.low_points)
+
+    @property
+    def best_high(self) -> CostPoint | None:
+        return _best(self.high_points)
+
+    @property
+    def settled(self) -> bool | None:
+        """True: drafting pays even at the interval's low end; False: plain decoding wins even
+        at its high end; None: not enough drafts yet, or the interval spans break-even. The
+        verdict changes only when the interval moves wholly across."""
+        low, high = self.best_low, self.best_high
+        if low is None or high is None:
+            return None
+        if low.predicted_speedup >= 1.0:
+            return True
+        if high.predicted_speedup < 1.0:
+            return False
+        return None
+
     def verdict(self) -> str:
-        """One line: the best this pair can do here, and why."""
+        """One line: what this pair can do here, as far as the draft tokens seen can tell."""
         best = self.best
-        source = (f"measured on {self.alpha_tokens} draft tokens" if self.alpha_measured
-                  else "assumed until a run measures it")
         why = (f"verifying {best.k + 1} tokens costs {best.verify_in_steps:.1f} plain steps, "
                f"a draft token {self.cost_ratio:.2f}")
-        if best.predicted_speedup < 1.0:
-            line = (f"On this device this pair can reach at most {best.predicted_speedup:.2f}× "
-                    f"(k = {best.k}) at acceptance {self.alpha:.2f} ({source}): {why} — "
-                    "plain decoding is faster; adaptive k falls back to it")
-        else:
+        interval, low, high = self.interval, self.best_low, self.best_high
+        if interval is None or low is None or high is None:
+            seen = self.alpha_tokens
+            rate = (f"at the {self.alpha:.2f} they show" if self.alpha_measured
+                    else f"at the acceptance assumed until then, {self.alpha:.2f},")
+            line = (f"Not enough drafts yet to tell whether drafting pays here: {seen} draft "
+                    f"token{'s' if seen != 1 else ''} judged, a verdict needs "
+                    f"{MIN_VERDICT_TOKENS}; {rate} the cost model gives "
+                    f"{best.predicted_speedup:.2f}× at k = {best.k} ({why})")
+            return line + self.timings_note()
+        source = (f"acceptance {interval[0]:.2f}–{interval[1]:.2f}, 95% interval from "
+                  f"{self.alpha_tokens} draft tokens")
+        if self.settled is True:
             line = (f"On this device this pair can reach {best.predicted_speedup:.2f}× at a "
-                    f"fixed k = {best.k}, at acceptance {self.alpha:.2f} ({source}): {why}; "
-                    "adaptive k can go further, ending each draft where the draft's "
-                    "confidence drops")
+                    f"fixed k = {best.k} (at least {low.predicted_speedup:.2f}×, at most "
+                    f"{high.predicted_speedup:.2f}×; {source}): {why}; adaptive k can go "
+                    "further, ending each draft where the draft's confidence drops")
+        elif self.settled is False:
+            line = (f"On this device this pair can reach at most {high.predicted_speedup:.2f}× "
+                    f"(k = {high.k}, {source}): {why} — plain decoding is faster; adaptive k "
+                    "falls back to it")
+        else:
+            line = (f"Not settled yet: between {low.predicted_speedup:.2f}× and "
+                    f"{high.predicted_speedup:.2f}× ({source}), an interval that spans break-even "
+                    f"— more drafts will tell; at {self.alpha:.2f} the best is "
+                    f"{best.predicted_speedup:.2f}× at k = {best.k} ({why})")
         return line + self.timings_note()
 
     @property
@@ -179,17 +270,35 @@ class CostView:
         return note + (" " + provisional if provisional else "")
 
 
+def _best(points: list[CostPoint]) -> CostPoint | None:
+    return max(points, key=lambda p: p.predicted_speedup) if points else None
+
+
 def cost_view(curve: VerifyCostCurve, t_draft: float, alpha: float | None,
               k_max: int = COST_K_MAX, t_plain: float | None = None,
-              conditions: Conditions | None = None) -> CostView:
-    """The cost model at each k from 1 to k_max; alpha None means not measured yet. t_plain is
-    a plain step measured together with t_draft; the curve is scaled to it (None: the curve's
-    own single step, when t_draft was measured with the curve)."""
+              conditions: Conditions | None = None,
+              seen: AcceptanceSeen | None = None) -> CostView:
+    """The cost model at each k from 1 to k_max; alpha None means not measured yet (the
+    prior), and `seen`, the draft tokens it was measured on, adds the interval's two ends.
+    t_plain is a plain step measured together with t_draft; the curve is scaled to it (None:
+    the curve's own single step, when t_draft was measured with the curve)."""
     measured = alpha is not None
     a = alpha if alpha is not None else ASSUMED_ALPHA
     base = curve.cost(1)
     if t_plain is None:
         t_plain = base
+    view = CostView(t_plain, t_draft, a, measured, _points(curve, t_draft, a, k_max, t_plain),
+                    seen=seen, conditions=conditions)
+    interval = view.interval
+    if interval is not None:
+        view.low_points = _points(curve, t_draft, interval[0], k_max, t_plain)
+        view.high_points = _points(curve, t_draft, interval[1], k_max, t_plain)
+    return view
+
+
+def _points(curve: VerifyCostCurve, t_draft: float, a: float, k_max: int,
+            t_plain: float) -> list[CostPoint]:
+    base = curve.cost(1)
     scale = t_plain / base if base > 0 else 1.0
     c = t_draft / t_plain if t_plain > 0 else 0.0
     points = []
@@ -202,7 +311,7 @@ def cost_view(curve: VerifyCostCurve, t_draft: float, alpha: float | None,
             predicted_speedup=predicted_speedup(a, k, t_plain, t_draft, t_verify),
             theory_speedup=theory_speedup(a, k, c),
         ))
-    return CostView(t_plain, t_draft, a, measured, points, conditions=conditions)
+    return points
 
 
 def predicted_curve(curve: VerifyCostCurve, t_plain: float, t_draft: float, k: float,

@@ -13,6 +13,7 @@ import json
 import subprocess
 import sys
 
+from app.engine.registry import DrafterChoice
 from app.errors import DraftLensError
 from app.models.loading import ModelSpec
 
@@ -25,26 +26,23 @@ def has_exact_mode(backend: str) -> bool:
     return backend in ("llamacpp", "torch")
 
 
-def spec_flags(spec: ModelSpec) -> list[str]:
-    """The command-line flags that load `spec`'s pair again, with the exact kernels."""
+def spec_flags(spec: ModelSpec, choice: DrafterChoice) -> list[str]:
+    """The command-line flags that load `spec`'s pair again, with the exact kernels, and
+    draft as `choice` says."""
     flags = ["-m", spec.target, "--backend", spec.resolved_backend(), "--device", spec.device,
-             "-ngl", str(spec.n_gpu_layers), "-c", str(spec.n_ctx), "--exact-kernels"]
+             "-ngl", str(spec.n_gpu_layers), "-c", str(spec.n_ctx), "--exact-kernels",
+             "--spec-type", ",".join(choice.names)]
     if spec.draft:
         flags += ["-md", spec.draft]
-    if spec.cross_vocab != "auto":
-        flags += ["--cross-vocab", spec.cross_vocab]
-    if spec.ngram:
-        flags.append("--ngram")
-    if spec.self_draft_layers:
-        flags += ["--self-draft-layers", str(spec.self_draft_layers)]
-    if spec.draft_heads:
-        flags += ["--draft-heads", spec.draft_heads]
-    if spec.suffix:
-        flags.append("--suffix")
-    if spec.draft_memory:
-        flags += ["--draft-memory", spec.draft_memory]
-    if spec.draft_mtp:
-        flags.append("--draft-mtp")
+    options = choice.options
+    if options.cross_vocab != "auto":
+        flags += ["--cross-vocab", options.cross_vocab]
+    if options.layers:
+        flags += ["--self-draft-layers", str(options.layers)]
+    if options.heads:
+        flags += ["--draft-heads", options.heads]
+    if options.memory:
+        flags += ["--draft-memory", options.memory]
     if spec.n_threads:
         flags += ["-t", str(spec.n_threads)]
     if spec.rpc:
@@ -56,17 +54,19 @@ def spec_flags(spec: ModelSpec) -> list[str]:
     return flags
 
 
-def child_command(spec: ModelSpec, draft_max: int, n_predict: int) -> list[str]:
+def child_command(spec: ModelSpec, choice: DrafterChoice, draft_max: int,
+                  n_predict: int) -> list[str]:
     """A packaged (frozen) app has no `python -m`: it runs its own executable."""
     program = [sys.executable] if getattr(sys, "frozen", False) else [
         sys.executable, "-m", "app.cli.main"]
     return [*program, "check-exact", "--greedy-only", "--json", "--draft-max", str(draft_max),
-            "-n", str(n_predict), *spec_flags(spec)]
+            "-n", str(n_predict), *spec_flags(spec, choice)]
 
 
-def run_exact_mode(spec: ModelSpec, draft_max: int, n_predict: int) -> dict[str, object]:
+def run_exact_mode(spec: ModelSpec, choice: DrafterChoice, draft_max: int,
+                   n_predict: int) -> dict[str, object]:
     """The child's greedy suite (GreedySuite.to_dict())."""
-    command = child_command(spec, draft_max, n_predict)
+    command = child_command(spec, choice, draft_max, n_predict)
     done = subprocess.run(command, capture_output=True, text=True, check=False)
     lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
     if done.returncode not in (0, 3) or not lines:

@@ -37,6 +37,7 @@ from app.analysis.exact_mode import (
 from app.analysis.kernel_noise import cached_kernel_noise
 from app.analysis.stats import g_test
 from app.engine.decode_config import DecodeConfig
+from app.engine.registry import DrafterChoice
 from app.engine.sampling import SamplingParams, process
 from app.engine.session import Session
 from app.errors import SettingsError
@@ -208,12 +209,12 @@ def _run(pair: LoadedPair, config: DecodeConfig, prompt_ids: list[int],
     return session
 
 
-def greedy_suite(pair: LoadedPair, draft_max: int, n_predict: int, prompts: list[str],
-                 mode: str, exact_kernels: bool) -> GreedySuite:
+def greedy_suite(pair: LoadedPair, choice: DrafterChoice, draft_max: int, n_predict: int,
+                 prompts: list[str], mode: str, exact_kernels: bool) -> GreedySuite:
     """Plain and speculative greedy text for each prompt; each prompt's first difference with
     the target's top-two margins there in both runs, judged against the kernels' measured
     noise (zero with batch-invariant kernels: there every difference is a failure)."""
-    config = DecodeConfig(n_predict=n_predict, draft_max=draft_max)
+    config = DecodeConfig(n_predict=n_predict, draft_max=draft_max, drafter=choice)
     model = pair.target
     tap = MarginTap(model)
     pair.target = tap
@@ -268,8 +269,8 @@ def exact_first_two(pair: LoadedPair, prompt_ids: list[int],
     return first, second
 
 
-def sampled_tokens(pair: LoadedPair, prompt_ids: list[int], params: SamplingParams,
-                   draft_max: int, samples: int, seed: int,
+def sampled_tokens(pair: LoadedPair, choice: DrafterChoice, prompt_ids: list[int],
+                   params: SamplingParams, draft_max: int, samples: int, seed: int,
                    progress: Progress | None = None) -> np.ndarray:
     """The first two tokens of `samples` speculative runs, seeds seed, seed + 1, ..."""
     out = np.empty((samples, 2), dtype=np.int64)
@@ -277,7 +278,7 @@ def sampled_tokens(pair: LoadedPair, prompt_ids: list[int], params: SamplingPara
         if progress is not None and i % 50 == 0:
             progress(f"sampled runs {i}/{samples}")
         config = DecodeConfig(n_predict=2, draft_max=draft_max, stop_at_eos=False,
-                              sampling=replace(params, seed=seed + i))
+                              sampling=replace(params, seed=seed + i), drafter=choice)
         out[i] = _generate(pair, config, prompt_ids, plain=False, stop_after=2)[:2]
     return out
 
@@ -292,27 +293,30 @@ def user_mode(pair: LoadedPair) -> tuple[str, bool]:
     return (f"torch {dtype}, one token per pass" if exact else f"torch {dtype}"), exact
 
 
-def check_greedy(pair: LoadedPair, draft_max: int = 4, n_predict: int = 32,
-                 progress: Progress | None = None) -> tuple[GreedySuite, GreedySuite | None]:
+def check_greedy(pair: LoadedPair, choice: DrafterChoice, draft_max: int = 4,
+                 n_predict: int = 32, progress: Progress | None = None,
+                 ) -> tuple[GreedySuite, GreedySuite | None]:
     """The greedy suite in the user's mode, and with batch-invariant kernels (the same suite
     when the user runs those already; None where the backend has no such mode here)."""
     say = progress or (lambda message: None)
     mode, already_exact = user_mode(pair)
     say(f"greedy identity over {len(GREEDY_PROMPTS)} prompts ({mode})")
-    suite = greedy_suite(pair, draft_max, n_predict, GREEDY_PROMPTS, mode, already_exact)
+    suite = greedy_suite(pair, choice, draft_max, n_predict, GREEDY_PROMPTS, mode,
+                         already_exact)
     if already_exact:
         return suite, suite
     if not has_exact_mode(pair.target.backend):
         return suite, None
     say(f"greedy identity again with {exact_mode_name(pair.target.backend)} (a child process)")
-    exact = GreedySuite.from_dict(run_exact_mode(pair.spec, draft_max, n_predict))
+    exact = GreedySuite.from_dict(run_exact_mode(pair.spec, choice, draft_max, n_predict))
     return suite, exact
 
 
-def check_exact(pair: LoadedPair, samples: int = 200, draft_max: int = 4,
-                temperature: float = 1.0, top_k: int = DEFAULT_TOP_K, n_predict: int = 32,
-                seed: int = 0, progress: Progress | None = None) -> ExactReport:
-    if not pair.spec.drafts:
+def check_exact(pair: LoadedPair, choice: DrafterChoice, samples: int = 200,
+                draft_max: int = 4, temperature: float = 1.0, top_k: int = DEFAULT_TOP_K,
+                n_predict: int = 32, seed: int = 0,
+                progress: Progress | None = None) -> ExactReport:
+    if not choice:
         raise SettingsError("check-exact needs a draft — give a draft model, --ngram, "
                             "--suffix, --draft-heads, --self-draft-layers or --draft-mtp")
     if samples < 20:
@@ -321,7 +325,7 @@ def check_exact(pair: LoadedPair, samples: int = 200, draft_max: int = 4,
     if temperature <= 0:
         raise SettingsError("the sampled test needs a temperature above 0 (e.g. --temp 1)")
     say = progress or (lambda message: None)
-    greedy, exact = check_greedy(pair, draft_max, n_predict, say)
+    greedy, exact = check_greedy(pair, choice, draft_max, n_predict, say)
     # the exact distributions in the target runtime's sampler order, as the session uses
     params = SamplingParams(temperature=temperature, top_k=top_k,
                             order=pair.target.sampler_order)
@@ -329,7 +333,7 @@ def check_exact(pair: LoadedPair, samples: int = 200, draft_max: int = 4,
     prompt_ids = pair.target.tokenize(SAMPLED_PROMPT)
     say("the target's exact distributions")
     first, second = exact_first_two(pair, prompt_ids, params)
-    tokens = sampled_tokens(pair, prompt_ids, params, draft_max, samples, seed, say)
+    tokens = sampled_tokens(pair, choice, prompt_ids, params, draft_max, samples, seed, say)
     p_first = g_test(tokens[:, 0], first).p_value
     p_second = g_test(tokens[:, 1], second).p_value
     notes = []
@@ -337,8 +341,8 @@ def check_exact(pair: LoadedPair, samples: int = 200, draft_max: int = 4,
     if min(modes) > NEARLY_SURE:
         notes.append(f"the target is nearly sure of both sampled tokens here (modes "
                      f"{modes[0]:.2f} and {modes[1]:.2f}): the sampled test can tell little")
-    if (pair.spec.ngram or pair.spec.suffix) and pair.draft is None:
-        kind = "n-gram" if pair.spec.ngram else "suffix"
+    if choice.names[0] in ("ngram", "suffix") and not choice.uses("draft"):
+        kind = "n-gram" if choice.names[0] == "ngram" else "suffix"
         notes.append(f"{kind} drafts are one-hot: the sampled test checks accept/reject only "
                      "where the prompt repeats")
     if exact is None:

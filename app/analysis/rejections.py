@@ -5,7 +5,8 @@ from a trace), for the window's analysis view and `draftlens trace FILE --analys
   it disagrees with; an unsure one is easy to satisfy in sampling and hard in greedy);
 - q(x) against p(x) for every judged draft token, with its decision (calibration);
 - the most frequent "draft wrote X, target wanted Y" pairs;
-- acceptance by token class (whitespace, punctuation, numbers, identifiers, words).
+- acceptance by token class (whitespace, punctuation, numbers, identifiers, words);
+- why steps drafted or not: counts by the controller's recorded rule (app.analysis.reasons).
 Traces written before entropies were recorded read back with 0.0 there: `has_entropy` says so.
 """
 
@@ -17,6 +18,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from app.analysis.reasons import reason_lines
 from app.engine.records import StepRecord, TokenRecord
 
 CLASSES = ("whitespace", "punctuation", "number", "identifier", "word", "other")
@@ -89,6 +91,7 @@ class RejectionAnalysis:
     confusions: list[tuple[str, str, int]]
     calibration: Calibration
     notes: list[str] = field(default_factory=list)
+    reasons: list[str] = field(default_factory=list)  # why each step's k, counted by rule
 
 
 def calibration(steps: list[StepRecord]) -> Calibration:
@@ -149,6 +152,7 @@ def analyse(steps: list[StepRecord]) -> RejectionAnalysis:
         confusions=confusions(steps),
         calibration=cal,
         notes=notes,
+        reasons=reason_lines(steps),
     )
 
 
@@ -185,4 +189,4 @@ def report_lines(analysis: RejectionAnalysis) -> list[str]:
                      f"mean p {cal.p.mean():.3f}")
         if a.has_entropy:
             lines.append(f"target entropy at judged tokens: mean {cal.entropy.mean():.2f} nats")
-    return lines
+    return lines + a.reasons

@@ -8,7 +8,6 @@ import json
 import sys
 from argparse import Namespace
 from collections.abc import Callable
-from dataclasses import replace
 from typing import Any
 
 from app.analysis.exactness import (
@@ -31,7 +30,14 @@ from app.analysis.sweep import parse_ks, run_sweep
 from app.cli import interrupt
 from app.cli.bench import read_prompts
 from app.cli.bench_tasks import SUITES
-from app.cli.options import decode_config, model_spec, self_draft_layers
+from app.cli.options import (
+    decode_config,
+    drafter_choice,
+    model_spec,
+    self_draft_layers,
+    settings,
+)
+from app.engine.registry import DrafterChoice, parse_names
 from app.errors import SettingsError
 from app.models.loading import load_pair
 from app.runs import encode_prompt
@@ -81,9 +87,9 @@ def add_check_flags(parser: argparse.ArgumentParser) -> None:
 
 def cmd_sweep(args: Namespace) -> int:
     ks = parse_ks(args.k)
-    config = decode_config(args)
+    config, spec = settings(args)
     prompts = read_prompts(args)
-    pair = load_pair(model_spec(args), progress=_say("sweep"))
+    pair = load_pair(spec, progress=_say("sweep"))
     try:
         encoded = [encode_prompt(pair.target, p, args.chat) for p in prompts]
         rows = run_sweep(pair, config, encoded, ks, args.rounds, progress=_say("sweep"),
@@ -114,27 +120,25 @@ def cmd_sweep(args: Namespace) -> int:
 
 def cmd_rank(args: Namespace) -> int:
     layers = self_draft_layers(args)
-    candidate_args = Namespace(**{**vars(args), "draft": None, "ngram": True,
-                                  "self_draft_layers": None})
-    base_spec = model_spec(candidate_args)
+    base_spec = model_spec(args, DrafterChoice())  # the target alone; candidates draft
     paths = list(args.candidates)
-    if not paths and args.target is None and not args.ngram and not layers:
+    ngram = args.ngram or bool(args.spec_type and "ngram" in parse_names(args.spec_type))
+    if not paths and args.target is None and not ngram and not layers:
         from app.models.demo import demo_paths
 
         paths = [str(demo_paths()[1])]
     candidates: list[Candidate] = [candidate for path in paths
                                    for candidate in draft_model_candidates(base_spec.target, path)]
     candidates += [SelfDraftCandidate(n) for n in layers]
-    if args.ngram:
+    if ngram:
         candidates.append(NgramCandidate())
     if not candidates:
         raise SettingsError("nothing to rank — give --candidates DRAFT ..., --ngram and/or "
                             "--self-draft-layers N,M")
-    config = decode_config(Namespace(**{**vars(args), "ngram": False}))  # one k for all
+    config = decode_config(args, DrafterChoice())  # one k for all
     prompts = read_prompts(args)
 
-    base = load_pair(replace(base_spec, draft=None, ngram=False, self_draft_layers=0),
-                     progress=_say("rank"))
+    base = load_pair(base_spec, progress=_say("rank"))
     try:
         encoded = [encode_prompt(base.target, p, args.chat) for p in prompts]
         rows = rank_candidates(base, candidates, config, encoded, args.rounds,
@@ -161,15 +165,16 @@ def cmd_rank(args: Namespace) -> int:
 
 
 def cmd_check_exact(args: Namespace) -> int:
-    spec = model_spec(args)
+    choice = drafter_choice(args)
+    spec = model_spec(args, choice)
     pair = load_pair(spec, progress=_say("check-exact"))
     try:
         if args.greedy_only:
-            suite = greedy_suite(pair, args.draft_max, args.n_predict, GREEDY_PROMPTS,
+            suite = greedy_suite(pair, choice, args.draft_max, args.n_predict, GREEDY_PROMPTS,
                                  user_mode(pair)[0], spec.batch_invariant)
             print(json.dumps({"greedy_suite": suite.to_dict()}))
             return 0 if suite.identical else EXIT_NOT_EXACT
-        report = check_exact(pair, samples=args.samples, draft_max=args.draft_max,
+        report = check_exact(pair, choice, samples=args.samples, draft_max=args.draft_max,
                              temperature=args.temp, top_k=args.top_k, n_predict=args.n_predict,
                              seed=args.seed, progress=_say("check-exact"))
     finally:

@@ -438,7 +438,7 @@ class DraftLengthController:
         from an earlier answer often matches 16 tokens and goes on for 4 (an agent's JSON, a
         dataclass with other fields), and the output repeating a phrase of its own goes its
         own way after it. Counted at all, even beside the verdicts, a long run drafted
-        31-token passes that kept 2 (packaging/replay_suffix.py, replay_lookup.py)."""
+        31-token passes that kept 2 (packaging/research/replay_suffix.py, replay_lookup.py)."""
         run = min(float(copied), POOL_MEMORY)
         if kind.run_is_evidence and run:
             self.estimates[kind.name].raise_pool(run, run)

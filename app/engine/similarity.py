@@ -1,6 +1,6 @@
 """Per-token diagnostics shown beside the decisions, never the acceptance rule, and how well
-each tells accepted draft tokens from rejected ones (packaging/measure_diagnostics.py measures
-them on a real pair; figures in docs).
+each tells accepted draft tokens from rejected ones (packaging/research/measure_diagnostics.py
+measures them on a real pair; figures in docs).
 
 hidden_cos: for each judged draft token, in [-1, 1], the cosine of the draft's and the
 target's final hidden states (the output of the final norm, which the output head reads),

@@ -1,14 +1,21 @@
 """Suffix decoding (Oliaro et al., SuffixDecoding): drafts copied from whatever earlier text
-went on from the context's last tokens — the prompt, this run's output, earlier runs' outputs
-(a memory of the same target's generations) — as a tree of those continuations, each branch
-weighted by how often it followed, or the likeliest path as a chain. The longer the match,
-the longer the draft may be. Nothing is sampled: q is one-hot, so verification stays exact.
+went on from the context's last tokens — the prompt and this run's output (a local suffix
+tree), earlier runs' outputs (the memory: a global one) — as a tree of those continuations,
+each branch weighted by how often it followed, or the likeliest path as a chain. Every match
+length is tried in both trees and the best-scoring candidate taken (app.engine.suffix_index);
+a match of m tokens drafts at most `factor * m + offset` tokens, none below `min_prob`
+(SuffixOptions: --spec-factor, --spec-offset, --spec-min-prob, the paper's defaults).
+Nothing is sampled: q is one-hot, so verification stays exact.
 
 A copy of the prompt is drafted by the edit-aware prompt lookup (app.engine.lookup_edits,
 --ngram's): code asked back with a rename keeps its place in the prompt across the renamed
 tokens, where a suffix match breaks at each of them (the edit tasks: 1.72x plain modelled
-against 1.44x, packaging/replay_suffix.py). Its kinds are --ngram's, learnt apart from the
+against 1.44x, packaging/research/replay_suffix.py). Its kinds are --ngram's, learnt apart from the
 suffix kinds, and a lookup's run since the last edit is its evidence as it is --ngram's.
+The renames it learns apply to copies from the memory too (lookup_edits.replaced).
+
+Where neither tree holds the context's last token with something after it, the outlook
+says so at once (nothing available: no pass is priced, no tree grown).
 
 Each drafted token says where it was copied from (records.CopySource), for the inspector.
 """
@@ -17,6 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 
@@ -25,22 +33,22 @@ from app.engine.drafters import (
     Budget,
     Draft,
     Drafter,
+    DrafterOptions,
     DraftKind,
+    Entry,
     Outlook,
+    StopRule,
     TreeShape,
 )
-from app.engine.lookup import NGRAM_GUESS
+from app.engine.lookup import NGRAM_GUESS, block_limit
 from app.engine.lookup_edits import EditAwareLookup
-from app.engine.records import (
-    COPIED_FROM_MEMORY,
-    COPIED_FROM_OUTPUT,
-    COPIED_FROM_PROMPT,
-    CopySource,
-)
+from app.engine.protocol import LanguageModel
+from app.engine.records import COPIED_FROM_MEMORY, COPIED_FROM_PROMPT, CopySource
 from app.engine.sampling import SamplingParams
-from app.engine.suffix_index import CandidateTree, Occurrences, SuffixIndex, TreeBudget
-from app.engine.token_buffer import Label, TokenBuffer
+from app.engine.suffix_index import CandidateTree, SuffixCache, TreeBudget
+from app.engine.suffix_tree import SuffixTree
 from app.engine.tree import DraftTree
+from app.errors import SettingsError
 
 SUFFIX_LABEL = "suffix decoding"
 # a match of at least this many tokens is a copy (SUFFIX_COPY), a shorter one a guess
@@ -49,15 +57,33 @@ _STRONG_MATCH = 6
 # The two kinds of draft suffix decoding makes, declared as the lookup's are (from the free
 # kinds' prior, docs/ablation.md): a guess from a short match, and a copy (a match of at
 # least _STRONG_MATCH tokens). A copy's match is no evidence: a match recalled from an earlier
-# answer says little of how far it goes on (packaging/replay_suffix.py: of the repetitive
-# suite's copies from memory with a 6+ token match, 35% agree for 8 tokens, 6% for 16); it
-# learns from its verdicts alone
+# answer says little of how far it goes on (packaging/research/replay_suffix.py: of the
+# repetitive suite's copies from memory with a 6+ token match, 35% agree for 8 tokens, 6% for
+# 16); it learns from its verdicts alone
 SUFFIX_GUESS = DraftKind("suffix-weak", free=True)
 SUFFIX_COPY = DraftKind("suffix", free=True, run_is_evidence=False)
-# a branch followed by fewer than this share of the matched occurrences is not drafted
-# (SuffixDecoding's min_token_prob; vLLM's default)
-_MIN_SHARE = 0.1
-_SPEC_FACTOR = 1.0
+
+@dataclass(frozen=True)
+class SuffixOptions:
+    """How far suffix decoding drafts, with SuffixDecoding's defaults (ArcticInference and
+    vLLM: max_spec_factor 1.0, max_spec_offset 0, min_token_prob 0.1, tree depth 64)."""
+
+    factor: float = 1.0  # a match of m tokens drafts at most factor * m + offset tokens
+    offset: float = 0.0
+    min_prob: float = 0.1  # a token whose estimated probability is lower is not drafted
+    max_depth: int = 64  # the trees' depth: a match and its draft are this long at most
+
+    def validate(self) -> None:
+        if not self.factor > 0:
+            raise SettingsError(f"--spec-factor must be > 0 (got {self.factor}); the "
+                                "paper's 1.0 drafts as many tokens as the match is long")
+        if self.offset < 0:
+            raise SettingsError(f"--spec-offset must be 0 or more (got {self.offset})")
+        if not 0.0 <= self.min_prob < 1.0:
+            raise SettingsError(f"--spec-min-prob must be in [0, 1) (got {self.min_prob})")
+
+    def budget(self, depth: int, nodes: int = 1, width: int = 1) -> TreeBudget:
+        return TreeBudget(depth, nodes, width, self.min_prob, self.factor, self.offset)
 
 
 @dataclass(frozen=True)
@@ -68,19 +94,19 @@ class RememberedRun:
     tokens: Sequence[int]
 
 
-def memory_buffer(runs: Sequence[RememberedRun]) -> TokenBuffer:
-    """The earlier runs, indexed once and shared by every drafter that reads them."""
-    buffer = TokenBuffer()
+def memory_buffer(runs: Sequence[RememberedRun], max_depth: int = 64) -> SuffixTree:
+    """The earlier runs in one global suffix tree, each a sequence named by its run id;
+    built once and shared by every drafter that reads them (and extended as runs end)."""
+    tree = SuffixTree(max_depth)
     for remembered in runs:
-        buffer.start_sequence(Label(COPIED_FROM_MEMORY, remembered.run))
-        buffer.extend(remembered.tokens)
-    return buffer
+        tree.extend(remembered.run, remembered.tokens)
+    return tree
 
 
 class SuffixDrafter(Drafter):
-    """Drafts from a suffix index over the prompt and output (rebuilt at every begin()) and a
-    memory of earlier runs (read only). `limit` says how many of a copy's tokens a draft may
-    take (lookup.block_limit).
+    """Drafts from a local suffix tree over the prompt and output (a new one at every
+    begin()) and a global one, the memory of earlier runs (read only here). `limit` says how
+    many of a copy's tokens a draft may take (lookup.block_limit).
 
     Its outlook names a copy (SUFFIX_COPY: a match of at least _STRONG_MATCH tokens) or a
     guess (SUFFIX_GUESS: a shorter one), so the controller learns the two apart."""
@@ -88,64 +114,53 @@ class SuffixDrafter(Drafter):
     kind = SUFFIX_COPY
     cost_hint = 0.0
 
-    def __init__(self, memory: TokenBuffer | None = None, max_match: int = 64,
+    def __init__(self, memory: SuffixTree | None = None,
                  limit: Callable[[list[int]], int] | None = None,
-                 factor: float = _SPEC_FACTOR) -> None:
+                 options: SuffixOptions | None = None) -> None:
         self.name = SUFFIX_LABEL
-        self.memory = memory if memory is not None else TokenBuffer()
-        self.max_match = max_match
+        self.options = options or SuffixOptions()
+        self.memory = memory if memory is not None else SuffixTree(self.options.max_depth)
         self.limit = limit
-        self.factor = factor  # a match of m tokens drafts at most factor * m (TreeBudget)
+        self._cache = SuffixCache(self.memory, self.options.max_depth)
         self._clear()
 
     def _clear(self) -> None:
-        self._prompt_length = 0
         self._prompt_copy = EditAwareLookup(limit=self.limit)
-        self._live = TokenBuffer()
-        self._index = SuffixIndex([self.memory, self._live], self.max_match)
-        self._found: tuple[int, Occurrences] | None = None
+        self._last = -1  # the last token indexed
         self._chain: tuple[int, CandidateTree, int] | None = None  # (context length, tree, kept)
 
     def begin(self, prompt_ids: Sequence[int]) -> None:
         """A new generation: forget the last run's prompt and output (never the memory) and
         index this prompt, whose tokens are copied as the prompt's; what follows is output."""
         self._clear()
-        self._prompt_length = len(prompt_ids)
-        self._live.start_sequence(Label(COPIED_FROM_PROMPT))
-        self._live.extend(prompt_ids)
-        self._live.relabel_from_here(Label(COPIED_FROM_OUTPUT))
+        self._cache.start_request(prompt_ids)
+        self._last = prompt_ids[-1] if len(prompt_ids) else -1
 
     def accept(self, context: list[int], hidden: np.ndarray | None) -> None:
         """The target kept the tokens that now end `context`: index them as this output."""
         self._catch_up(context)
 
     def _catch_up(self, context: list[int]) -> None:
-        """Bring the live buffer up to the context: it extends what was indexed by what the
-        target wrote. A context that does not (a drafter used without begin(), or asked about
+        """Bring the index up to the context: it extends what was indexed by what the target
+        wrote. A context that does not (a drafter used without begin(), or asked about
         another text) starts the index again from it, as a prompt."""
-        n = len(self._live)
-        if n == 0 or n > len(context) or context[n - 1] != self._live.last:
+        n = self._cache.length
+        if n == 0 or n > len(context) or context[n - 1] != self._last:
             self.begin(context)
         elif n < len(context):
-            self._live.extend(context[n:])
-
-    def _occurrences(self, context: list[int]) -> Occurrences:
-        """The occurrences of the context's suffix, looked up once per context length."""
-        self._catch_up(context)
-        if self._found is None or self._found[0] != len(context):
-            self._found = (len(context), self._index.occurrences(context))
-        return self._found[1]
+            self._cache.add_active_response(context[n:])
+            self._last = context[-1]
 
     def match_length(self, context: list[int]) -> int:
-        found = self._occurrences(context)
-        return int(found.matches[0]) if len(found) else 0
+        self._catch_up(context)
+        return self._cache.longest_match()
 
     def _copy_of_prompt(self, context: list[int]) -> Outlook | None:
         """The edit-aware lookup's outlook where it copies the prompt (not a guess), else
         None."""
         self._catch_up(context)
         found = self._prompt_copy.find(context)
-        if found is None or found.start >= self._prompt_length:
+        if found is None or found.start >= self._cache.prompt_length:
             return None
         kind = self._prompt_copy.kind_for(context)
         return None if kind is NGRAM_GUESS else Outlook(kind, self._prompt_copy.copied(context))
@@ -154,35 +169,45 @@ class SuffixDrafter(Drafter):
         prompt_copy = self._copy_of_prompt(context)
         if prompt_copy is not None:
             return prompt_copy
-        match = self.match_length(context)
-        available = self._likeliest(context)[1]
-        if match >= _STRONG_MATCH:
+        if not self._cache.has_match():
+            return Outlook(SUFFIX_GUESS, 0, 0)  # nothing to copy: nothing to price
+        tree, available = self._likeliest(context)
+        if tree.match >= _STRONG_MATCH:
             # a copy's evidence is its match: a draft follows its match length (as
             # SuffixDecoding's)
-            return Outlook(SUFFIX_COPY, match, available)
+            return Outlook(SUFFIX_COPY, tree.match, available)
         return Outlook(SUFFIX_GUESS, 0, available)
+
+    def has_draft(self, context: list[int]) -> bool:
+        return self.outlook(context).available != 0
 
     def copied(self, context: list[int]) -> int:
         """The match, when it is a copy (see outlook)."""
         return self.outlook(context).copied
 
     def candidates(self, context: list[int], budget: TreeBudget) -> CandidateTree:
-        found = self._occurrences(context)  # may begin a new index: look it up after
-        return self._index.candidates_from(found, budget)
+        self._catch_up(context)
+        if not self._cache.has_match():
+            return CandidateTree()
+        return self._cache.speculate(budget)
 
     def _likeliest(self, context: list[int]) -> tuple[CandidateTree, int]:
-        """The likeliest chain as long as a match may draft (max_match tokens at most), and
-        how many of its tokens a draft may take; built once per context length, so the
-        outlook's `available` and every k's draft are the same chain."""
-        found = self._occurrences(context)
+        """The best chain as long as a match may draft, and how many of its tokens a draft
+        may take; built once per context length, so the outlook's `available` and every
+        k's draft are the same chain."""
         if self._chain is None or self._chain[0] != len(context):
-            depth = self.max_match
-            tree = self._index.candidates_from(found, TreeBudget(
-                depth=depth, nodes=depth, min_share=_MIN_SHARE, factor=self.factor))
-            tokens = [node.token for node in tree.first_path()]
+            tree = self.candidates(context, self.options.budget(self.options.max_depth))
+            tokens = self._renamed(tree, tree.tokens[: tree.first_path_length()])
             kept = len(tokens) if self.limit is None else self.limit(tokens)
             self._chain = (len(context), tree, kept)
         return self._chain[1], self._chain[2]
+
+    def _renamed(self, tree: CandidateTree, tokens: list[int]) -> list[int]:
+        """A copy from the memory with the renames the target made to copies of the prompt
+        applied (the edit layer's), cut to the candidate's length."""
+        if not tree.tokens or tree.node(0).label.kind != COPIED_FROM_MEMORY:
+            return tokens
+        return self._prompt_copy.renamed(tokens)[: len(tokens)]
 
     def propose(
         self, context: list[int], budget: Budget, params: SamplingParams,
@@ -193,12 +218,14 @@ class SuffixDrafter(Drafter):
             draft = self._prompt_copy.propose(context, budget, params, rng)
             source = _prompt_source(prompt_copy)
             return Draft(draft.tokens, None, copied_from=[source] * len(draft.tokens))
+        if not self._cache.has_match():
+            return EMPTY_DRAFT
         tree, available = self._likeliest(context)
         n = min(budget.max_tokens, available)
         if n <= 0:
             return EMPTY_DRAFT
-        return Draft([node.token for node in tree.nodes[:n]], None,
-                     copied_from=[_source(tree, i) for i in range(n)])
+        tokens = self._renamed(tree, tree.tokens[: tree.first_path_length()])
+        return Draft(tokens[:n], None, copied_from=[_source(tree, i) for i in range(n)])
 
     def propose_tree(
         self, context: list[int], depth: int, shape: TreeShape, params: SamplingParams,
@@ -212,15 +239,16 @@ class SuffixDrafter(Drafter):
             source = _prompt_source(prompt_copy)
             return DraftTree(lookup_tree.tokens, lookup_tree.parents, lookup_tree.q_rows,
                              [source] * len(lookup_tree.tokens))
-        tree = self.candidates(context, TreeBudget(depth, shape.max_nodes, shape.width,
-                                                   min_share=_MIN_SHARE, factor=self.factor))
+        tree = self.candidates(context, self.options.budget(depth, shape.max_nodes,
+                                                            shape.width))
         if self.limit is not None:  # as deep as the likeliest path may go
-            depth = self.limit([node.token for node in tree.first_path()])
-        kept = [i for i, node in enumerate(tree.nodes) if node.depth <= depth]
+            depth = self.limit(tree.tokens[: tree.first_path_length()])
+        nodes = tree.nodes
+        kept = [i for i, node in enumerate(nodes) if node.depth <= depth]
         # preorder keeps parents before children, so dropping the deep ones renumbers simply
         new_index = {-1: -1, **{old: new for new, old in enumerate(kept)}}
-        return DraftTree([tree.nodes[i].token for i in kept],
-                         [new_index[tree.nodes[i].parent] for i in kept],
+        return DraftTree([nodes[i].token for i in kept],
+                         [new_index[nodes[i].parent] for i in kept],
                          [None] * len(kept), [_source(tree, i) for i in kept])
 
 
@@ -231,6 +259,30 @@ def _prompt_source(prompt_copy: Outlook) -> CopySource:
 
 
 def _source(tree: CandidateTree, i: int) -> CopySource:
-    node = tree.nodes[i]
+    node = tree.node(i)
     return CopySource(kind=node.label.kind, run=node.label.run, count=node.count,
                       of=tree.occurrences, match=tree.match)
+
+
+class MemorySource(Protocol):
+    """What suffix decoding reads of a run: the target, the run's suffix options, and the
+    memory's earlier outputs of the target in one suffix tree (leaving out answers to the
+    run's own prompt)."""
+
+    @property
+    def target(self) -> LanguageModel: ...
+
+    @property
+    def suffix_options(self) -> SuffixOptions: ...
+
+    def memory(self, path: str, max_depth: int) -> SuffixTree: ...
+
+
+def suffix_drafter(sources: MemorySource, options: DrafterOptions, rule: StopRule,
+                   fallback: bool) -> SuffixDrafter:
+    reach = sources.suffix_options
+    memory = sources.memory(options.memory, reach.max_depth) if options.memory else None
+    return SuffixDrafter(memory, limit=block_limit(sources.target), options=reach)
+
+
+ENTRY = Entry("suffix", suffix_drafter, lambda options, draft_file: SUFFIX_LABEL, free=True)

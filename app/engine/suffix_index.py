@@ -1,98 +1,76 @@
-"""Suffix matching over token sequences, for suffix decoding (Oliaro et al., SuffixDecoding).
+"""Suffix decoding's index (Oliaro et al., SuffixDecoding; the interface is vLLM's and
+ArcticInference's four calls): a *local* suffix tree over this request's prompt and output,
+and a *global* one over the memory of earlier runs (app.engine.suffix_tree).
 
 Terms, used throughout:
-  - a *buffer* holds token sequences end to end, separated by SEPARATOR, each sequence
-    labelled with where it came from (the prompt, this run's output, an earlier run);
-  - an *occurrence* is a position `end` in a buffer whose tokens, read backwards from `end`,
-    equal the context's last tokens; its *match* is how many agree (up to `max_match`);
-  - the *continuation* of an occurrence is what followed it: buffer[end + 1 :], up to the
-    next separator;
-  - a *candidate tree* merges the continuations of the occurrences whose match is at least
-    some length m into a trie; a node's *count* is how many of them went on that way, its
-    *share* count / occurrences (the empirical chance that the text goes on so).
-
-Where SuffixDecoding keeps a bounded-depth suffix tree whose node counts give the shares,
-this keeps, per token and per pair of tokens, the positions where they occur (appended in
-O(1) amortised per token), and reads the match of every occurrence of the context's last
-two tokens in one vectorised comparison, with memory linear in the tokens. The counts are
-SuffixDecoding's over a window: the latest `max_occurrences` occurrences per buffer are
-compared, and at most `tree_occurrences` of them (longest match, then latest) merged.
-As SuffixDecoding, match lengths among the occurrences are tried (the longest few) and the
-tree with the highest score (the sum of its nodes' shares: the expected number of accepted
-tokens if the shares are right) is kept; a tree from a match of m tokens is at most
-`factor * m` deep. The context's last pair (else its last token) must occur: a match is at
-least two tokens long wherever the pair occurs anywhere.
+  - a *match* is a suffix of the context found in a tree; its length is m. Every match
+    length found is tried, in each tree;
+  - from a match, a *candidate* grows best-first by estimated probability: a token's is its
+    parent's times the continuation frequency (child count / parent count), and a token
+    below `min_prob` is not drafted;
+  - a candidate from a match of m tokens is at most `factor * m + offset` tokens deep
+    (SuffixDecoding's max_spec_factor and max_spec_offset);
+  - its *score* is the sum of its tokens' probabilities (the expected number accepted, if
+    the frequencies are right); the best-scoring candidate of both trees is taken, the
+    longer match on a tie, the local tree's on a tie between trees.
 """
 
 from __future__ import annotations
 
+import functools
 import heapq
-from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 
-import numpy as np
+from app.engine.records import COPIED_FROM_MEMORY, COPIED_FROM_OUTPUT, COPIED_FROM_PROMPT
+from app.engine.suffix_tree import Cursor, Matcher, SuffixTree
+from app.engine.token_buffer import Label
 
-from app.engine.token_buffer import SEPARATOR, Label, TokenBuffer
-
-# SuffixDecoding tries every match length; the longest few carry nearly all the score, and
-# each try costs a trie
-_MATCH_LENGTHS_TRIED = 4
-# tokens compared for every occurrence; only those that agree on all are compared further
-_FIRST_COMPARED = 8
+LOCAL = 0  # the local tree's one sequence: the prompt, then the output
 
 
-@dataclass(frozen=True)
-class Occurrence:
-    buffer: int  # which of the index's buffers
-    end: int
-    match: int
-
-
-@dataclass
-class Occurrences:
-    """Occurrences as arrays [n], longest match first, then the latest buffer and position."""
-
-    buffers: np.ndarray
-    ends: np.ndarray
-    matches: np.ndarray
-
-    def __len__(self) -> int:
-        return int(self.ends.shape[0])
-
-    def at(self, i: int) -> Occurrence:
-        return Occurrence(int(self.buffers[i]), int(self.ends[i]), int(self.matches[i]))
-
-
-@dataclass
+@dataclass(slots=True)
 class Candidate:
-    """A node of the candidate tree."""
+    """A node of a candidate tree."""
 
     token: int
     parent: int  # index of the parent node; -1: a child of the context's last token
     depth: int
-    count: int  # occurrences whose continuation passes through this node
-    share: float  # count / occurrences the tree was built from
-    # the first of those occurrences (longest match, then latest): where the token is copied
-    # from, and its position in that buffer
-    label: Label
-    position: int
+    count: int  # occurrences that went on through this token
+    prob: float  # estimated chance that the text goes on to this token
+    label: Label  # where it was first seen
+    position: int  # and at which position of that sequence
 
 
 @dataclass
 class CandidateTree:
-    """Nodes in an order where parents come first and the first path (each node's likeliest
-    child, from the root down) takes indexes 0, 1, 2, ..."""
+    """Tokens in preorder, likeliest child first, so the first path (each node's likeliest
+    child, from the root down) takes indexes 0, 1, 2, ...; each token's node (Candidate:
+    its count and where it was seen) is built when asked for."""
 
-    nodes: list[Candidate] = field(default_factory=list)
-    match: int = 0  # context tokens the tree's occurrences match (at least)
-    occurrences: int = 0
-    score: float = 0.0  # the sum of the nodes' shares
+    tokens: list[int] = field(default_factory=list)
+    parents: list[int] = field(default_factory=list)  # -1: a child of the context's end
+    match: int = 0  # context tokens the candidate's match is long
+    occurrences: int = 0  # occurrences of the match (the first tokens' counts are of these)
+    score: float = 0.0  # the sum of the tokens' probabilities
+    node_at: Callable[[int], Candidate] | None = None
+
+    @property
+    def nodes(self) -> list[Candidate]:
+        return [self.node(i) for i in range(len(self.tokens))]
+
+    def node(self, i: int) -> Candidate:
+        assert self.node_at is not None
+        return self.node_at(i)
+
+    def first_path_length(self) -> int:
+        n = 0
+        while n < len(self.tokens) and self.parents[n] == n - 1:
+            n += 1
+        return n
 
     def first_path(self) -> list[Candidate]:
-        path: list[Candidate] = []
-        while len(path) < len(self.nodes) and self.nodes[len(path)].parent == len(path) - 1:
-            path.append(self.nodes[len(path)])
-        return path
+        return [self.node(i) for i in range(self.first_path_length())]
 
 
 @dataclass(frozen=True)
@@ -100,158 +78,218 @@ class TreeBudget:
     depth: int  # tokens deep at most
     nodes: int = 1  # nodes at most
     width: int = 1  # children per node at most (1: a chain)
-    min_share: float = 0.1  # a node whose share is lower is not proposed
-    factor: float = 1.0  # a match of m tokens grows a tree at most factor * m deep
+    min_prob: float = 0.1  # a token whose estimated probability is lower is not drafted
+    factor: float = 1.0  # a match of m tokens grows a candidate at most factor * m + offset
+    offset: float = 0.0
+
+    def depth_for(self, match: int) -> int:
+        return max(0, min(self.depth, int(self.factor * match + self.offset + 1e-6)))
 
 
-class SuffixIndex:
-    """Several buffers searched as one (an earlier-runs buffer shared between runs, and this
-    run's prompt and output); the latest occurrences are kept first."""
+Labeller = Callable[[int, int], Label]  # (sequence id, position) -> where it came from
 
-    def __init__(self, buffers: Sequence[TokenBuffer], max_match: int = 64,
-                 max_occurrences: int = 256, tree_occurrences: int = 32) -> None:
-        self.buffers = list(buffers)
-        self.max_match = max_match  # context tokens compared at most
-        self.max_occurrences = max_occurrences  # per buffer, the latest
-        self.tree_occurrences = tree_occurrences  # merged into one tree at most
 
-    def occurrences(self, context: Sequence[int]) -> Occurrences:
-        """Occurrences of the context's last tokens; at most max_occurrences per buffer (the
-        latest)."""
-        parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
-        tail = np.asarray(context[-self.max_match:], dtype=np.int64)[::-1]  # [m], newest first
-        for b, buffer in enumerate(self.buffers if len(context) else ()):
-            ends = buffer.ends_of(context)[-self.max_occurrences:]  # [c]
-            if ends.size == 0:
-                continue
-            matches = _agreement(buffer.tokens, ends, tail[:_FIRST_COMPARED])
-            longer = np.flatnonzero(matches == _FIRST_COMPARED)
-            if longer.size and tail.shape[0] > _FIRST_COMPARED:
-                # only those that agree so far are compared further
-                matches[longer] += _agreement(buffer.tokens, ends[longer] - _FIRST_COMPARED,
-                                              tail[_FIRST_COMPARED:])
-            parts.append((np.full_like(ends, b), ends, matches))
-        if not parts:
-            empty = np.empty(0, dtype=np.int64)
-            return Occurrences(empty, empty, empty)
-        buffers, ends, matches = (np.concatenate(column) for column in zip(*parts, strict=True))
-        order = np.lexsort((-ends, -buffers, -matches))
-        return Occurrences(buffers[order], ends[order], matches[order])
+def best_candidate(tree: SuffixTree, matches: Sequence[Cursor], budget: TreeBudget,
+                   label: Labeller) -> CandidateTree:
+    """The best-scoring candidate over every match (longest first), then built in full.
+    A candidate's score is at most its depth, and a shorter match's depth is no deeper, so
+    the search stops once none can beat the best. A shorter match with as many occurrences
+    as the last one tried is the same occurrences (each is preceded by the longer match),
+    so it can do no better unless the depth bound leaves it more room: it is skipped."""
+    best: _Grown | None = None
+    tried_count, tried_room = -1, -1
+    for cursor in matches:
+        match = tree.depth(cursor)
+        depth = budget.depth_for(match)
+        if best is not None and depth <= best.score:
+            break
+        count = tree.counts[cursor[0]] if cursor[1] == 0 else 1
+        room = min(depth, tree.max_depth - match)
+        if count == tried_count and room <= tried_room:
+            continue
+        tried_count, tried_room = count, room
+        grown = _grow(tree, cursor, depth, budget)
+        if best is None or grown.score > best.score:
+            best = grown
+    if best is None or not best.raw:
+        return CandidateTree()
+    return _emit(tree, best, label)
 
-    def longest_match(self, context: Sequence[int]) -> int:
-        found = self.occurrences(context)
-        return int(found.matches[0]) if len(found) else 0
 
-    def candidates(self, context: Sequence[int], budget: TreeBudget) -> CandidateTree:
-        """The best-scoring candidate tree over the longest few match lengths."""
-        return self.candidates_from(self.occurrences(context), budget)
+@dataclass
+class _Grown:
+    """A candidate before it is built: its tokens' (cursor, parent, prob, depth)."""
 
-    def candidates_from(self, found: Occurrences, budget: TreeBudget) -> CandidateTree:
-        """Occurrences are merged longest match first, so the tree for a shorter match
-        length grows the one for the longer: each is scored as it stands, the best kept."""
-        best = CandidateTree()
-        trie = _Trie()
-        n = 0
-        for m in np.unique(found.matches)[::-1][:_MATCH_LENGTHS_TRIED].tolist():
-            depth = min(budget.depth, int(budget.factor * m + 1e-6))
-            if depth < 1:
+    start: Cursor
+    raw: list[tuple[Cursor, int, float, int]]
+    score: float
+
+
+def _continuations(tree: SuffixTree, cursor: Cursor) -> list[tuple[Cursor, float]]:
+    """Where the text went on from the cursor, likeliest first, with the frequency of each."""
+    node, extra = cursor
+    if extra == 0 and not tree.is_tail(node):
+        counts = tree.counts
+        total = counts[node]
+        kids = sorted(tree.kids[node], key=counts.__getitem__, reverse=True)
+        return [((kid, 0), counts[kid] / total) for kid in kids]
+    return [((node, extra + 1), 1.0)] if tree.tail_token(node, extra) >= 0 else []
+
+
+def _token(tree: SuffixTree, cursor: Cursor) -> int:
+    node, extra = cursor
+    return tree.tokens[node] if extra == 0 else tree.tail_token(node, extra - 1)
+
+
+def _grow(tree: SuffixTree, start: Cursor, depth: int, budget: TreeBudget) -> _Grown:
+    """Best-first by probability (SuffixDecoding's tree speculation), within the depth, the
+    nodes and the width; a chain (width 1) follows the likeliest continuation."""
+    if budget.width == 1:
+        return _grow_chain(tree, start, depth, budget.min_prob)
+    heap: list[tuple[float, int, Cursor, int, int]] = [(-1.0, 0, start, -1, 0)]
+    order = 0
+    grown = _Grown(start, [], 0.0)
+    while heap and len(grown.raw) < budget.nodes:
+        negative, _, cursor, parent, level = heapq.heappop(heap)
+        prob = -negative
+        if level:  # the start is the context's last token: not drafted
+            grown.raw.append((cursor, parent, prob, level))
+            grown.score += prob
+            parent = len(grown.raw) - 1
+        if level >= depth:
+            continue
+        for taken, (after, share) in enumerate(_continuations(tree, cursor)):
+            if taken >= budget.width or prob * share < budget.min_prob:
                 break
-            # the occurrences matching m tokens or more, each distinct continuation once
-            distinct: dict[tuple[int, ...], tuple[Occurrence, int]] = {}
-            while n < min(len(found), self.tree_occurrences) and found.matches[n] >= m:
-                o = found.at(n)
-                tokens = self._continuation(o, depth)
-                first, count = distinct.get(tokens, (o, 0))
-                distinct[tokens] = (first, count + 1)
-                n += 1
-            for tokens, (first, count) in distinct.items():
-                trie.insert(tokens, first, count)
-            kept = trie.best_nodes(n, replace(budget, depth=depth))
-            score = sum(trie.counts[node] for node in kept) / n
-            if score > best.score:
-                best = CandidateTree(match=m, occurrences=n, score=score)
-                trie.emit(kept, n, self.buffers, best)
-        return best
-
-    def _continuation(self, o: Occurrence, depth: int) -> tuple[int, ...]:
-        tokens: list[int] = self.buffers[o.buffer].tokens[o.end + 1 : o.end + 1 + depth].tolist()
-        return tuple(tokens[: tokens.index(SEPARATOR)] if SEPARATOR in tokens else tokens)
+            order += 1
+            heapq.heappush(heap, (-prob * share, order, after, parent, level + 1))
+    return grown
 
 
-def _agreement(tokens: np.ndarray, ends: np.ndarray, tail: np.ndarray) -> np.ndarray:
-    """How many tokens agree with `tail` [m] (newest first) going back from each of `ends` [c]."""
-    back = ends[:, None] - np.arange(tail.shape[0])[None, :]  # [c, m]
-    agree = (tokens[np.maximum(back, 0)] == tail[None, :]) & (back >= 0)
-    return np.asarray(np.where(agree.all(axis=1), tail.shape[0], agree.argmin(axis=1)))
+def _grow_chain(tree: SuffixTree, cursor: Cursor, depth: int, min_prob: float) -> _Grown:
+    grown = _Grown(cursor, [], 0.0)
+    prob = 1.0
+    counts, kids = tree.counts, tree.kids
+    for level in range(1, depth + 1):
+        node, extra = cursor
+        if extra == 0 and not tree.is_tail(node):
+            if not kids[node]:
+                break
+            child = max(kids[node], key=counts.__getitem__)
+            prob *= counts[child] / counts[node]
+            cursor = (child, 0)
+        elif tree.tail_token(node, extra) >= 0:
+            cursor = (node, extra + 1)
+        else:
+            break
+        if prob < min_prob:
+            break
+        grown.raw.append((cursor, level - 2, prob, level))
+        grown.score += prob
+    return grown
 
 
-class _Trie:
-    """Continuations merged: node 0 is the root (the context's last token)."""
+def _emit(tree: SuffixTree, grown: _Grown, label: Labeller) -> CandidateTree:
+    """The grown tokens in preorder, likeliest child first (the first path leads)."""
+    start = grown.start
+    found = CandidateTree(match=tree.depth(start), score=grown.score,
+                          occurrences=tree.counts[start[0]] if start[1] == 0 else 1)
+    raw = grown.raw
+    if all(parent == i - 1 for i, (_, parent, _, _) in enumerate(raw)):  # a chain
+        order = list(range(len(raw)))
+        found.parents = [i - 1 for i in order]
+    else:
+        order, found.parents = _preorder([parent for _, parent, _, _ in raw])
+    found.tokens = [_token(tree, raw[i][0]) for i in order]
 
-    def __init__(self) -> None:
-        self.tokens = [SEPARATOR]
-        self.counts = [0]
-        self.parents = [-1]
-        self.depths = [0]
-        self.first: list[Occurrence | None] = [None]
-        self.children: list[list[int]] = [[]]
-        self._child: dict[tuple[int, int], int] = {}
+    def node_at(i: int) -> Candidate:
+        cursor, _, prob, level = raw[order[i]]
+        seq_id, position = tree.source(cursor)
+        return Candidate(token=found.tokens[i], parent=found.parents[i], depth=level,
+                         count=tree.counts[cursor[0]] if cursor[1] == 0 else 1, prob=prob,
+                         label=label(seq_id, position), position=position)
 
-    def insert(self, tokens: Sequence[int], o: Occurrence, count: int = 1) -> None:
-        """Add `count` occurrences that went on with `tokens`, `o` the first of them."""
-        node = 0
-        self.counts[0] += count
-        for token in tokens:
-            child = self._child.get((node, token))
-            if child is None:
-                child = len(self.tokens)
-                self._child[(node, token)] = child
-                self.tokens.append(token)
-                self.counts.append(0)
-                self.parents.append(node)
-                self.depths.append(self.depths[node] + 1)
-                self.first.append(o)
-                self.children.append([])
-                self.children[node].append(child)
-            self.counts[child] += count
-            node = child
+    found.node_at = node_at
+    return found
 
-    def best_nodes(self, total: int, budget: TreeBudget) -> set[int]:
-        """Best-first by share, within the budget (as SuffixDecoding's tree speculation)."""
-        kept: set[int] = set()
-        taken = {0: 0}  # children kept per node
-        heap = [(-self.counts[c], c) for c in self.children[0]]
-        heapq.heapify(heap)
-        while heap and len(kept) < budget.nodes:
-            negative, node = heapq.heappop(heap)
-            parent = self.parents[node]
-            if -negative / total < budget.min_share or taken[parent] >= budget.width:
-                continue
-            kept.add(node)
-            taken[parent] += 1
-            taken[node] = 0
-            if self.depths[node] < budget.depth:
-                for c in self.children[node]:
-                    heapq.heappush(heap, (-self.counts[c], c))
-        return kept
 
-    def emit(self, kept: set[int], total: int, buffers: Sequence[TokenBuffer],
-             tree: CandidateTree) -> None:
-        """The kept nodes in preorder, likeliest child first (the first path leads)."""
-        stack = [(c, -1) for c in reversed(self._ranked(0, kept))]
-        while stack:
-            node, parent = stack.pop()
-            o = self.first[node]
-            assert o is not None
-            index = len(tree.nodes)
-            tree.nodes.append(Candidate(
-                token=self.tokens[node], parent=parent, depth=self.depths[node],
-                count=self.counts[node], share=self.counts[node] / total,
-                label=buffers[o.buffer].label_at(o.end + self.depths[node]),
-                position=o.end + self.depths[node]))
-            stack.extend((c, index) for c in reversed(self._ranked(node, kept)))
+def _preorder(parents: list[int]) -> tuple[list[int], list[int]]:
+    """Nodes grown best-first (each parent before its children, siblings by falling
+    probability) in preorder: (the order, each one's parent in it)."""
+    children: list[list[int]] = [[] for _ in parents]
+    roots: list[int] = []
+    for i, parent in enumerate(parents):
+        (roots if parent < 0 else children[parent]).append(i)
+    order: list[int] = []
+    new_parents: list[int] = []
+    stack = [(i, -1) for i in reversed(roots)]
+    while stack:
+        i, parent = stack.pop()
+        order.append(i)
+        new_parents.append(parent)
+        stack.extend((c, len(order) - 1) for c in reversed(children[i]))
+    return order, new_parents
 
-    def _ranked(self, node: int, kept: set[int]) -> list[int]:
-        # by count, then by insertion (longest match, latest first): sorted() is stable
-        return sorted((c for c in self.children[node] if c in kept),
-                      key=lambda c: -self.counts[c])
+
+@functools.lru_cache(maxsize=4096)
+def _memory_run(run: int) -> Label:
+    return Label(COPIED_FROM_MEMORY, run)
+
+
+def memory_label(run: int, position: int) -> Label:
+    """A sequence of the global tree is an earlier run, its id the run's."""
+    return _memory_run(run)
+
+
+class SuffixCache:
+    """One request at a time over a shared global tree (the memory), behind suffix
+    decoding's four calls: start_request, add_active_response, speculate, stop_request."""
+
+    def __init__(self, memory: SuffixTree | None = None, max_depth: int = 64) -> None:
+        self.memory = memory if memory is not None else SuffixTree(max_depth)
+        self.max_depth = max_depth
+        self.local = SuffixTree(max_depth)
+        self._in_memory = Matcher(self.memory)
+        self.prompt_length = 0
+        self.length = 0  # tokens of this request indexed so far
+
+    def start_request(self, prompt_ids: Sequence[int]) -> None:
+        self.local = SuffixTree(self.max_depth)
+        self.local.extend(LOCAL, prompt_ids)
+        self._in_memory.reset(prompt_ids)
+        self.prompt_length = self.length = len(prompt_ids)
+
+    def add_active_response(self, token_ids: Sequence[int]) -> None:
+        self.local.extend(LOCAL, token_ids)
+        self._in_memory.extend(token_ids)
+        self.length += len(token_ids)
+
+    def stop_request(self) -> None:
+        """The request's trees go; what it wrote joins the memory through the caller
+        (app.runs keeps it with the run's id)."""
+        self.local = SuffixTree(self.max_depth)
+        self._in_memory.cursors = []
+        self.prompt_length = self.length = 0
+
+    def has_match(self) -> bool:
+        """Whether either tree holds a suffix of the context with something after it."""
+        return bool(self.local.active_cursors(LOCAL) or self._in_memory.cursors)
+
+    def longest_match(self) -> int:
+        lengths = [self.local.depth(c) for c in self.local.active_cursors(LOCAL)[:1]]
+        lengths += [self.memory.depth(c) for c in self._in_memory.cursors[:1]]
+        return max(lengths, default=0)
+
+    def speculate(self, budget: TreeBudget) -> CandidateTree:
+        local = best_candidate(self.local, self.local.active_cursors(LOCAL), budget,
+                               self._local_label)
+        remembered = best_candidate(self.memory, self._in_memory.cursors, budget,
+                                    memory_label)
+        return local if local.score >= remembered.score else remembered
+
+    def _local_label(self, seq_id: int, position: int) -> Label:
+        return _FROM_PROMPT if position < self.prompt_length else _FROM_OUTPUT
+
+
+_FROM_PROMPT = Label(COPIED_FROM_PROMPT)
+_FROM_OUTPUT = Label(COPIED_FROM_OUTPUT)

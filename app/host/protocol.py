@@ -6,11 +6,13 @@ Commands (parent -> host, on the host's stdin), each {"cmd": NAME, ...}:
              speculative step, `permits` steps are released already
   load       load the pair only
   job        load the pair if need be, then run `job` on it (base64 pickle of a callable from
-             app.host.jobs, bound to its settings): job(pair, cancelled, progress)
+             app.host.jobs, bound to its settings): job(pair, cancelled, progress); its
+             progress messages come back as `work`
   step       release one step (Step mode)
   step_mode  `on`: pause before each speculative step, or not
-  stop       end the run after the step in progress (a pass cannot be interrupted: the parent
-             ends the host when a pass outlasts its grace period)
+  stop       end the run after the step in progress, or cancel the work after it (a `work`
+             in progress) at its next check (a pass cannot be interrupted: the parent ends the
+             host when a pass, or work that takes no cancel, outlasts its grace period)
   quit       close the models and exit
 
 Events (host -> parent, on the host's stdout), each {"event": NAME, ...}:
@@ -24,7 +26,13 @@ Events (host -> parent, on the host's stdout), each {"event": NAME, ...}:
   step       `run`, `line`: the trace's step line, `text`: the new text it adds
   waiting    Step mode: the next step waits for `step`
   finished   `run`, `summary`: the trace's summary line
-  compared   the speculative run against its plain baseline (Host._run in app.host.server)
+  work       what the host does after a run's steps (a compare's baseline, explaining a
+             difference), or a job's progress: `task` (what it is, in words), `done` of
+             `total` (total 0: no fraction known); each `work` replaces the one before, `done`
+             ends it. `stop` cancels it: at its next check, or, for work that takes no cancel
+             (the kernel-noise measurement), by the parent ending the host after the grace
+  compared   the speculative run against its plain baseline (Host._run in app.host.server);
+             `explaining`: the texts differ and a later `compared` brings the explanation
   result     `pickle`: what a job returned (base64 pickle)
   error      `message`: one line a user can act on
   done       the command has ended; the host waits for the next one
@@ -43,7 +51,9 @@ from typing import IO, Any
 
 from app.analysis.divergence import Divergence
 from app.engine.decode_config import DecodeConfig
+from app.engine.registry import choice_from_dict, choice_to_dict
 from app.engine.sampling import SamplingParams
+from app.engine.suffix import SuffixOptions
 from app.models.loading import ModelSpec
 
 # commands
@@ -53,6 +63,7 @@ RUN, LOAD, JOB, STEP, STEP_MODE, STOP, QUIT = (
 PROGRESS, LOADED, COSTS, STARTED = "progress", "loaded", "costs", "started"
 STEP_DONE, WAITING, FINISHED, COMPARED, RESULT, ERROR, DONE = (
     "step", "waiting", "finished", "compared", "result", "error", "done")
+WORK = "work"
 
 
 def write_line(stream: IO[str], message: dict[str, Any]) -> None:
@@ -78,12 +89,14 @@ def spec_from_dict(data: dict[str, Any]) -> ModelSpec:
 
 
 def config_to_dict(config: DecodeConfig) -> dict[str, Any]:
-    return asdict(config)
+    return {**asdict(config), "drafter": choice_to_dict(config.drafter)}
 
 
 def config_from_dict(data: dict[str, Any]) -> DecodeConfig:
     sampling = SamplingParams(**data["sampling"])
-    return DecodeConfig(**{**data, "sampling": sampling})
+    drafter = choice_from_dict(data.get("drafter") or {})
+    suffix = SuffixOptions(**data.get("suffix", {}))
+    return DecodeConfig(**{**data, "sampling": sampling, "drafter": drafter, "suffix": suffix})
 
 
 def divergence_from_dict(data: dict[str, Any] | None) -> Divergence | None:

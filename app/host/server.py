@@ -17,23 +17,32 @@ import sys
 import threading
 import traceback
 from collections.abc import Generator
-from dataclasses import asdict, astuple
+from dataclasses import asdict, astuple, dataclass
 from typing import IO, Any
 
 from app.analysis.compare import explain_difference, margins_noted
 from app.analysis.cost import measure_pair_costs
-from app.analysis.divergence import MarginTap
+from app.analysis.divergence import MarginTap, TopTwo
+from app.engine.registry import DrafterChoice, choice_from_dict
 from app.engine.session import Session
-from app.engine.suffix import SUFFIX_LABEL
 from app.engine.text_stream import TextStream
 from app.engine.trace import MODE_PLAIN, MODE_SPECULATIVE, TraceHeader, step_to_dict
 from app.errors import DraftLensError
 from app.host import protocol as p
 from app.models.loading import LoadedPair, ModelSpec, load_pair
-from app.runs import NGRAM_LABEL, Run, prepare_run, remember_output
+from app.runs import Run, prepare_run, remember_output
 from backends.base import BackendError
 
 _POLL_S = 0.05
+# the work after a run's steps, as the status bar says it (app.host.protocol WORK)
+BASELINE_TASK = "comparing: decoding the plain baseline"
+EXPLAIN_TASK = "comparing: the texts differ, explaining where"
+
+
+@dataclass(frozen=True)
+class Work:
+    task: str
+    total: int  # 0: no fraction known
 
 
 class _Stopped(Exception):
@@ -50,6 +59,7 @@ class Host:
         self.permits = threading.Semaphore(0)
         self.pair: LoadedPair | None = None
         self.pair_key: tuple[object, ...] | None = None
+        self.drafter: DrafterChoice | None = None  # what drafts on it, as last announced
 
     # --- the wire ----------------------------------------------------------------------
     def emit(self, event: str, **data: Any) -> None:
@@ -100,7 +110,7 @@ class Host:
                 elif name == p.JOB:
                     self.job(command)
                 elif name == p.LOAD:
-                    self.ensure_pair(p.spec_from_dict(command["spec"]), command.get("costs", False))
+                    self.ensure_pair(command)
                 else:
                     self.emit(p.ERROR, message=f"the engine host has no command {name!r}")
             except _Stopped:
@@ -123,9 +133,29 @@ class Host:
     def close_models(self) -> None:
         if self.pair is not None:
             self.pair.close()
-        self.pair, self.pair_key = None, None
+        self.pair, self.pair_key, self.drafter = None, None, None
 
-    def ensure_pair(self, spec: ModelSpec, costs: bool) -> LoadedPair:
+    def ensure_pair(self, command: dict[str, Any]) -> LoadedPair:
+        """The command's pair, loaded unless it is already; what drafts on it announced (and
+        with `costs`, its costs measured) when that changed."""
+        spec = p.spec_from_dict(command["spec"])
+        # a run's drafter is its config's; a load or a job names the window's
+        choice = choice_from_dict(command.get("drafter")
+                                    or command.get("config", {}).get("drafter") or {})
+        pair = self._loaded(spec)
+        if choice != self.drafter:
+            self.drafter = choice
+            self.emit(p.LOADED, target=pair.target.name,
+                      draft=pair.draft.name if pair.draft else choice.label(),
+                      backend=pair.target.backend, device=pair.target.device,
+                      warnings=list(pair.warnings))
+            if command.get("costs", False) and choice:
+                self.emit(p.PROGRESS, message="timing a target step and a draft step side by "
+                                              "side")
+                self.emit(p.COSTS, pickle=p.pack_object(measure_pair_costs(pair, choice)))
+        return pair
+
+    def _loaded(self, spec: ModelSpec) -> LoadedPair:
         key = astuple(spec)
         if self.pair is not None and self.pair_key == key:
             return self.pair
@@ -143,28 +173,20 @@ class Host:
         self.pair, self.pair_key = pair, key
         gc.collect()
         gc.freeze()  # before decoding starts: later GC pauses only walk new objects
-        draft_name = (pair.draft.name if pair.draft else SUFFIX_LABEL if spec.suffix
-                      else NGRAM_LABEL if spec.ngram else "")
-        self.emit(p.LOADED, target=pair.target.name, draft=draft_name,
-                  backend=pair.target.backend, device=pair.target.device,
-                  warnings=list(pair.warnings))
-        if costs and (pair.draft is not None or spec.ngram or spec.suffix):
-            self.emit(p.PROGRESS, message="timing a target step and a draft step side by side")
-            self.emit(p.COSTS, pickle=p.pack_object(measure_pair_costs(pair)))
         return pair
 
     # --- a job (an analysis the window asked for) ---------------------------------------
     def job(self, command: dict[str, Any]) -> None:
-        pair = self.ensure_pair(p.spec_from_dict(command["spec"]), command.get("costs", False))
+        pair = self.ensure_pair(command)
         work = p.unpack_object(command["job"])
         assert callable(work)
-        result = work(pair, self.stop.is_set, lambda message: self.emit(p.PROGRESS,
-                                                                         message=message))
+        result = work(pair, self.stop.is_set,
+                      lambda message: self.emit(p.WORK, task=message, done=0, total=0))
         self.emit(p.RESULT, pickle=p.pack_object(result))
 
     # --- a run -------------------------------------------------------------------------
     def run(self, command: dict[str, Any]) -> None:
-        pair = self.ensure_pair(p.spec_from_dict(command["spec"]), command.get("costs", False))
+        pair = self.ensure_pair(command)
         config = p.config_from_dict(command["config"])
         # a greedy compare notes the target's top two per position, to explain a difference
         with margins_noted(pair, bool(command.get("compare")) and config.sampling.greedy) as tap:
@@ -192,24 +214,42 @@ class Host:
         if tap is not None:
             tap.top = {}
         baseline = self._prepare(pair, command, plain=True)
-        self._decode(baseline, False)
+        self._decode(baseline, False, work=Work(BASELINE_TASK, len(session.output_ids)))
         if self.stop.is_set():  # cut short: no fair comparison
             self._finish(baseline, interrupted=True)
             self._finish(run)
             return
         self._finish(baseline)
         self._finish(run, baseline.session)
-        divergence = None
-        if tap is not None:
-            divergence = explain_difference(
-                tap, len(run.prompt_ids), baseline.session.output_ids, session.output_ids,
-                tap.top, spec_top, lambda message: self.emit(p.PROGRESS, message=message))
-        config = session.config
-        self.emit(p.COMPARED, speculative_tok_s=session.stats.tokens_per_second,
-                  plain_tok_s=baseline.session.stats.tokens_per_second,
-                  identical=session.output_ids == baseline.session.output_ids,
-                  greedy=config.sampling.greedy, speculative_tokens=len(session.output_ids),
-                  plain_tokens=len(baseline.session.output_ids),
+        self._compare(run, baseline, tap, spec_top)
+
+    def _compare(self, run: Run, baseline: Run, tap: MarginTap | None,
+                 spec_top: dict[int, TopTwo]) -> None:
+        """The comparison at once; where greedy texts differ, then their explanation, which
+        may first measure the target's kernel noise (once per model file): shown as work,
+        and left out when the parent cancels it."""
+        session, plain = run.session, baseline.session
+        figures = dict(speculative_tok_s=session.stats.tokens_per_second,
+                       plain_tok_s=plain.stats.tokens_per_second,
+                       identical=session.output_ids == plain.output_ids,
+                       greedy=session.config.sampling.greedy,
+                       speculative_tokens=len(session.output_ids),
+                       plain_tokens=len(plain.output_ids))
+        explaining = tap is not None and not figures["identical"]
+        self.emit(p.COMPARED, **figures, divergence=None, explaining=explaining)
+        if tap is None or not explaining:
+            return
+
+        def say(message: str) -> None:
+            self.emit(p.WORK, task=message, done=0, total=0)
+
+        say(EXPLAIN_TASK)
+        divergence = explain_difference(
+            tap, len(run.prompt_ids), plain.output_ids, session.output_ids, tap.top, spec_top,
+            say)
+        if self.stop.is_set():
+            return  # cancelled: the comparison stands without its explanation
+        self.emit(p.COMPARED, **figures, explaining=False,
                   divergence=divergence.as_dict() if divergence is not None else None)
 
     def _prepare(self, pair: LoadedPair, command: dict[str, Any], plain: bool = False) -> Run:
@@ -226,12 +266,15 @@ class Host:
         self.emit(p.FINISHED, run=_mode(run), summary=summary,
                   prefill_seconds=run.session.prefill_seconds)
 
-    def _decode(self, run: Run, stream_text: bool) -> None:
+    def _decode(self, run: Run, stream_text: bool, work: Work | None = None) -> None:
         """Every step out as the trace's step line; an engine error mid-run still ends the run
-        with a summary that names it, then is reported."""
+        with a summary that names it, then is reported. `work`: this run is work after the
+        run the user watches (a compare's baseline), reported by tokens written."""
         mode = _mode(run)
         stream = TextStream(run.session.target) if stream_text else None
         steps = run.session.steps(run.prompt_ids)
+        if work is not None:
+            self.emit(p.WORK, task=work.task, done=0, total=work.total)
         try:
             while self._wait_turn(mode):
                 step = next(steps, None)
@@ -239,6 +282,9 @@ class Host:
                     return
                 text = stream.push(step.emitted) if stream is not None else ""
                 self.emit(p.STEP_DONE, run=mode, line=step_to_dict(step), text=text)
+                if work is not None:
+                    self.emit(p.WORK, task=work.task, done=len(run.session.output_ids),
+                              total=work.total)
         except (DraftLensError, BackendError) as exc:
             self._finish(run, error=str(exc))
             raise

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+import argparse
 import json
-import sys
 from pathlib import Path
 
 COLUMNS = [
@@ -31,4 +31,7 @@ def main(folder: str) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1] if len(sys.argv) > 1 else "bench-results")
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("folder", nargs="?", default="bench-results",
+                        help="where benchmark.sh wrote its JSON files (default: bench-results)")
+    main(parser.parse_args().folder)

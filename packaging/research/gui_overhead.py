@@ -1,7 +1,7 @@
 """What the window costs the engine: the same prompt and settings decoded headless (a bare
 Session loop, as the CLI does) and with the GUI attached, alternating, on the demo pair.
 
-    xvfb-run -s "-screen 0 1600x1000x24" .venv/bin/python packaging/gui_overhead.py
+    xvfb-run -s "-screen 0 1600x1000x24" .venv/bin/python packaging/research/gui_overhead.py
 
 Prints tok/s for both (engine-timed, from RunStats, and wall-clock), their ratio, the worst
 event-loop gap during decoding (a 10 ms QTimer records the longest interval between its
@@ -22,11 +22,11 @@ import sys
 import tempfile
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 if TYPE_CHECKING:
@@ -263,7 +263,7 @@ def main(argv: list[str] | None = None) -> int:
     window.resize(1600, 1000)
     window.show()
     wait_until(lambda: not window.picker.checking, 120)
-    config = panel.config()
+    config = replace(panel.config(), drafter=window.picker.drafter_choice())
     spec = window.picker.model_spec()
     pair = load_pair(spec)
     probe = EventLoopProbe()

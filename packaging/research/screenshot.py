@@ -1,6 +1,6 @@
 """Screenshots of the real app on the demo pair, for the README and a look before release.
 
-    xvfb-run -s "-screen 0 1600x1000x24" .venv/bin/python packaging/screenshot.py \
+    xvfb-run -s "-screen 0 1600x1000x24" .venv/bin/python packaging/research/screenshot.py \
         --out assets/screenshot.png
 
 Starts the window (not offscreen), loads the demo pair, runs a code prompt in compare mode with
@@ -10,8 +10,8 @@ greedy decoding, selects a verify step with a rejection, and writes PNGs of the 
 The first run as a new user meets it, at the sizes of common screens (the window fills a
 screen of each size, less a title bar; the X screen must be at least as large as the largest):
 
-    xvfb-run -s "-screen 0 1920x1080x24" .venv/bin/python packaging/screenshot.py --first-run \
-        --size 1366x768,1600x900,1920x1080 --out docs/screenshots/first-run.png
+    xvfb-run -s "-screen 0 1920x1080x24" .venv/bin/python packaging/research/screenshot.py \
+        --first-run --size 1366x768,1600x900,1920x1080 --out docs/screenshots/first-run.png
 
 writes `first-run-1366x768.png` … with the first-run defaults (no setting changed), and, when
 adaptive k decoded that run plainly, presses "Watch the draft anyway" and writes
@@ -28,7 +28,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 if TYPE_CHECKING:

@@ -7,8 +7,9 @@ as its draft shares with the recorded output, plus one. Each pass is priced on a
 curve (the demo target's calibrated one by default), so a variant's tokens per modelled
 second can be compared with plain decoding's without running the target again.
 
-  record:  python packaging/replay_lookup.py record OUT.json   (runs the demo target plainly)
-  replay:  python packaging/replay_lookup.py replay OUT.json [--by-task]
+  record:  python packaging/research/replay_lookup.py record OUT.json
+           (runs the demo target plainly)
+  replay:  python packaging/research/replay_lookup.py replay OUT.json [--by-task]
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from app.cli.bench_tasks import (  # noqa: E402
     CODE_PROMPTS,
@@ -59,7 +60,7 @@ def record(out: Path, suites: list[str] | None = None, threads: int | None = Non
     from app.runs import encode_prompt
 
     target_path, _ = demo_paths()
-    pair = load_pair(ModelSpec(str(target_path), ngram=True, n_threads=threads))
+    pair = load_pair(ModelSpec(str(target_path), n_threads=threads))
     # in order: suffix decoding's memory of earlier runs fills as a session's would
     tasks = [("repetitive", name, p, True) for name, p in REPETITIVE_PROMPTS.items()]
     tasks += [("code", f"code {i}", p, False) for i, p in enumerate(CODE_PROMPTS)]
@@ -189,7 +190,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     suites = sorted({row["suite"] for row in rows})
     print(f"{'drafter':14} " + " ".join(f"{s:>7}" for s in suites))
-    for drafter in DRAFTERS:  # the controller's ablations: packaging/replay_ablation.py
+    for drafter in DRAFTERS:  # the controller's ablations: replay_ablation.py
         speedups = replay_all(rows, drafter, args.draft_max)
         print(f"{drafter:14} " + " ".join(f"{speedups[s]:7.3f}" for s in suites))
     return 0

@@ -7,7 +7,7 @@ the engine's own time per step (what is neither a draft nor a target pass: the c
 the judge, bookkeeping). Plain decoding's row pools every bench call's plain runs.
 
     git worktree add /tmp/before 7ab8b5c
-    .venv/bin/python packaging/bench_before_after.py --before /tmp/before --json out.json
+    .venv/bin/python packaging/research/bench_before_after.py --before /tmp/before --json out.json
 
 The prompts come from this checkout's suites, written to files both commits read
 (`bench --prompt-file`); the demo pair is used unless -m / -md say otherwise.
@@ -24,7 +24,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from app.cli.bench_tasks import CODE_PROMPTS, EDIT_PROMPTS, TEXT_PROMPTS  # noqa: E402

@@ -3,12 +3,12 @@
 # side by side (local and RPC runs alternate, ROUNDS times), so the ratio is the cost of the RPC
 # round trips (on one machine the server shares this machine's cores; over a network it adds
 # the link's latency per pass).
-#   bash packaging/bench_rpc.sh                 N=64 tokens, 2 rounds
-#   N=128 ROUNDS=3 bash packaging/bench_rpc.sh
-#   bash packaging/bench_rpc.sh -p "def fibonacci(n):"   more flags go to every draftlens bench
+#   bash packaging/research/bench_rpc.sh                 N=64 tokens, 2 rounds
+#   N=128 ROUNDS=3 bash packaging/research/bench_rpc.sh
+#   bash packaging/research/bench_rpc.sh -p "def fibonacci(n):"   more flags go to every draftlens bench
 # Needs rpc-server (built here when missing) and a llama-cpp-python with RPC (packaging/setup.sh).
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 export HF_HUB_OFFLINE=1
 PY="${DRAFTLENS_VENV:-.venv}/bin/python"
 N="${N:-64}"

@@ -5,7 +5,7 @@ output), each pass priced on the demo target's verify curve. Modelled, not timed
 variant's speed is compared with plain decoding's on the same curve. --oracle bounds what any
 controller could earn from a drafter: k chosen knowing how much of each draft agrees.
 
-  python packaging/replay_suffix.py OUT.json [--variant NAME ...] [--by-task] [--oracle]
+  python packaging/research/replay_suffix.py OUT.json [--variant NAME ...] [--by-task] [--oracle]
 
 OUT.json comes from `replay_lookup.py record`; its sidecar OUT.vocab.json (token texts and
 end-of-generation ids, also written there) lets drafts end at a code fence as the app's do.
@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from replay_lookup import DEMO_CURVE, replay_passes  # noqa: E402

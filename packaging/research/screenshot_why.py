@@ -1,6 +1,6 @@
 """Screenshots of the window's "why" views on the demo pair, for the README:
 
-    xvfb-run -s "-screen 0 1500x940x24" .venv/bin/python packaging/screenshot_why.py \
+    xvfb-run -s "-screen 0 1500x940x24" .venv/bin/python packaging/research/screenshot_why.py \
         --out assets/why.png
 
 Starts the real window at its default size, loads the demo pair with the first-run defaults
@@ -16,7 +16,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 PROMPT = "def fibonacci(n):\n"

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from replay_lookup import DEMO_CURVE  # noqa: E402
@@ -20,9 +20,10 @@ from app.engine.drafters import Budget, Draft, Drafter, DraftKind, Outlook  # no
 from app.engine.lookup import NGRAM_COPY  # noqa: E402
 from app.engine.lookup_edits import EditAwareLookup  # noqa: E402
 from app.engine.records import COPIED_FROM_PROMPT  # noqa: E402
-from app.engine.suffix import SUFFIX_COPY, SuffixDrafter  # noqa: E402
+from app.engine.suffix import SUFFIX_COPY, SuffixDrafter, SuffixOptions  # noqa: E402
 from app.engine.suffix_index import CandidateTree  # noqa: E402
-from app.engine.token_buffer import SEPARATOR, TokenBuffer  # noqa: E402
+from app.engine.suffix_tree import SuffixTree  # noqa: E402
+from app.engine.token_buffer import SEPARATOR  # noqa: E402
 
 Limit = Callable[[list[int]], int] | None
 Pair = tuple[SuffixDrafter, DraftLengthController]
@@ -81,7 +82,7 @@ class PromptFactor(SuffixDrafter):
 
     def _likeliest(self, context: list[int]) -> tuple[CandidateTree, int]:
         tree, kept = super()._likeliest(context)
-        if tree.nodes and tree.nodes[0].label.kind != COPIED_FROM_PROMPT:
+        if tree.tokens and tree.node(0).label.kind != COPIED_FROM_PROMPT:
             kept = min(kept, tree.match)
         return tree, kept
 
@@ -93,22 +94,22 @@ class BySource(PromptFactor):
     def outlook(self, context: list[int]) -> Outlook:
         seen = super().outlook(context)
         tree, _ = self._likeliest(context)
-        if seen.kind is SUFFIX_COPY and tree.nodes[0].label.kind != COPIED_FROM_PROMPT:
+        if seen.kind is SUFFIX_COPY and tree.node(0).label.kind != COPIED_FROM_PROMPT:
             return Outlook(RECALL, seen.copied, seen.available)
         return seen
 
 
 def variant(drafter: type[SuffixDrafter] = SuffixDrafter,
             controller: type[DraftLengthController] = DraftLengthController,
-            factor: float = 1.0) -> Callable[[TokenBuffer, Limit, int], Pair]:
-    def make(memory: TokenBuffer, limit: Limit, draft_max: int) -> Pair:
-        return (drafter(memory, limit=limit, factor=factor),
+            factor: float = 1.0, **options: Any) -> Callable[[SuffixTree, Limit, int], Pair]:
+    def make(memory: SuffixTree, limit: Limit, draft_max: int) -> Pair:
+        return (drafter(memory, limit=limit, options=SuffixOptions(factor=factor, **options)),
                 controller(draft_max, adaptive=True, curve=VerifyCostCurve(dict(DEMO_CURVE)),
                            free_kinds_shadowed=True))
     return make
 
 
-VARIANTS: dict[str, Callable[[TokenBuffer, Limit, int], Pair]] = {
+VARIANTS: dict[str, Callable[[SuffixTree, Limit, int], Pair]] = {
     "app": variant(),
     "factor 2": variant(factor=2), "factor 4": variant(factor=4),
     "factor 16": variant(factor=16),
@@ -119,6 +120,8 @@ VARIANTS: dict[str, Callable[[TokenBuffer, Limit, int], Pair]] = {
     "by source": variant(BySource), "by source, prompt f4": variant(BySource, factor=4),
     "prompt f2": variant(PromptFactor, factor=2), "prompt f4": variant(PromptFactor, factor=4),
     "prompt f16": variant(PromptFactor, factor=16),
+    "min prob 0.3": variant(min_prob=0.3), "min prob 0.5": variant(min_prob=0.5),
+    "offset 1": variant(offset=1.0),
 }
 
 
@@ -132,10 +135,9 @@ class MemoryLookup(Drafter):
     kind = NGRAM_COPY
     cost_hint = 0.0
 
-    def __init__(self, memory: TokenBuffer, limit: Limit = None, **_: Any) -> None:
+    def __init__(self, memory: SuffixTree, limit: Limit = None, **_: Any) -> None:
         self.name = "memory lookup"
-        tokens = memory.tokens.tolist() if len(memory) else []
-        self.prefix = [*tokens, SEPARATOR] if tokens else []
+        self.prefix = [t for seq in memory.seqs.values() for t in (*seq, SEPARATOR)]
 
         def cut(draft: list[int]) -> int:
             n = draft.index(SEPARATOR) if SEPARATOR in draft else len(draft)
@@ -171,8 +173,8 @@ def small_probes(base: type[DraftLengthController], top: int) -> type[DraftLengt
 
 
 def lookup_variant(controller: type[DraftLengthController] = DraftLengthController
-                   ) -> Callable[[TokenBuffer, Limit, int], Any]:
-    def make(memory: TokenBuffer, limit: Limit, draft_max: int) -> Any:
+                   ) -> Callable[[SuffixTree, Limit, int], Any]:
+    def make(memory: SuffixTree, limit: Limit, draft_max: int) -> Any:
         return (MemoryLookup(memory, limit),
                 controller(draft_max, adaptive=True, curve=VerifyCostCurve(dict(DEMO_CURVE)),
                            free_kinds_shadowed=True))

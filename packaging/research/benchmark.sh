@@ -2,11 +2,11 @@
 # The benchmark on the real demo pair: each line runs plain and speculative decoding side by
 # side in one process (alternating), so every ratio is measured under the same conditions.
 # Results go to bench-results/*.json; the README's table is copied from them.
-#   bash packaging/benchmark.sh            everything (about 15-25 minutes on 2 CPU cores)
-#   bash packaging/benchmark.sh llamacpp   only the llama.cpp rows
-#   bash packaging/benchmark.sh vs-llamacpp   DraftLens against llama.cpp's own programs
+#   bash packaging/research/benchmark.sh            everything (about 15-25 minutes on 2 CPU cores)
+#   bash packaging/research/benchmark.sh llamacpp   only the llama.cpp rows
+#   bash packaging/research/benchmark.sh vs-llamacpp   DraftLens against llama.cpp's own programs
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 export HF_HUB_OFFLINE=1
 DL=".venv/bin/draftlens"
 OUT=bench-results
@@ -39,10 +39,10 @@ if [ "$WHICH" = all ] || [ "$WHICH" = llamacpp ]; then
 fi
 if [ "$WHICH" = all ] || [ "$WHICH" = vs-llamacpp ]; then
   # DraftLens beside llama.cpp's own llama-bench and llama-speculative-simple
-  .venv/bin/python packaging/bench_vs_llamacpp.py --json "$OUT/vs-llamacpp.json"
+  .venv/bin/python packaging/research/bench_vs_llamacpp.py --json "$OUT/vs-llamacpp.json"
 fi
 if [ "$WHICH" = all ] || [ "$WHICH" = torch ]; then
   bench torch-draft-k4 --backend torch -n 48 --draft-max 4 --compare-hf
   bench torch-draft-adaptive --backend torch -n 48 --draft-max 8 --adaptive --compare-hf
 fi
-.venv/bin/python packaging/bench_table.py "$OUT"
+.venv/bin/python packaging/research/bench_table.py "$OUT"

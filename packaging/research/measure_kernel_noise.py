@@ -1,7 +1,7 @@
 """How far llama.cpp's multi-token passes stray from single-token steps on a real model (a
 measurement, not a test): the figures behind the greedy near-tie verdict.
 
-  .venv/bin/python packaging/measure_kernel_noise.py [-m TARGET.gguf] [--threads 2]
+  .venv/bin/python packaging/research/measure_kernel_noise.py [-m TARGET.gguf] [--threads 2]
       [--positions 320] [--exact-kernels] [--json FILE]
 
 Prints, per pass size, |Δ logit| of the reference's top two tokens and |Δ (top1 - top2)|
@@ -17,7 +17,7 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from app.analysis.kernel_noise import measure_kernel_noise  # noqa: E402

@@ -1,0 +1,112 @@
+"""The window says why, from the records (pytest-qt, offscreen, real widgets): a trace's
+recorded decisions replayed into the first-run notices and the step inspector; work after a
+run (a compare's plain baseline) in the status bar with a progress bar and Cancel, while Run
+stays available and says it cancels that work first; and a step table with no horizontal
+scrollbar before data arrives, at 1366x768."""
+
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("pytestqt")
+
+from PySide6.QtCore import QRect  # noqa: E402
+
+from app.analysis.reasons import describe_decision, plain_run_reason  # noqa: E402
+from app.engine.records import RULE_NO_GAIN, RULE_PROBE  # noqa: E402
+from app.engine.trace import TraceHeader, TraceWriter  # noqa: E402
+from app.settings import Settings  # noqa: E402
+from tests.helpers import choose_pair, set_decoding  # noqa: E402
+from tests.recorded_decisions import all_accepted_few_drafted  # noqa: E402
+from ui.main_window import DEFAULT_SIZE, MainWindow  # noqa: E402
+
+RUN_TIMEOUT_MS = 120_000
+
+
+@pytest.fixture
+def small_window(qtbot, tmp_path, dialogs):  # noqa: F811
+    """The window on the 1366x768 screen of the issue's first run."""
+    win = MainWindow(Settings(), save_path=tmp_path / "settings.json")
+    qtbot.addWidget(win)
+    win.fit_to_screen(DEFAULT_SIZE, QRect(0, 0, 1366, 768))
+    win.show_workspace()
+    win.show()
+    qtbot.waitExposed(win)
+    yield win
+    win.close()
+
+
+def test_the_step_table_has_no_horizontal_scrollbar_before_data(small_window, qtbot):
+    table = small_window.inspector.table
+    qtbot.wait(100)  # laid out
+    assert table.model().rowCount() == 0
+    assert not table.horizontalScrollBar().isVisible()
+
+
+def test_recorded_decisions_are_replayed_into_the_notice_and_the_inspector(
+        small_window, tmp_path):
+    steps = all_accepted_few_drafted()
+    path = tmp_path / "first-run.jsonl"
+    with TraceWriter(path) as writer:
+        writer.header(TraceHeader("target.gguf", "draft.gguf", "llamacpp", "cpu",
+                                  {"adaptive": True, "draft_max": 8}, {}, "def f():"))
+        for step in steps:
+            writer.step(step)
+        writer.summary({})
+    small_window.open_trace(path)
+    expected = plain_run_reason(steps)
+    for notice in (small_window.inspector.notice, small_window.charts.notice):
+        assert notice.isVisible()
+        assert notice.text.text() == expected
+        assert "all 10 draft tokens it tried were accepted" in notice.text.text()
+        assert "too rarely" not in notice.text.text()
+        assert notice.k == steps[-1].decision.alternative_k  # the k the controller priced best
+    inspector = small_window.inspector
+    for rule in (RULE_NO_GAIN, RULE_PROBE):
+        shown = next(s for s in steps if s.decision.rule == rule)
+        small_window.select_step(shown.index)
+        assert inspector.reason.isVisible()
+        assert inspector.reason.text() == "Why: " + describe_decision(shown.decision)
+
+
+def test_work_after_a_run_shows_in_the_status_bar_and_a_new_run_cancels_it(
+        small_window, qtbot, hf_dirs, dialogs):  # noqa: F811
+    window = small_window
+    choose_pair(window, qtbot, *hf_dirs)
+    set_decoding(window, tokens=120, k=3, compare=True)
+    runs = window.run_control
+    with qtbot.waitSignal(window.worker.work, timeout=RUN_TIMEOUT_MS):
+        window.start_run()
+    # the speculative run's steps are over; the host decodes the plain baseline
+    status = runs.work_status
+    assert runs.running and runs.finishing.startswith("comparing")
+    assert status.isVisible() and status.cancel_button.isEnabled()
+    assert status.label.text().startswith("comparing: decoding the plain baseline")
+    assert status.bar.maximum() == len(window.run.output_ids)  # a fraction: tokens of the run
+    assert window.act_run.isEnabled()  # Run stays available...
+    ended = []
+    window.run_done.connect(lambda: ended.append(window.run))
+    window.start_run()  # ...and says it cancels the work first
+    assert "the new run starts once" in window.status_label.text()
+    assert "cancelling" in status.label.text()
+    qtbot.waitUntil(lambda: len(ended) == 2, timeout=RUN_TIMEOUT_MS)
+    window.flush()
+    assert ended[1] is not ended[0]  # a new run, after the first ended
+    assert dialogs == []
+    assert not runs.running and not runs.finishing and not status.isVisible()
+    assert window.run is not None and window.run.stats.emitted == 120  # the new run ran whole
+
+
+def test_cancel_ends_the_work_and_keeps_the_run(small_window, qtbot, hf_dirs, dialogs):  # noqa: F811
+    window = small_window
+    choose_pair(window, qtbot, *hf_dirs)
+    set_decoding(window, tokens=120, k=3, compare=True)
+    with qtbot.waitSignal(window.worker.work, timeout=RUN_TIMEOUT_MS):
+        window.start_run()
+    run = window.run
+    with qtbot.waitSignal(window.run_done, timeout=RUN_TIMEOUT_MS):
+        window.run_control.work_status.cancel_button.click()
+    window.flush()
+    assert dialogs == []
+    assert window.run is run and run.stats.emitted == 120  # the run on show is kept
+    assert not window.run_control.work_status.isVisible() and window.act_run.isEnabled()
