@@ -80,12 +80,11 @@ def token(pos: int, accepted: bool) -> TokenRecord:
 def pass_outcome(kind: DraftKind | None, k: int, verdicts: list[bool], t_draft=0.0,
                  t_verify=0.1) -> PassOutcome:
     """What the controller learns from a hand-made chain pass that drafted k tokens of `kind`
-    (k = 0: a plain step): the judged prefix of `verdicts` (up to the first rejection), each
-    drafted with q = 0.5."""
+    (k = 0: a plain step): the judged prefix of `verdicts` (up to the first rejection)."""
     if k == 0:
         return PassOutcome(None, pass_tokens=1, t_verify=t_verify)
     judged = verdicts[: verdicts.index(False) + 1] if False in verdicts else verdicts
-    return PassOutcome(kind, judged, [0.5] * len(judged), pass_tokens=k + 1, draft_depth=k,
+    return PassOutcome(kind, judged, pass_tokens=k + 1, draft_depth=k,
                        t_draft=t_draft, t_verify=t_verify)
 
 

@@ -143,7 +143,7 @@ def test_a_first_run_where_every_draft_passed_but_few_drafted_says_what_kept_k_a
         decision = ctl.decide(96 - step, DRAFT_MODEL)
         decisions.append(decision)
         if decision.k:  # every draft token passes
-            ctl.observe(PassOutcome(DRAFT_MODEL, [True] * decision.k, [0.99] * decision.k,
+            ctl.observe(PassOutcome(DRAFT_MODEL, [True] * decision.k,
                                     pass_tokens=decision.k + 1, draft_depth=decision.k,
                                     t_draft=DRAFT_STEP * decision.k,
                                     t_verify=DEMO_CURVE[decision.k + 1]))

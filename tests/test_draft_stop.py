@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from app.engine.adaptive import ConfidenceCalibration, ConfidenceStop
+from app.engine.adaptive import ConfidenceStop
 from app.engine.decode_config import DecodeConfig
 from app.engine.draft_model import ModelDrafter
 from app.engine.drafters import EMPTY_DRAFT, Budget, Draft
@@ -31,10 +31,9 @@ N_RUNS = 1500
 
 
 def a_stop(limit: int = 3) -> ConfidenceStop:
-    # one more token pays while the chance that all drafted pass is at least 0.2: with the
-    # calibration's prior, the draft ends after a token it gave less than 0.2
-    return ConfidenceStop(ConfidenceCalibration(), limit, next_accept=1.0, rate=1.0,
-                          token_seconds=0.2)
+    # one more token pays while the chance that all drafted pass (the product of their q's)
+    # is at least 0.2: the draft ends after a token it gave less than 0.2
+    return ConfidenceStop(limit, next_accept=1.0, rate=1.0, token_seconds=0.2)
 
 
 class StopsOnConfidence(ModelDrafter):
@@ -86,21 +85,11 @@ def test_power_leaving_out_the_unsure_token_is_caught(hf_pair):
     assert first < BROKEN_P
 
 
-def test_calibration_learns_how_often_sure_tokens_pass():
-    calibration = ConfidenceCalibration()
-    assert calibration.accept(0.97) > calibration.accept(0.5)  # the prior: as sure as it says
-    for _ in range(40):
-        calibration.observe(0.97, False)
-        calibration.observe(0.5, True)
-    assert calibration.accept(0.97) < 0.1 < 0.9 < calibration.accept(0.5)
-
-
 def test_one_more_token_must_earn_what_its_time_earns_at_the_expected_rate():
-    calibration = ConfidenceCalibration()
-    sure = ConfidenceStop(calibration, 8, next_accept=0.9, rate=10.0, token_seconds=0.05)
-    assert all(sure.keep_drafting(n, 0.999) for n in range(1, 6))  # 0.9 * ~0.97 >= 0.5
+    sure = ConfidenceStop(8, next_accept=0.9, rate=10.0, token_seconds=0.05)
+    assert all(sure.keep_drafting(n, 0.999) for n in range(1, 6))  # 0.9 * 0.995 >= 0.5
     assert not sure.keep_drafting(6, 0.3) and sure.stopped  # the chance falls to ~0.3
-    busy = ConfidenceStop(calibration, 8, next_accept=0.9, rate=10.0, token_seconds=0.1)
+    busy = ConfidenceStop(8, next_accept=0.9, rate=10.0, token_seconds=0.1)
     assert not busy.keep_drafting(1, 0.999)  # a token costing a whole expected token: no
 
 

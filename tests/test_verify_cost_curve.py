@@ -16,7 +16,7 @@ from app.engine.diagnostics import top_indices
 from app.engine.draft_model import DRAFT_MODEL
 from app.engine.drafters import DraftKind
 from app.engine.heads import DRAFT_HEADS
-from app.engine.lookup import NGRAM_COPY, NGRAM_GUESS
+from app.engine.lookup import NGRAM_COPY, NGRAM_GUESS, STRONG_ANCHOR
 from app.engine.lookup_edits import NGRAM_EDIT
 from app.paths import cache_dir
 from tests.helpers import pass_outcome
@@ -61,8 +61,9 @@ def test_copies_on_a_cpu_curve_reach_the_cheap_long_passes():
           33: 600}
     ctl = DraftLengthController(32, adaptive=True, curve=VerifyCostCurve(dict(ms)))
     ks = []
-    for _ in range(5):
-        k = ctl.decide(1000, NGRAM_COPY).k
+    for i in range(5):
+        # the copy's anchor is its first evidence: the run the target wrote that it predicts
+        k = ctl.decide(1000, NGRAM_COPY, copied=STRONG_ANCHOR + sum(ks) + i).k
         ks.append(k)
         ctl.observe(PassOutcome(NGRAM_COPY, [True] * k))
     assert ks[0] >= 1 and max(ks) >= 31, ks
@@ -76,7 +77,7 @@ DEMO_CURVE = {1: 41, 2: 81, 3: 106, 4: 143, 5: 139, 8: 337, 9: 352, 16: 393, 17:
 
 def test_a_copy_is_drafted_from_its_first_strong_match():
     ctl = DraftLengthController(64, adaptive=True, curve=VerifyCostCurve(dict(DEMO_CURVE)))
-    assert ctl.decide(1000, NGRAM_COPY).k >= 1
+    assert ctl.decide(1000, NGRAM_COPY, copied=STRONG_ANCHOR).k >= 1
     assert ctl.decide(1000, NGRAM_GUESS).k == 0
 
 

@@ -37,25 +37,40 @@ from app.engine.records import (
 __all__ = ["AcceptanceEstimate", "DraftLengthController", "PassCost", "PassOutcome",
            "paying_k", "rates_by_k", "wilson_interval"]
 
+# Each constant below with its measurement: docs/ablation.md replays the demo target's
+# recorded outputs (lookup and suffix decoding: its table 1; the demo draft on a GPU-like
+# profile: table 2) with the constant moved one way and the other.
+
+# a tree pass's extra tokens per draft level, averaged over passes (not measured: no replay
+# models trees)
 _EMA = 0.15
 # a draft must be expected to beat plain decoding by this much: the curve and the acceptance
 # estimates are measurements that move by more than a few percent (the demo target's 2-token
 # pass costs 1.9-2.0 single steps from one minute to the next), and a guess drafted on a
 # streak of passes at a few percent of expected gain lost 4% of a fresh-code run to plain
-# decoding (a 2-token pass at 57% acceptance where 94% was needed to pay)
+# decoding (a 2-token pass at 57% acceptance where 94% was needed to pay). Replays, which
+# have no timing noise, favour less: 1.00 +3% on the GPU-like draft, -0.4% on suffix edits
 _MIN_GAIN = 1.05
-# a probe is worth a pass only if drafting could pay at near-perfect acceptance
+# a probe is worth a pass only if drafting could pay at near-perfect acceptance (0.9 or 0.99
+# replayed the same)
 _OPTIMISTIC_ACCEPT = 0.95
 _Z95 = 1.959964  # the normal quantile of a 95% interval
 
 # pooled counts fade per judged token (a memory of about 32 tokens, however they came: 32
-# one-token passes or half of one long copy); each position's own counts fade per pass
+# one-token passes or half of one long copy; 16: suffix repetitive -1.0%, 64: -0.2%); each
+# position's own counts fade per pass (0.6: suffix repetitive -2.0%, 0.9: within 0.3%)
 POOL_DECAY_PER_TOKEN = 1 - 1 / 32
 POOL_MEMORY = 1 / (1 - POOL_DECAY_PER_TOKEN)  # what decayed counts add up to at most
 _POSITION_DECAY = 0.8
-_PRIOR_WEIGHT = 1.0  # the kind's prior, in tokens, inside the pooled rate
-_POOL_WEIGHT = 4.0  # the pooled rate, in observations, inside a position's estimate
+# the kind's prior, in tokens, inside the pooled rate (0.5: ngram edit -7.6%, 2: -9.6%)
+_PRIOR_WEIGHT = 1.0
+# the pooled rate, in observations, inside a position's estimate (2: ngram edit -2.0%, 8:
+# -2.2%)
+_POOL_WEIGHT = 4.0
 
+# plain steps before a kind that does not pay is drafted again (4: +3.1%, 16: -3.8% on the
+# GPU-like draft; free kinds are never probed), the gap doubling up to MAX_PROBE_GAP (32 or
+# 512 replayed the same)
 FIRST_PROBE_GAP = 8
 MAX_PROBE_GAP = 128
 
@@ -63,14 +78,13 @@ MAX_PROBE_GAP = 128
 @dataclass(frozen=True)
 class PassOutcome:
     """All the controller learns from one pass: the kind drafted (None: a plain step), the
-    verdict at each draft depth judged (up to the first rejection), the q each judged chain
-    token was drawn with (empty for trees and one-hot drafts), the pass's size and times.
+    verdict at each draft depth judged (up to the first rejection), the pass's size and
+    times.
     pass_tokens = 0: no pass ran (a free draft checked against the output,
     app.engine.session.ShadowCheck)."""
 
     kind: DraftKind | None
     verdicts: Sequence[bool] = ()
-    q: Sequence[float] = ()
     pass_tokens: int = 0
     draft_depth: int = 0  # draft tokens in a row (k for a chain, the deepest node of a tree)
     t_draft: float = 0.0
@@ -217,50 +231,20 @@ class _Probes:
         return True
 
 
-# bins of a drafted token's q; the top bins are narrow, as most code tokens fall there
-_EDGES = np.array([0.2, 0.4, 0.6, 0.7, 0.8, 0.9, 0.95, 0.99])
-_CENTRES = np.array([0.1, 0.3, 0.5, 0.65, 0.75, 0.85, 0.925, 0.97, 0.995])
-# each bin starts at its own q, worth two tokens: a draft that is as often right as it is
-# sure; a bin's counts fade per token judged in it (a memory of about 64 of them)
-_BIN_PRIOR_WEIGHT = 2.0
-_BIN_DECAY = 1 - 1 / 64
-
-
-@dataclass
-class ConfidenceCalibration:
-    """How often a drafted token with probability q under the draft was accepted, by q."""
-
-    hits: np.ndarray = field(default_factory=lambda: np.zeros(len(_CENTRES)))
-    seen: np.ndarray = field(default_factory=lambda: np.zeros(len(_CENTRES)))
-
-    @staticmethod
-    def _bin(q: float) -> int:
-        return int(np.searchsorted(_EDGES, q, side="right"))
-
-    def observe(self, q: float, accepted: bool) -> None:
-        b = self._bin(q)
-        self.hits[b] = _BIN_DECAY * self.hits[b] + accepted
-        self.seen[b] = _BIN_DECAY * self.seen[b] + 1.0
-
-    def accept(self, q: float) -> float:
-        b = self._bin(q)
-        return float((self.hits[b] + _BIN_PRIOR_WEIGHT * _CENTRES[b])
-                     / (self.seen[b] + _BIN_PRIOR_WEIGHT))
-
-
 @dataclass
 class ConfidenceStop:
     """Where a draft model's draft should end: after the token where its own confidence says
     the next one would not pay for itself. A pass keeps drafting while
 
-        chance(all drafted so far pass) * a_next  >=  rate * (draft step + extra verify time)
+        q(each token drafted so far, multiplied) * a_next  >=  rate * (draft step + extra verify)
 
     (a_next: the kind's pooled acceptance; rate: the tokens per second the controller expects).
-    On the demo pair, greedy, 99.6% of the tokens the draft model drafted with q >= 0.9 passed
-    and about 80% of those below. The token whose confidence ends the draft is kept, so the
-    draft length is a stopping time of the draft's own tokens and sampling stays exact."""
+    Each q is taken at face value as the chance its token passes: on the demo pair 99.6% of
+    the tokens drafted with q >= 0.9 passed, and learning a calibration of q in 9 bins made
+    the replayed drafts no faster (docs/ablation.md). Ending the draft keeps sampling exact:
+    the token whose q ended it is kept, so the length is a stopping time of the draft's own
+    tokens."""
 
-    calibration: ConfidenceCalibration
     limit: int  # the most tokens this pass may draft
     next_accept: float
     rate: float
@@ -270,7 +254,7 @@ class ConfidenceStop:
 
     def keep_drafting(self, drafted: int, q: float) -> bool:
         """`drafted` tokens so far, the last of them drawn with probability q."""
-        self.chance *= self.calibration.accept(q)
+        self.chance *= q
         # the last answer counts: a drafter held to a minimum length may draft on after a no
         self.stopped = self.chance * self.next_accept < self.rate * self.token_seconds
         return not self.stopped
@@ -292,7 +276,6 @@ class DraftLengthController:
         self.min_gain = _MIN_GAIN
         self.estimates: dict[str, AcceptanceEstimate] = {}  # by DraftKind.name
         self.costs: dict[str, PassCost] = {}
-        self.calibrations: dict[str, ConfidenceCalibration] = {}
         self.probes = _Probes()
         self._draft_times: dict[str, deque[float]] = {}  # per kind: seconds per drafted token
         self._probing = False
@@ -343,15 +326,14 @@ class DraftLengthController:
         """In adaptive mode, for a draft model: the rule that ends this pass's draft where
         one more token would earn less than its time does at the expected rate; the pass may
         then draft up to draft_max (within what is left). None: draft the k chosen."""
-        calibration = self.calibrations.get(kind.name)
-        if not self.adaptive or not kind.confident or calibration is None:
+        if not self.adaptive or not kind.confident:
             return None
         limit = max(0, min(self.draft_max, remaining - 1))
         rates = self.rates(kind, limit)
         cost = self.pass_cost(kind)
         token_seconds = cost.draft_cost + verify_slope(self.curve.current(),
                                                        cost.pass_size(limit))
-        return ConfidenceStop(calibration, limit, self.estimate(kind).pooled(),
+        return ConfidenceStop(limit, self.estimate(kind).pooled(),
                               float(rates.max()), token_seconds)
 
     # -- deciding --
@@ -425,10 +407,6 @@ class DraftLengthController:
         if outcome.pass_tokens:
             self._learn_cost(kind, outcome)
         self.estimates[kind.name].observe(outcome.verdicts)
-        calibration = self.calibrations.get(kind.name)
-        if calibration is not None:
-            for q, accepted in zip(outcome.q, outcome.verdicts, strict=False):
-                calibration.observe(q, accepted)
 
     def _learn_cost(self, kind: DraftKind, outcome: PassOutcome) -> None:
         cost = self.costs[kind.name]
@@ -446,16 +424,14 @@ class DraftLengthController:
             return
         self.estimates[kind.name] = self.estimate(kind)
         self.costs[kind.name] = self.pass_cost(kind)
-        if kind.confident:
-            self.calibrations[kind.name] = ConfidenceCalibration()
 
     def _lift(self, kind: DraftKind, copied: int) -> None:
-        """A copy's evidence beside its own passes: the kind it is accepted at least as often
-        as (DraftKind.at_least), and for a copy of the prompt the run of tokens the target
-        wrote that it would have predicted (as much as the pool remembers): code quoted back
+        """A copy of the prompt's evidence beside its own passes: the run of tokens the target
+        wrote that it would have predicted (as much as the pool remembers). Code quoted back
         26 tokens into its source has shown what 26 accepted drafts would, whether the tokens
         came from drafts or from plain steps, and takes the place of the kind's pooled
-        verdicts when it says more.
+        verdicts when it says more (without it the replayed edits ran 1.7% slower with the
+        lookup and 7% with suffix decoding, docs/ablation.md).
 
         A copy of the output or of an earlier answer (not DraftKind.run_is_evidence) learns
         from its verdicts alone, which shadow checks give it for free: a suffix copy recalled
@@ -463,10 +439,6 @@ class DraftLengthController:
         dataclass with other fields), and the output repeating a phrase of its own goes its
         own way after it. Counted at all, even beside the verdicts, a long run drafted
         31-token passes that kept 2 (packaging/research/replay_suffix.py, replay_lookup.py)."""
-        estimate = self.estimates[kind.name]
-        weaker = None if kind.at_least is None else self.estimates.get(kind.at_least.name)
-        if weaker is not None:
-            estimate.raise_pool(weaker.pool_hits, weaker.pool_seen)
         run = min(float(copied), POOL_MEMORY)
         if kind.run_is_evidence and run:
-            estimate.raise_pool(run, run)
+            self.estimates[kind.name].raise_pool(run, run)

@@ -22,8 +22,13 @@ import numpy as np
 from app.engine.protocol import LanguageModel
 from app.paths import cache_dir, write_atomically
 
-RECENT_PASSES = 9  # the live level is the median over this many of the latest passes
-_LIVE_SAMPLES = 3  # the median of fewer is one cold or stalled pass
+# the live level is the median over this many of the latest passes, once there are
+# _LIVE_SAMPLES of them (fewer: one cold or stalled pass decides). Measured in bfae2f5: with
+# each size's own live time a cold first plain step (20 ms against 0.17 warm) priced plain
+# decoding and a draft 13x a plain step drafted k = 1 in 15 of 24 steps
+# (tests/test_verify_cost_curve.py replays it); 9 and 3 themselves were not swept
+RECENT_PASSES = 9
+_LIVE_SAMPLES = 3
 
 
 @dataclass
@@ -123,9 +128,13 @@ def verify_slope(points: dict[int, float], up_to: int) -> float:
 
 
 # -- calibration: measuring the curve once per model file and device, and caching it --
-_CONTEXT_TOKENS = 48
-_SMALL = 5  # pass sizes timed over more rounds (measure_verify_curve)
-_EVERY_SIZE = 17  # sizes up to this one each timed (calibration_sizes)
+_CONTEXT_TOKENS = 48  # the context a calibration pass follows (not measured)
+# pass sizes timed over more rounds (measure_verify_curve): 43836f7, 3-round calibrations put
+# the demo target's t(2) / t(1) at 1.59-1.69 against 1.88-1.96 live
+_SMALL = 5
+# sizes up to this one each timed (calibration_sizes): 85fe594's timed A/B, and
+# docs/ablation.md (the 5-size calibration: suffix repetitive -2.9% before the removals)
+_EVERY_SIZE = 17
 _STORE = "verify_cost.json"
 # curves measured on a busy machine: kept for this process, never written to the cache
 _UNCACHED: dict[str, dict[str, float]] = {}
@@ -188,7 +197,7 @@ def _busy() -> bool:
     """More runnable work than cores: a curve measured now would teach every later run the
     wrong shape, so it is used for this run only and not cached."""
     try:
-        return os.getloadavg()[0] > 1.5 * (os.cpu_count() or 1)
+        return os.getloadavg()[0] > 1.5 * (os.cpu_count() or 1)  # threshold not measured
     except OSError:
         return False
 

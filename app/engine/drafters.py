@@ -44,13 +44,13 @@ class DraftKind:
 
     name: str
     free: bool  # drafting costs no model step (a lookup); else it costs the drafter's steps
-    prior: float  # the acceptance expected of it before any is measured
+    # the acceptance expected of it before any is measured: even odds for a free kind (one
+    # prior for every free kind did better than per-kind priors, docs/ablation.md); a draft
+    # model declares 0.6 (0.5 drafted 2.2% slower in the replays of the demo draft)
+    prior: float = 0.5
     # its draft may end on its own confidence (app.engine.adaptive.ConfidenceStop): it pays a
     # step per token and knows how sure it was of each
     confident: bool = False
-    # a kind this one is accepted at least as often as (a copy is a guess that kept
-    # agreeing): its measured rate starts from that kind's when theirs is higher
-    at_least: DraftKind | None = None
     # a copy's run (Outlook.copied) may take the place of this kind's pooled verdicts when
     # it says more (a copy of the prompt, its run since the last edit); False: the run says
     # nothing and the kind learns from its verdicts alone (a copy of the output or of an

@@ -41,18 +41,17 @@ AGREEMENT_WINDOW = 64
 # One passed 4-token guess makes an edit's copy strong (at 8 it took two, each a pass of 5)
 STRONG_ANCHOR = 6
 
-# a guess (a short match) is trusted at even odds;
-NGRAM_GUESS = DraftKind("ngram-weak", free=True, prior=0.5)
-# a copy (anchored on at least STRONG_ANCHOR agreeing tokens) continues with Laplace's
-# rule-of-succession chance (6 + 1) / (6 + 2), and is a guess that kept agreeing, so it is
-# accepted at least as often as the guesses are
-NGRAM_COPY = DraftKind("ngram", free=True, prior=0.875, at_least=NGRAM_GUESS)
+# a guess (a short match) and a copy (anchored on at least STRONG_ANCHOR agreeing tokens)
+# start at the free kinds' prior, even odds: a copy's own prior of 7/8 and its lift from the
+# guesses' rate gained under 2% on any replayed workload and lost 2% on edits and code
+# (docs/ablation.md); a copy's run of agreeing tokens is what makes it draft long at once
+NGRAM_GUESS = DraftKind("ngram-weak", free=True)
+NGRAM_COPY = DraftKind("ngram", free=True)
 # a copy of this run's own output (its source lies past the prompt) goes on for less than a
 # copy of the prompt: code repeats its own phrases (`self.items`, a loop's header) for a line
 # and then goes its own way, where code quoted back goes on for lines. So its run is no
 # evidence (DraftKind.run_is_evidence), as a suffix copy's is not: it learns from verdicts
-NGRAM_SELF = DraftKind("ngram-self", free=True, prior=0.875, at_least=NGRAM_GUESS,
-                       run_is_evidence=False)
+NGRAM_SELF = DraftKind("ngram-self", free=True, run_is_evidence=False)
 
 
 def run_back(one: list[int], a: int, other: list[int], b: int, limit: int) -> int:

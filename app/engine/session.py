@@ -248,14 +248,12 @@ class Session:
 
     def _outcome(self, step: StepRecord) -> PassOutcome:
         """What the controller learns from this step: the kind drafted, its verdicts by
-        depth, the q of each judged chain token, the pass's size and times."""
+        depth, the pass's size and times."""
         if not step.k:
             return PassOutcome(None, pass_tokens=1, t_verify=step.t_verify)
         return PassOutcome(
-            self._kind, step.depth_outcomes(),
-            () if step.is_tree else [t.q for t in step.tokens],
-            pass_tokens=step.n_pass, draft_depth=step.draft_depth,
-            t_draft=step.t_draft, t_verify=step.t_verify,
+            self._kind, step.depth_outcomes(), pass_tokens=step.n_pass,
+            draft_depth=step.draft_depth, t_draft=step.t_draft, t_verify=step.t_verify,
         )
 
     def _cut_at_eos(self, emitted: list[int], origins: list[str]) -> tuple[list[int], list[str]]:

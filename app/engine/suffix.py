@@ -54,17 +54,14 @@ SUFFIX_LABEL = "suffix decoding"
 # a match of at least this many tokens is a copy (SUFFIX_COPY), a shorter one a guess
 # (SUFFIX_GUESS): the controller learns their acceptance apart (as lookup._STRONG_ANCHOR)
 _STRONG_MATCH = 6
-# The two kinds of draft suffix decoding makes, declared as the lookup's are (and with the
-# same priors, for the same reasons): a guess from a short match is trusted at even odds;
-SUFFIX_GUESS = DraftKind("suffix-weak", free=True, prior=0.5)
-# a copy (a match of at least _STRONG_MATCH tokens) continues with Laplace's chance
-# (6 + 1) / (6 + 2), and is a guess that kept agreeing, so accepted at least as often. Its
-# match is no evidence: a match recalled from an earlier answer says little of how far it
-# goes on (packaging/research/replay_suffix.py: of the repetitive suite's copies from memory with a
-# 6+ token match, 35% agree for 8 tokens, 6% for 16); it learns from its verdicts alone
-SUFFIX_COPY = DraftKind("suffix", free=True, prior=0.875, at_least=SUFFIX_GUESS,
-                        run_is_evidence=False)
-
+# The two kinds of draft suffix decoding makes, declared as the lookup's are (from the free
+# kinds' prior, docs/ablation.md): a guess from a short match, and a copy (a match of at
+# least _STRONG_MATCH tokens). A copy's match is no evidence: a match recalled from an earlier
+# answer says little of how far it goes on (packaging/research/replay_suffix.py: of the
+# repetitive suite's copies from memory with a 6+ token match, 35% agree for 8 tokens, 6% for
+# 16); it learns from its verdicts alone
+SUFFIX_GUESS = DraftKind("suffix-weak", free=True)
+SUFFIX_COPY = DraftKind("suffix", free=True, run_is_evidence=False)
 
 @dataclass(frozen=True)
 class SuffixOptions:

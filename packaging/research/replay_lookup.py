@@ -190,7 +190,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     suites = sorted({row["suite"] for row in rows})
     print(f"{'drafter':14} " + " ".join(f"{s:>7}" for s in suites))
-    for drafter in DRAFTERS:  # the controller's ablations: packaging/replay_ablation.py
+    for drafter in DRAFTERS:  # the controller's ablations: replay_ablation.py
         speedups = replay_all(rows, drafter, args.draft_max)
         print(f"{drafter:14} " + " ".join(f"{speedups[s]:7.3f}" for s in suites))
     return 0

@@ -20,7 +20,7 @@ from app.engine.drafters import Budget, Draft, Drafter, DraftKind, Outlook  # no
 from app.engine.lookup import NGRAM_COPY  # noqa: E402
 from app.engine.lookup_edits import EditAwareLookup  # noqa: E402
 from app.engine.records import COPIED_FROM_PROMPT  # noqa: E402
-from app.engine.suffix import SUFFIX_COPY, SUFFIX_GUESS, SuffixDrafter, SuffixOptions  # noqa: E402
+from app.engine.suffix import SUFFIX_COPY, SuffixDrafter, SuffixOptions  # noqa: E402
 from app.engine.suffix_index import CandidateTree  # noqa: E402
 from app.engine.suffix_tree import SuffixTree  # noqa: E402
 from app.engine.token_buffer import SEPARATOR  # noqa: E402
@@ -64,8 +64,7 @@ class ByMatch(SuffixDrafter):
         self.classes: list[tuple[int, DraftKind]] = []
         weaker = None
         for b in bounds:
-            weaker = DraftKind(f"suffix-{b}", free=True, prior=SUFFIX_COPY.prior if weaker
-                               else SUFFIX_GUESS.prior, at_least=weaker)
+            weaker = DraftKind(f"suffix-{b}", free=True)
             self.classes.append((b, weaker))
 
     def outlook(self, context: list[int]) -> Outlook:
@@ -75,7 +74,7 @@ class ByMatch(SuffixDrafter):
         return Outlook(kind, seen.copied, seen.available)
 
 
-RECALL = DraftKind("suffix-recall", free=True, prior=SUFFIX_COPY.prior, at_least=SUFFIX_GUESS)
+RECALL = DraftKind("suffix-recall", free=True)
 
 
 class PromptFactor(SuffixDrafter):
