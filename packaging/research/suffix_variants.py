@@ -20,7 +20,7 @@ from app.engine.drafters import Budget, Draft, Drafter, DraftKind, Outlook  # no
 from app.engine.lookup import NGRAM_COPY  # noqa: E402
 from app.engine.lookup_edits import EditAwareLookup  # noqa: E402
 from app.engine.records import COPIED_FROM_PROMPT  # noqa: E402
-from app.engine.suffix import SUFFIX_COPY, SuffixDrafter, SuffixOptions  # noqa: E402
+from app.engine.suffix import SUFFIX_COPY, SUFFIX_GUESS, SuffixDrafter, SuffixOptions  # noqa: E402
 from app.engine.suffix_index import CandidateTree  # noqa: E402
 from app.engine.suffix_tree import SuffixTree  # noqa: E402
 from app.engine.token_buffer import SEPARATOR  # noqa: E402
