@@ -16,15 +16,15 @@ from app.analysis.reasons import describe_decision, plain_run_reason  # noqa: E4
 from app.engine.records import RULE_NO_GAIN, RULE_PROBE  # noqa: E402
 from app.engine.trace import TraceHeader, TraceWriter  # noqa: E402
 from app.settings import Settings  # noqa: E402
+from tests.helpers import choose_pair, set_decoding  # noqa: E402
 from tests.recorded_decisions import all_accepted_few_drafted  # noqa: E402
-from tests.test_ui_window import choose_pair, dialogs, set_decoding  # noqa: E402, F401
 from ui.main_window import DEFAULT_SIZE, MainWindow  # noqa: E402
 
 RUN_TIMEOUT_MS = 120_000
 
 
 @pytest.fixture
-def small_window(qtbot, tmp_path, dialogs):  # noqa: F811
+def small_window(qtbot, tmp_path, dialogs):
     """The window on the 1366x768 screen of the issue's first run."""
     win = MainWindow(Settings(), save_path=tmp_path / "settings.json")
     qtbot.addWidget(win)
@@ -70,7 +70,7 @@ def test_recorded_decisions_are_replayed_into_the_notice_and_the_inspector(
 
 
 def test_work_after_a_run_shows_in_the_status_bar_and_a_new_run_cancels_it(
-        small_window, qtbot, hf_dirs, dialogs):  # noqa: F811
+        small_window, qtbot, hf_dirs, dialogs):
     window = small_window
     choose_pair(window, qtbot, *hf_dirs)
     set_decoding(window, tokens=120, k=3, compare=True)
@@ -97,7 +97,7 @@ def test_work_after_a_run_shows_in_the_status_bar_and_a_new_run_cancels_it(
     assert window.run is not None and window.run.stats.emitted == 120  # the new run ran whole
 
 
-def test_cancel_ends_the_work_and_keeps_the_run(small_window, qtbot, hf_dirs, dialogs):  # noqa: F811
+def test_cancel_ends_the_work_and_keeps_the_run(small_window, qtbot, hf_dirs, dialogs):
     window = small_window
     choose_pair(window, qtbot, *hf_dirs)
     set_decoding(window, tokens=120, k=3, compare=True)
