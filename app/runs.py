@@ -9,34 +9,21 @@ from pathlib import Path
 from typing import Any
 
 from app.draft_memory import DraftMemory, prompt_fingerprint
-from app.engine.cost_curve import cached_verify_curve, measure_token_cost
-from app.engine.cross_vocab import TLIDrafter
+from app.engine.cost_curve import cached_verify_curve
 from app.engine.decode_config import DecodeConfig
-from app.engine.draft_model import ModelDrafter
 from app.engine.drafters import Drafter
-from app.engine.heads import HeadsDrafter
-from app.engine.hybrid import HybridDrafter
-from app.engine.lookup import block_limit
-from app.engine.lookup_edits import EditAwareLookup
-from app.engine.mtp import MtpDrafter
-from app.engine.protocol import LanguageModel, MtpModel
+from app.engine.heads import HeadsWeights
+from app.engine.protocol import LanguageModel
+from app.engine.registry import DrafterChoice, build_drafter
 from app.engine.session import Session
-from app.engine.string_draft import StringDrafter
-from app.engine.suffix import (
-    SUFFIX_LABEL,
-    RememberedRun,
-    SuffixDrafter,
-    SuffixOptions,
-    memory_buffer,
-)
+from app.engine.suffix import RememberedRun, SuffixOptions, memory_buffer
+from app.engine.suffix_tree import SuffixTree
 from app.engine.trace import MODE_PLAIN, MODE_SPECULATIVE, TraceHeader, TraceWriter
+from app.engine.vocab_bridge import VocabBridge
 from app.errors import SettingsError
-from app.models.draft_heads import load_heads
-from app.models.loading import LoadedPair, ModelSpec
-from app.models.mtp import OWN_MTP_LABEL
+from app.models.loading import LoadedPair
 from app.versions import versions
 
-NGRAM_LABEL = "n-gram lookup"
 # the last prompt tokens kept before each remembered output, so that the memory can draft an
 # answer's first tokens too (they follow the prompt's end: a chat template's turn header)
 MEMORY_LEAD_TOKENS = 4
@@ -79,70 +66,95 @@ def encode_prompt(target: LanguageModel, prompt: str, chat: bool) -> list[int]:
     return target.tokenize(prompt)
 
 
-def build_drafter(pair: LoadedPair, config: DecodeConfig,
-                  avoid_prompt: Sequence[int] | None = None) -> Drafter | None:
-    """A fresh drafter for one run (drafters keep per-run state), or None for plain decoding.
-    A suffix drafter leaves out remembered answers to `avoid_prompt` (a benchmark's prompt
-    must not draft from its own earlier answer)."""
-    if pair.spec.suffix:
-        return suffix_drafter(pair, config, avoid_prompt)
-    if pair.spec.draft_mtp:
-        return mtp_drafter(pair, config)
-    if pair.draft is not None:
-        drafter = model_drafter(pair, pair.draft, config)
-        if pair.spec.self_draft_layers:
-            drafter.name = self_draft_label(pair.spec.self_draft_layers)
-        if pair.spec.ngram:
-            lookup = EditAwareLookup(n_min=2, limit=block_limit(pair.target))
-            return HybridDrafter(drafter, lookup)
-        return drafter
-    if pair.spec.draft_heads:
-        return heads_drafter(pair)
-    if pair.spec.ngram:
-        return EditAwareLookup(limit=block_limit(pair.target))
+class PairSources:
+    """What the drafters of one run may draw on (app.engine.registry's factories): the
+    pair's models and files. `avoid_prompt`: the memory leaves out remembered answers to it
+    (a benchmark's prompt must not draft from its own earlier answer)."""
+
+    def __init__(self, pair: LoadedPair, avoid_prompt: Sequence[int] | None = None,
+                 suffix: SuffixOptions | None = None) -> None:
+        self.pair = pair
+        self.avoid_prompt = avoid_prompt
+        self.suffix = suffix or SuffixOptions()
+
+    @property
+    def target(self) -> LanguageModel:
+        return self.pair.target
+
+    def draft_model(self) -> LanguageModel:
+        if self.pair.draft is None:
+            raise SettingsError("the draft model was not loaded — pass -md DRAFT_FILE")
+        return self.pair.draft
+
+    def bridge(self) -> VocabBridge | None:
+        cross = self.pair.cross
+        return None if cross is None else cross.bridge
+
+    def self_draft(self, n_layers: int) -> LanguageModel:
+        return self.pair.self_draft(n_layers)
+
+    def heads(self, path: str) -> HeadsWeights:
+        from app.models.draft_heads import load_heads
+
+        return load_heads(path, self.pair.target)
+
+    @property
+    def suffix_options(self) -> SuffixOptions:
+        return self.suffix
+
+    def memory(self, path: str, max_depth: int) -> SuffixTree:
+        """The memory file's earlier outputs of this target in one global suffix tree: built
+        once, extended as runs end (remember_output), rebuilt only when the runs it must
+        hold change otherwise (the oldest dropped, another prompt's answers left out)."""
+        held = held_memory(self.pair, path)
+        avoid = prompt_fingerprint(self.avoid_prompt) if self.avoid_prompt is not None else ""
+        runs = held.memory.runs(memory_key(self.pair), avoid, n_vocab=self.pair.target.n_vocab)
+        holds = (tuple(o.run for o in runs), max_depth)
+        if held.tree is None or held.holds != holds:
+            held.tree = memory_buffer([RememberedRun(o.run, o.tokens) for o in runs], max_depth)
+            held.holds = holds
+        return held.tree
+
+
+@dataclass
+class HeldMemory:
+    """A draft memory file as this process holds it: read once, written after each run,
+    and its outputs of one target in a global suffix tree, with the runs and depth it
+    holds."""
+
+    memory: DraftMemory
+    tree: SuffixTree | None = None
+    holds: tuple[tuple[int, ...], int] | None = None
+
+
+# the draft memories this process has read, by file and target: the engine host (one per
+# window session; a new one after the window forgets a memory) and a benchmark read a file
+# once and keep its tree while they run
+_HELD: dict[tuple[str, str], HeldMemory] = {}
+
+
+def held_memory(pair: LoadedPair, path: str) -> HeldMemory:
+    key = (str(Path(path).resolve()), memory_key(pair))
+    if key not in _HELD:
+        _HELD[key] = HeldMemory(DraftMemory.load(path))
+    return _HELD[key]
+
+
+def new_drafter(pair: LoadedPair, config: DecodeConfig,
+                avoid_prompt: Sequence[int] | None = None) -> Drafter | None:
+    """A fresh drafter for one run (drafters keep per-run state), or None for plain
+    decoding (`avoid_prompt`: see PairSources)."""
+    sources = PairSources(pair, avoid_prompt, config.suffix)
+    return build_drafter(config.drafter, sources, config.stop_rule)
+
+
+def drafting_model(pair: LoadedPair, choice: DrafterChoice) -> LanguageModel | None:
+    """The model that drafts in this choice, where one does (its step is measured)."""
+    if choice.uses("self"):
+        return pair.self_draft(choice.options.layers)
+    if choice.uses("draft"):
+        return pair.draft
     return None
-
-
-def model_drafter(pair: LoadedPair, draft: LanguageModel, config: DecodeConfig) -> Drafter:
-    """A draft model's drafter: of the target's vocabulary, or across vocabularies (TLI, or
-    string-level as --cross-vocab asks)."""
-    cross = pair.cross
-    if cross is None:
-        return ModelDrafter(draft, p_min=config.draft_p_min, draft_min=config.draft_min,
-                            target_vocab=pair.target.n_vocab,
-                            with_hidden=bool(pair.spec.self_draft_layers))
-    if pair.spec.cross_vocab == "string":
-        return StringDrafter(pair.target, draft)
-    return TLIDrafter(pair.target, draft, cross.bridge, p_min=config.draft_p_min,
-                      draft_min=config.draft_min)
-
-
-def suffix_drafter(pair: LoadedPair, config: DecodeConfig | None = None,
-                   avoid_prompt: Sequence[int] | None = None) -> SuffixDrafter:
-    """Suffix decoding over the prompt, the output and the pair's draft memory: its global
-    suffix tree is built once and extended as runs end (rebuilt only when the runs it must
-    hold change otherwise: the oldest dropped, another prompt's answers left out)."""
-    options = config.suffix if config is not None else SuffixOptions()
-    limit = block_limit(pair.target)
-    memory = draft_memory(pair)
-    if memory is None:
-        return SuffixDrafter(limit=limit, options=options)
-    avoid = prompt_fingerprint(avoid_prompt) if avoid_prompt is not None else ""
-    runs = memory.runs(memory_key(pair), avoid, n_vocab=pair.target.n_vocab)
-    held = (tuple(o.run for o in runs), options.max_depth)
-    if pair.memory_index is None or pair.memory_index[0] != held:
-        tree = memory_buffer([RememberedRun(o.run, o.tokens) for o in runs], options.max_depth)
-        pair.memory_index = (held, tree)
-    return SuffixDrafter(pair.memory_index[1], limit=limit, options=options)
-
-
-def draft_memory(pair: LoadedPair) -> DraftMemory | None:
-    """The pair's draft memory (--draft-memory), read once; None without one."""
-    if not pair.spec.draft_memory:
-        return None
-    if pair.memory is None:
-        pair.memory = DraftMemory.load(pair.spec.draft_memory)
-    return pair.memory
 
 
 def memory_key(pair: LoadedPair) -> str:
@@ -154,79 +166,39 @@ def memory_key(pair: LoadedPair) -> str:
 
 
 def remember_output(pair: LoadedPair, session: Session, prompt_ids: Sequence[int]) -> None:
-    """Keep a speculative run's output in the pair's draft memory, and save it. Plain runs
-    never write: a benchmark's speculative run must not draft from the plain run beside it."""
-    memory = draft_memory(pair)
-    if memory is None or session.drafter is None or not session.output_ids:
+    """Keep a speculative run's output in its draft memory file (the suffix drafter's
+    `memory` option), and save it. Plain runs never write: a benchmark's speculative run
+    must not draft from the plain run beside it."""
+    path = session.config.drafter.options.memory
+    if not path or session.drafter is None or not session.output_ids:
         return
-    held = pair.memory_index
-    output = memory.add(memory_key(pair), prompt_fingerprint(prompt_ids),
-                        remembered_tokens(prompt_ids, session.output_ids))
-    memory.save()
-    if held is not None and held[0][0] == tuple(o.run for o in memory.runs(memory_key(pair))
-                                               if o.run != output.run):
+    held = held_memory(pair, path)
+    output = held.memory.add(memory_key(pair), prompt_fingerprint(prompt_ids),
+                             remembered_tokens(prompt_ids, session.output_ids))
+    held.memory.save()
+    runs_before = tuple(o.run for o in held.memory.runs(memory_key(pair)) if o.run != output.run)
+    if held.tree is not None and held.holds is not None and held.holds[0] == runs_before:
         # the global tree held every earlier run: it takes this one too, in place
-        held[1].extend(output.run, output.tokens)
-        pair.memory_index = (((*held[0][0], output.run), held[0][1]), held[1])
-
-
-def heads_drafter(pair: LoadedPair) -> HeadsDrafter:
-    """A drafter from the pair's heads file, read once per pair (checked against the target)."""
-    if pair.heads is None:
-        pair.heads = load_heads(pair.spec.draft_heads, pair.target)
-    return HeadsDrafter(pair.heads, heads_label(pair.spec.draft_heads))
-
-
-def mtp_drafter(pair: LoadedPair, config: DecodeConfig) -> MtpDrafter:
-    """The target's own MTP layers as the drafter (the target was loaded with them)."""
-    target = pair.target
-    if not isinstance(target, MtpModel):
-        raise SettingsError(f"{target.name} was not loaded with its MTP layers — load it "
-                            "again with --draft-mtp (llama.cpp backend)")
-    return MtpDrafter(target.mtp_heads(), mtp_label(target.n_mtp_heads),
-                      p_min=config.draft_p_min, draft_min=config.draft_min,
-                      eos_ids=target.eos_ids)
-
-
-def mtp_label(n_heads: int) -> str:
-    return f"own MTP layers ({n_heads})"
-
-
-def heads_label(path: str) -> str:
-    return f"draft heads ({Path(path).name})"
-
-
-def self_draft_label(n_layers: int) -> str:
-    return f"self-draft (first {n_layers} layers)"
-
-
-def build_self_drafter(pair: LoadedPair, n_layers: int, config: DecodeConfig) -> Drafter:
-    """A drafter from the target's own first n_layers (for a ranking or a layer sweep), on
-    any loaded pair: torch shares the target's weights; llama.cpp loads a GGUF of its first
-    blocks, written once. The early-exit model is kept with the pair and closed with it."""
-    drafter = ModelDrafter(pair.self_draft(n_layers), p_min=config.draft_p_min,
-                           draft_min=config.draft_min, with_hidden=True)
-    drafter.name = self_draft_label(n_layers)
-    return drafter
+        held.tree.extend(output.run, output.tokens)
+        held.holds = ((*runs_before, output.run), held.holds[1])
 
 
 def build_session(pair: LoadedPair, config: DecodeConfig, plain: bool = False,
                   diagnostics: bool = True,
                   avoid_prompt: Sequence[int] | None = None) -> Session:
     """A speculative session on the pair, or plain target decoding when plain=True
-    (`avoid_prompt`: see build_drafter).
+    (`avoid_prompt`: see PairSources).
 
     Adaptive mode starts from the verify-cost curve measured for this target and device
     (cached after the first measurement) and the draft model's measured step time.
     """
-    drafter = None if plain else build_drafter(pair, config, avoid_prompt)
+    drafter = None if plain else new_drafter(pair, config, avoid_prompt)
     curve = None
     if drafter is not None and config.adaptive:
         curve = cached_verify_curve(pair.target, config.draft_max)
-        if pair.draft is not None:
-            if not pair.draft_step_seconds:
-                pair.draft_step_seconds = measure_token_cost(pair.draft)
-            drafter.cost_hint = pair.draft_step_seconds
+        model = drafting_model(pair, config.drafter)
+        if model is not None:
+            drafter.cost_hint = pair.step_cost(model)
     return Session(pair.target, drafter, config, curve, diagnostics)
 
 
@@ -247,22 +219,6 @@ def prepare_run(
     return Run(session, prompt_ids, header)
 
 
-def draft_label(spec: ModelSpec) -> str:
-    """What drafts in a run of this spec, as the trace header names it."""
-    if spec.suffix:
-        return SUFFIX_LABEL
-    if spec.draft_mtp:
-        return OWN_MTP_LABEL
-    if spec.self_draft_layers:
-        label = self_draft_label(spec.self_draft_layers)
-        return f"{NGRAM_LABEL} + {label}" if spec.ngram else label
-    if spec.draft_heads:
-        return heads_label(spec.draft_heads)
-    if spec.draft and spec.ngram:
-        return f"{NGRAM_LABEL} + {spec.draft}"
-    return spec.draft or (NGRAM_LABEL if spec.ngram else "")
-
-
 def trace_header(
     pair: LoadedPair,
     config: DecodeConfig,
@@ -278,7 +234,7 @@ def trace_header(
                 **(extra_settings or {})}
     return TraceHeader(
         target=spec.target,
-        draft="" if plain else draft_label(spec),
+        draft="" if plain else config.drafter.label(spec.draft or ""),
         backend=pair.target.backend,
         device=pair.target.device,
         settings=settings,

@@ -140,6 +140,12 @@ class LlamaCppModel:
         self.caveats: list[str] = []
         if batch_invariant:
             self.caveats = _make_cpu_batch_invariant(model_params)
+            if self.device != "cpu":
+                self.caveats.append(
+                    f"--exact-kernels switches llama.cpp's CPU kernels only: with {layers} "
+                    f"layers on the {self.device} verify passes may still differ from plain "
+                    "decoding in the last bits — use -ngl 0 (no --rpc) for bit-identical "
+                    "greedy output")
         self._model = llama_cpp.llama_model_load_from_file(self.path.encode(), model_params)
         if not self._model:
             raise BackendError(

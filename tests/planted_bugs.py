@@ -1,11 +1,22 @@
-"""A deliberately wrong verify pass for power checks, in this process and in child processes.
+"""Deliberate defects for power checks, in this process and in child processes.
 
-`flips_near_ties` makes the llama.cpp backend's multi-row passes (the verify pass asks for k+1
-rows; plain steps ask for one) swap the target's two best logits wherever they are within
-`bound` of each other. Speculative output then parts from plain decoding exactly at near-ties,
-and the margins recorded at the divergence are small: a noise-bound judgement cannot tell this
-from kernel noise. Only the run with batch-invariant kernels, where any difference is a
-failure, catches it. A child process (check-exact's exact-kernels run) gets it through the
+Each is a bug check-exact once let through; the tests plant it and assert the check fails
+with a message that names it:
+- `near-ties`: the llama.cpp backend's multi-row passes (the verify pass asks for k+1 rows;
+  plain steps ask for one) swap the target's two best logits wherever they are within
+  `bound` of each other. Speculative output then parts from plain decoding exactly at
+  near-ties, with small margins: a noise-bound judgement cannot tell it from kernel noise;
+  only the exact mode, where any difference is a failure, catches it.
+- `tree-mask`: torch's batched tree pass takes each node's parent to be the node before it
+  (parents[i] -> i - 1, an off-by-one in the parent index), so a sibling attends to its elder
+  sibling's branch and sits one position too deep. One-token-per-pass runs never build the
+  mask.
+- `position`: torch's batched passes on a non-empty cache place their tokens one position
+  too far (RoPE at past + 1 + i). Single steps and the prompt's first pass are right.
+- `no-drafts`: the exact-mode child's greedy suite decodes plainly: identical, and empty.
+- `ends-early`: a speculative session drops its last token: the texts differ only in length.
+
+A child process (check-exact's exact-mode run) gets the same bug through the
 sitecustomize.py that `plant_in_children` writes.
 """
 
@@ -16,6 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
+BUG_VARIABLE = "DRAFTLENS_TEST_PLANTED_BUG"
 BOUND_VARIABLE = "DRAFTLENS_TEST_NEAR_TIE_BOUND"
 
 
@@ -37,22 +49,97 @@ def flips_near_ties(extend, bound: float):
     return planted
 
 
-def plant(monkeypatch, bound: float) -> None:
-    from backends.llamacpp import LlamaCppModel
+def tree_mask_off_by_one(extend_tree):
+    def planted(self, ids, parents, n_skip):
+        if not self.batch_invariant:
+            parents = [-1, *range(len(ids) - 1)]
+        return extend_tree(self, ids, parents, n_skip)
 
-    monkeypatch.setattr(LlamaCppModel, "extend", flips_near_ties(LlamaCppModel.extend, bound))
+    return planted
 
 
-def plant_in_children(folder: Path, monkeypatch, bound: float) -> None:
+def wrong_position(forward_pass):
+    def planted(self, ids, n_logits, hidden):
+        past = self.n_cached
+        if len(ids) < 2 or past == 0:
+            return forward_pass(self, ids, n_logits, hidden)
+        torch = self._torch
+        forward = self.model.forward
+
+        def shifted(*args, **kwargs):
+            kwargs["position_ids"] = torch.arange(past + 1, past + 1 + len(ids),
+                                                  device=self.device).unsqueeze(0)
+            return forward(*args, **kwargs)
+
+        self.model.forward = shifted
+        try:
+            return forward_pass(self, ids, n_logits, hidden)
+        finally:
+            del self.model.forward
+
+    return planted
+
+
+def ends_early(steps):
+    def planted(self, prompt_ids):
+        yield from steps(self, prompt_ids)
+        if self.drafter is not None and self.output_ids:
+            self.output_ids.pop()
+
+    return planted
+
+
+def _targets(bug: str, bound: float) -> list[tuple[object, str, object]]:
+    """(owner, attribute, planted value) for each bug."""
+    if bug == "near-ties":
+        from backends.llamacpp import LlamaCppModel
+
+        return [(LlamaCppModel, "extend", flips_near_ties(LlamaCppModel.extend, bound))]
+    if bug == "tree-mask":
+        from backends.torch_hf import TorchModel
+
+        return [(TorchModel, "extend_tree", tree_mask_off_by_one(TorchModel.extend_tree))]
+    if bug == "position":
+        from backends.torch_hf import TorchModel
+
+        return [(TorchModel, "_pass", wrong_position(TorchModel._pass))]
+    if bug == "no-drafts":
+        import app.analysis.exactness as exactness
+
+        build = exactness.build_session
+        return [(exactness, "build_session",
+                 lambda pair, config, plain=False: build(pair, config, plain=True))]
+    if bug == "ends-early":
+        from app.engine.session import Session
+
+        return [(Session, "steps", ends_early(Session.steps))]
+    raise ValueError(f"no planted bug named {bug}")
+
+
+def plant(monkeypatch, bound: float, bug: str = "near-ties") -> None:
+    """The bug in this process (undone with the test)."""
+    for owner, name, value in _targets(bug, bound):
+        monkeypatch.setattr(owner, name, value)
+
+
+def plant_here_for_child() -> None:
+    """What a child's sitecustomize runs: the bug named in the environment, if any."""
+    bug = os.environ.get(BUG_VARIABLE)
+    if bug:
+        for owner, name, value in _targets(bug, float(os.environ.get(BOUND_VARIABLE, "0"))):
+            setattr(owner, name, value)
+
+
+def plant_in_children(folder: Path, monkeypatch, bound: float = 0.0,
+                      bug: str = "near-ties") -> None:
     """Child processes started from now on carry the same bug."""
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "sitecustomize.py").write_text(
         "import os\n"
-        f"if os.environ.get({BOUND_VARIABLE!r}):\n"
-        "    from backends.llamacpp import LlamaCppModel\n"
-        "    from tests.planted_bugs import flips_near_ties\n"
-        "    LlamaCppModel.extend = flips_near_ties(LlamaCppModel.extend, "
-        f"float(os.environ[{BOUND_VARIABLE!r}]))\n", encoding="utf-8")
+        f"if os.environ.get({BUG_VARIABLE!r}):\n"
+        "    from tests.planted_bugs import plant_here_for_child\n"
+        "    plant_here_for_child()\n", encoding="utf-8")
     root = str(Path(__file__).resolve().parent.parent)
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(folder), root]))
+    monkeypatch.setenv(BUG_VARIABLE, bug)
     monkeypatch.setenv(BOUND_VARIABLE, str(bound))

@@ -11,10 +11,12 @@ from dataclasses import fields, replace
 import pytest
 
 import app.analysis.exactness as exactness
-from app.analysis.exact_mode import spec_flags
+from app.analysis.exact_mode import decode_flags, spec_flags
 from app.analysis.kernel_noise import KernelNoise
 from app.cli.main import build_parser, main
-from app.cli.options import model_spec
+from app.cli.options import decode_config, drafter_choice, model_spec
+from app.engine.drafters import DrafterOptions
+from app.engine.registry import DRAFTERS, DrafterChoice
 from app.models.loading import ModelSpec
 from app.runs import build_session as real_build_session
 from tests.planted_bugs import plant, plant_in_children
@@ -34,10 +36,14 @@ def test_check_exact_on_fast_kernels_also_runs_the_exact_kernels(gguf_files, cap
     target, draft = gguf_files
     code, report, _ = run_check(capsys, "-m", target, "-md", draft, "--samples", 100, "-n", 16)
     assert KEYS <= set(report)
-    assert report["mode"] == "fast kernels" and report["exact_mode"] == "exact kernels"
+    assert report["mode"] == "fast kernels"
+    assert report["exact_mode"] == "exact kernels on the CPU"
     assert report["exact_kernels_identical"] is True
+    assert report["batched_bound"] == report["batched_ceiling"] == 0.0
+    assert report["exact_drafted"] > 0 and report["sampled_drafted"] > 0
     assert all(d["near_tie"] for d in report["divergences"])
-    assert report["drafted"] > 0 and f"judged {report['drafted']} draft" in report["verdict"]
+    assert report["drafted"] > 0
+    assert f"fast kernels greedy {report['drafted']} drafted" in report["verdict"]
     assert len(report["sampled_modes"]) == 2 and all(0 < m <= 1 for m in report["sampled_modes"])
     assert report["passed"] is True and code == 0
     assert report["verdict"].startswith("PASS")
@@ -48,6 +54,7 @@ def test_a_verify_pass_wrong_only_at_near_ties_fails_through_the_exact_kernels(
     # kernels as noisy as the planted error: in the user's mode its flips look like noise
     monkeypatch.setattr(exactness, "cached_kernel_noise",
                         lambda model: KernelNoise(bound=2 * NEAR_TIE, positions=1))
+    monkeypatch.setattr(exactness, "noise_ceiling", lambda model: 4 * NEAR_TIE)
     plant(monkeypatch, NEAR_TIE)
     plant_in_children(tmp_path / "planted", monkeypatch, NEAR_TIE)
     target, draft = gguf_files
@@ -73,33 +80,64 @@ def test_a_divergence_beyond_the_noise_fails_even_when_the_exact_run_is_identica
     assert any("not a near-tie" in reason for reason in report["failures"])
 
 
-CHILD_SPECS = {
-    "draft-rpc": ModelSpec(target="t.gguf", draft="d.gguf", n_threads=2, rpc="127.0.0.1:5"),
-    "hybrid": ModelSpec(target="t.gguf", draft="d.gguf", ngram=True, n_gpu_layers=3, n_ctx=512),
-    "self-draft": ModelSpec(target="t.gguf", self_draft_layers=4),
-    "heads": ModelSpec(target="t.gguf", draft_heads="h.safetensors"),
-    "suffix": ModelSpec(target="t.gguf", suffix=True, draft_memory="m.json"),
-    "mtp": ModelSpec(target="t.gguf", draft_mtp=True),
-    "cross-vocab": ModelSpec(target="t.gguf", draft="other.gguf", cross_vocab="string"),
-    "torch": ModelSpec(target="hf", draft="hf-draft", backend="torch", device="cpu",
-                       trust_remote_code=True, allow_pickle=True),
+def draws(names: str, **options: object) -> DrafterChoice:
+    return DrafterChoice(tuple(names.split(",")), DrafterOptions(**options))
+
+
+CHILD_RUNS = {
+    "draft-rpc": (ModelSpec(target="t.gguf", draft="d.gguf", n_threads=2, rpc="127.0.0.1:5"),
+                  draws("draft")),
+    "hybrid": (ModelSpec(target="t.gguf", draft="d.gguf", n_gpu_layers=3, n_ctx=512),
+               draws("ngram,draft")),
+    "self-draft": (ModelSpec(target="t.gguf"), draws("self", layers=4)),
+    "heads": (ModelSpec(target="t.gguf"), draws("heads", heads="h.safetensors")),
+    "suffix": (ModelSpec(target="t.gguf"), draws("suffix", memory="m.json")),
+    "suffix,draft": (ModelSpec(target="t.gguf", draft="d.gguf"), draws("suffix,draft")),
+    "mtp": (ModelSpec(target="t.gguf", with_mtp=True), draws("mtp")),
+    "cross-vocab": (ModelSpec(target="t.gguf", draft="other.gguf"),
+                    draws("draft", cross_vocab="string")),
+    "torch": (ModelSpec(target="hf", draft="hf-draft", backend="torch", device="cpu",
+                        trust_remote_code=True, allow_pickle=True), draws("draft")),
 }
 
 
 def test_every_setting_of_a_pair_is_in_a_child_spec_case():
-    """A setting added to ModelSpec must be added to the case list below, or the exact-kernels
-    child may load a different pair without any test noticing."""
-    default = ModelSpec(target="t.gguf")
-    covered = {f.name for spec in CHILD_SPECS.values() for f in fields(spec)
+    """A setting added to ModelSpec or to the drafters' options must be added to the case
+    list below, or the exact-kernels child may load a different pair, or draft otherwise,
+    without any test noticing."""
+    default, no_options = ModelSpec(target="t.gguf"), DrafterOptions()
+    covered = {f.name for spec, _ in CHILD_RUNS.values() for f in fields(spec)
                if getattr(spec, f.name) != getattr(default, f.name)}
     assert {f.name for f in fields(ModelSpec)} - covered == {"batch_invariant"}
+    covered = {f.name for _, choice in CHILD_RUNS.values() for f in fields(DrafterOptions)
+               if getattr(choice.options, f.name) != getattr(no_options, f.name)}
+    assert {f.name for f in fields(DrafterOptions)} == covered
+    assert {n for _, choice in CHILD_RUNS.values() for n in choice.names} == set(DRAFTERS)
 
 
-@pytest.mark.parametrize("spec", CHILD_SPECS.values(), ids=CHILD_SPECS.keys())
-def test_the_exact_kernels_child_loads_the_same_pair(spec):
-    """Every setting of the pair reaches the child, which differs only in its kernels."""
-    args = build_parser().parse_args(["check-exact", *spec_flags(spec)])
-    assert model_spec(args) == replace(spec, batch_invariant=True, backend=spec.resolved_backend())
+@pytest.mark.parametrize("run", CHILD_RUNS.values(), ids=CHILD_RUNS.keys())
+def test_the_exact_kernels_child_loads_the_same_pair(run):
+    """Every setting of the pair and of what drafts reaches the child, which differs only in
+    its kernels (and, for llama.cpp, runs on the CPU, where its batch-invariant kernels
+    hold)."""
+    spec, choice = run
+    args = build_parser().parse_args(["check-exact", *spec_flags(spec, choice)])
+    assert drafter_choice(args) == choice
+    expected = replace(spec, batch_invariant=True, backend=spec.resolved_backend())
+    if expected.backend == "llamacpp":
+        expected = replace(expected, device="cpu", n_gpu_layers=0, rpc="")
+    assert model_spec(args, choice) == expected
+
+
+def test_the_child_runs_the_users_decode_settings():
+    config = decode_config(build_parser().parse_args(
+        ["check-exact", "-m", "t.gguf", "--ngram", "-n", "20", "--draft-max", "6",
+         "--draft-min", "1", "--draft-p-min", "0.25", "--tree-width", "3", "--tree-nodes", "9",
+         "--draft-p-split", "0.2", "--adaptive", "--spec-factor", "2", "--spec-min-prob",
+         "0.3"]))
+    args = build_parser().parse_args(["check-exact", "-m", "t.gguf", "--ngram",
+                                      *decode_flags(config)])
+    assert decode_config(args) == config
 
 
 def test_a_greedy_suite_that_drafted_nothing_fails_the_check(gguf_files, capsys, monkeypatch):

@@ -16,12 +16,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from app.engine.cross_vocab import TLIDrafter
+from app.engine.cross_vocab import StringDrafter, TLIDrafter
 from app.engine.decode_config import DecodeConfig
 from app.engine.drafters import Budget
 from app.engine.sampling import SamplingParams
 from app.engine.session import Session
-from app.engine.string_draft import StringDrafter
 from app.engine.trace import step_from_dict, step_to_dict
 from app.models.pair_check import check_pair_files, read_model_vocab
 from app.models.token_bytes import byte_level_bytes, sentencepiece_bytes

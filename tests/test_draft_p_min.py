@@ -8,8 +8,8 @@ from __future__ import annotations
 import numpy as np
 
 from app.engine.draft_model import ModelDrafter
-from app.engine.drafters import EMPTY_DRAFT, Budget, Draft
-from app.engine.sampling import SamplingParams, choose, finite_logits, process
+from app.engine.drafters import EMPTY_DRAFT, Budget, Draft, StopRule
+from app.engine.sampling import SamplingParams, choose
 from tests.helpers import BROKEN_P, EXACT_P, PROMPT, first_two_pvalues
 
 P_MIN = 0.1
@@ -22,25 +22,23 @@ class StopsOnTheDrawnToken(ModelDrafter):
 
     def propose(self, context, budget, params, rng):
         k = budget.max_tokens
-        logits = self._sync(context)
+        q = self._first(context, params)
         tokens, rows = [], []
-        while True:
-            q = process(logits[: self.width], params)
+        while q is not None:
             token = choose(q, params, rng)
-            if q[token] < self.p_min:
+            if q[token] < self.rule.p_min:
                 break
             tokens.append(token)
             rows.append(q)
             if len(tokens) == k:
                 break
-            logits = finite_logits(self.model.extend([token], 1)[0], self.model.name)
-            self._cached.append(token)
+            q = self._next(token, params)
         return Draft(tokens, np.stack(rows)) if tokens else EMPTY_DRAFT
 
 
 def test_p_min_keeps_the_target_distribution(hf_pair):
     target, draft = hf_pair
-    first, second = first_two_pvalues(target, ModelDrafter(draft, p_min=P_MIN),
+    first, second = first_two_pvalues(target, ModelDrafter(draft, StopRule(p_min=P_MIN)),
                                       SamplingParams(temperature=TEMPERATURE), N_RUNS, 30_000)
     assert first > EXACT_P
     assert second > EXACT_P
@@ -48,14 +46,14 @@ def test_p_min_keeps_the_target_distribution(hf_pair):
 
 def test_power_stopping_on_the_drawn_token_is_caught(hf_pair):
     target, draft = hf_pair
-    first, _ = first_two_pvalues(target, StopsOnTheDrawnToken(draft, p_min=P_MIN),
+    first, _ = first_two_pvalues(target, StopsOnTheDrawnToken(draft, StopRule(p_min=P_MIN)),
                                  SamplingParams(temperature=TEMPERATURE), N_RUNS, 30_000)
     assert first < BROKEN_P
 
 
 def test_p_min_that_stops_at_once_drafts_nothing(hf_pair):
     target, draft = hf_pair
-    drafter = ModelDrafter(draft, p_min=0.999)
+    drafter = ModelDrafter(draft, StopRule(p_min=0.999))
     rng = np.random.default_rng(0)
     draft = drafter.propose(target.tokenize(PROMPT), Budget(4), SamplingParams(1.0), rng)
     assert draft is EMPTY_DRAFT

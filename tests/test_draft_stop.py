@@ -14,7 +14,7 @@ from app.engine.adaptive import ConfidenceCalibration, ConfidenceStop
 from app.engine.decode_config import DecodeConfig
 from app.engine.draft_model import ModelDrafter
 from app.engine.drafters import EMPTY_DRAFT, Budget, Draft
-from app.engine.sampling import SamplingParams, choose, finite_logits, process
+from app.engine.sampling import SamplingParams, choose
 from app.engine.session import Session
 from app.engine.trace import step_from_dict, step_to_dict
 from tests.helpers import (
@@ -50,17 +50,15 @@ class LeavesOutTheUnsureToken(ModelDrafter):
 
     def propose(self, context, budget, params, rng):
         stop = a_stop()
-        logits = self._sync(context)
+        q = self._first(context, params)
         tokens, rows = [], []
-        while len(tokens) < stop.limit:
-            q = process(logits[: self.width], params)
+        while q is not None and len(tokens) < stop.limit:
             token = choose(q, params, rng)
             if not stop.keep_drafting(len(tokens) + 1, float(q[token])):
                 break
             tokens.append(token)
             rows.append(q)
-            logits = finite_logits(self.model.extend([token], 1)[0], self.model.name)
-            self._cached.append(token)
+            q = self._next(token, params)
         return Draft(tokens, np.stack(rows)) if tokens else EMPTY_DRAFT
 
 

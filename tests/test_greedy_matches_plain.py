@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from app.engine.chain import ChainDrafter
 from app.engine.decode_config import DecodeConfig
 from app.engine.draft_model import ModelDrafter
 from app.engine.lookup_edits import EditAwareLookup
@@ -116,14 +117,13 @@ def _clone_with_eos(model, stop_token):
 
 @pytest.mark.parametrize("adaptive", [False, True])
 def test_hybrid_lookup_and_draft_model_greedy_equals_plain(pair, adaptive):
-    from app.engine.hybrid import HybridDrafter
-
     target, draft = pair
     prompt = PROMPTS[1]
     expected = plain(target, 50, prompt)
     # adaptive choices follow measured times: the target's own copy drafts behind the
     # lookup there, so whatever the controller picks, what it drafts can pass
     behind = ModelDrafter(_clone(target) if adaptive else draft)
-    got, steps = generate(target, HybridDrafter(behind), 50, 4, prompt, adaptive=adaptive)
+    chain = ChainDrafter([EditAwareLookup(n_min=2), behind])
+    got, steps = generate(target, chain, 50, 4, prompt, adaptive=adaptive)
     assert got == expected
     assert_drafted(steps)

@@ -36,6 +36,7 @@ def events_until_done(host: EngineHost) -> list[dict]:
 
 def test_the_host_reports_a_run_in_the_trace_format_and_keeps_the_pair(gguf_files):
     from app.engine.decode_config import DecodeConfig
+    from app.engine.registry import DrafterChoice
     from app.engine.trace import step_from_dict
 
     spec = ModelSpec(str(gguf_files[0]), str(gguf_files[1]), n_ctx=512)
@@ -44,7 +45,8 @@ def test_the_host_reports_a_run_in_the_trace_format_and_keeps_the_pair(gguf_file
     try:
         for run in range(2):
             host.send(protocol.RUN, spec=protocol.spec_to_dict(spec), prompt="the cat",
-                      config=protocol.config_to_dict(DecodeConfig(n_predict=12, draft_max=3)))
+                      config=protocol.config_to_dict(DecodeConfig(
+                          n_predict=12, draft_max=3, drafter=DrafterChoice(("draft",)))))
             events = events_until_done(host)
             names = [e["event"] for e in events]
             assert names.count(protocol.LOADED) == (1 if run == 0 else 0), names

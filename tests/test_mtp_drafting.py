@@ -15,6 +15,7 @@ import pytest
 from app.engine.cost_curve import VerifyCostCurve
 from app.engine.decode_config import DecodeConfig
 from app.engine.mtp import DRAFT_MTP, MtpDrafter
+from app.engine.registry import DrafterChoice
 from app.engine.sampling import SamplingParams
 from app.engine.session import Session
 from app.engine.trace import TraceHeader, TraceWriter, iter_token_rows, read_trace
@@ -65,7 +66,7 @@ def test_a_gguf_without_nextn_layers_is_never_offered_it(plain_file, tmp_path):
     assert mtp_offer(plain_file) == ""
     assert mtp_layers(tmp_path) == 0  # a folder
     with pytest.raises(SettingsError, match="no MTP layers"):
-        load_pair(ModelSpec(str(plain_file), draft_mtp=True, n_ctx=256))
+        load_pair(ModelSpec(str(plain_file), with_mtp=True, n_ctx=256))
 
 
 def test_llamacpp_refuses_mtp_on_a_model_without_it(plain_file):
@@ -97,11 +98,12 @@ def test_greedy_with_mtp_draft_matches_plain_decoding(exact_target, draft_max):
 
 
 def test_built_through_the_run_wiring_mtp_drafts_and_matches_plain(mtp_file):
-    spec = ModelSpec(str(mtp_file), draft_mtp=True, n_ctx=256, n_threads=1,
+    spec = ModelSpec(str(mtp_file), with_mtp=True, n_ctx=256, n_threads=1,
                      batch_invariant=True)
     pair = load_pair(spec)
     try:
-        config = DecodeConfig(n_predict=32, draft_max=4, adaptive=True, stop_at_eos=False)
+        config = DecodeConfig(n_predict=32, draft_max=4, adaptive=True, stop_at_eos=False,
+                              drafter=DrafterChoice(("mtp",)))
         prompt = pair.target.tokenize(PROMPT_TEXT)
         plain = build_session(pair, config, plain=True)
         list(plain.steps(prompt))
@@ -233,6 +235,7 @@ def test_check_exact_passes_with_mtp_drafts_and_its_exact_kernels_child_drafts_t
     code = main(["check-exact", "-m", str(mtp_file), "--draft-mtp", "--draft-max", "3",
                  "--samples", "60", "-n", "16", "--json"])
     report = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
-    assert report["exact_mode"] == "exact kernels"
+    assert report["exact_mode"] == "exact kernels on the CPU"
     assert report["exact_kernels_identical"] is True and report["drafted"] > 0
+    assert report["exact_drafted"] > 0 and report["sampled_drafted"] > 0  # the child drafted
     assert report["passed"] is True and code == 0

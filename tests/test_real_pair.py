@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
+from app.engine.chain import ChainDrafter
 from app.engine.decode_config import DecodeConfig
 from app.engine.draft_model import ModelDrafter
-from app.engine.hybrid import HybridDrafter
 from app.engine.lookup_edits import EditAwareLookup
 from app.engine.sampling import SamplingParams
 from app.engine.session import Session
@@ -50,7 +50,7 @@ def _generate(target, drafter, k=4, n=64):
 @pytest.mark.parametrize("make_drafter", [
     lambda draft: ModelDrafter(draft),
     lambda draft: EditAwareLookup(),
-    lambda draft: HybridDrafter(ModelDrafter(draft)),
+    lambda draft: ChainDrafter([EditAwareLookup(n_min=2), ModelDrafter(draft)]),
 ], ids=["draft-model", "ngram", "hybrid"])
 def test_greedy_speculative_equals_plain_on_the_demo_pair(demo_pair, make_drafter):
     target, draft = demo_pair

@@ -252,7 +252,8 @@ def test_the_pair_picker_passes_the_servers_and_blocks_a_malformed_list(qtbot, g
     assert "HOST:PORT" in picker.blocking_reason()
     picker.rpc.clear()
     assert picker.blocking_reason() == "" and picker.model_spec() == ModelSpec(
-        str(gguf_files[0]), None, True, backend="llamacpp", device="auto", n_gpu_layers=0)
+        str(gguf_files[0]), None, backend="llamacpp", device="auto", n_gpu_layers=0)
+    assert picker.drafter_choice().names == ("ngram",)
 
 
 # --- an rpc-server that dies mid-run (the engine host takes the abort) -----------------------

@@ -16,12 +16,15 @@ import pytest
 from app.cli.main import main
 from app.engine.decode_config import DecodeConfig
 from app.engine.draft_model import ModelDrafter
+from app.engine.drafters import DrafterOptions
 from app.engine.protocol import EarlyExitModel
+from app.engine.registry import DrafterChoice
 from app.engine.sampling import SamplingParams
 from app.engine.session import Session
-from app.errors import ModelFileError, SettingsError
+from app.errors import ModelFileError
 from app.models.early_exit import truncated_gguf
 from app.models.loading import ModelSpec, load_pair
+from app.runs import new_drafter
 from tests.helpers import (
     EXACT_P,
     PROMPT,
@@ -124,12 +127,15 @@ def test_gguf_layer_count_out_of_range(deep_gguf):
 @pytest.mark.parametrize("prompt", PROMPTS)
 @pytest.mark.parametrize("n_layers", [1, 3])
 def test_llamacpp_self_draft_greedy_equals_plain(deep_gguf, prompt, n_layers):
-    pair = load_pair(ModelSpec(target=str(deep_gguf[0]), self_draft_layers=n_layers,
-                               n_gpu_layers=0, n_ctx=256))
+    pair = load_pair(ModelSpec(target=str(deep_gguf[0]), n_gpu_layers=0, n_ctx=256))
     try:
-        assert pair.draft is not None and f"first {n_layers} of 4" in pair.draft.name
+        config = DecodeConfig(drafter=DrafterChoice(("self",), DrafterOptions(layers=n_layers)))
+        drafter = new_drafter(pair, config)
+        assert isinstance(drafter, ModelDrafter)
+        assert f"first {n_layers} of 4" in drafter.model.name
+        assert drafter.name == f"self-draft (first {n_layers} layers)"
         expected, _ = greedy(pair.target, None, prompt)
-        got, steps = greedy(pair.target, ModelDrafter(pair.draft), prompt)
+        got, steps = greedy(pair.target, drafter, prompt)
         assert got == expected
         assert_drafted(steps)
     finally:
@@ -146,10 +152,13 @@ def test_torch_self_draft_sampling_is_exact(deep_hf):
     assert gof_pvalue(tokens[:, 1], exact.second) > EXACT_P
 
 
-def test_a_draft_file_and_self_draft_together_are_refused(deep_gguf):
-    with pytest.raises(SettingsError, match="not both"):
-        load_pair(ModelSpec(target=str(deep_gguf[0]), draft=str(deep_gguf[1]),
-                            self_draft_layers=1))
+def test_a_draft_file_and_self_draft_together_are_refused(deep_gguf, capsys):
+    code = main(["run", "-m", str(deep_gguf[0]), "-md", str(deep_gguf[1]),
+                 "--self-draft-layers", "1", "-p", "the cat", "-n", "4"])
+    assert code == 1 and "pick one draft" in capsys.readouterr().err
+    code = main(["run", "-m", str(deep_gguf[0]), "-md", str(deep_gguf[1]),
+                 "--spec-type", "self,draft", "--self-draft-layers", "1", "-p", "the cat"])
+    assert code == 1 and "put self last" in capsys.readouterr().err
 
 
 def test_bench_layer_sweep_json(deep_gguf, capsys):

@@ -10,10 +10,10 @@ from collections.abc import Sequence
 import numpy as np
 
 from app.engine.adaptive import FIRST_PROBE_GAP, DraftLengthController
+from app.engine.chain import ChainDrafter
 from app.engine.cost_curve import VerifyCostCurve
 from app.engine.decode_config import DecodeConfig
 from app.engine.drafters import Budget, Draft, Drafter, DraftKind
-from app.engine.hybrid import HybridDrafter
 from app.engine.lookup_edits import EditAwareLookup
 from app.engine.sampling import SamplingParams
 from app.engine.session import Session, ShadowCheck
@@ -125,7 +125,7 @@ def test_where_the_hybrid_names_the_lookup_its_draft_runs_no_model():
     is in): the outlook names a free kind, so the proposal, checked in shadow or verified,
     must not fall back on the draft model."""
     model = _CountingDrafter()
-    hybrid = HybridDrafter(model, EditAwareLookup(n_min=2, limit=lambda tokens: 0))
+    hybrid = ChainDrafter([EditAwareLookup(n_min=2, limit=lambda tokens: 0), model])
     context = [5, 6, 7, 8, 9, 5, 6, 7, 8]
     hybrid.begin(context)
     assert hybrid.outlook(context).kind.free

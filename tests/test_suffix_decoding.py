@@ -11,13 +11,15 @@ from app.analysis.measure import Tally, timed_run
 from app.cli.main import main
 from app.draft_memory import DraftMemory
 from app.engine.decode_config import DecodeConfig
+from app.engine.drafters import DrafterOptions
 from app.engine.records import COPIED_FROM_MEMORY
+from app.engine.registry import DrafterChoice
 from app.engine.sampling import SamplingParams
 from app.engine.session import Session
 from app.engine.suffix import RememberedRun, SuffixDrafter, memory_buffer
 from app.engine.trace import read_trace
 from app.models.loading import ModelSpec, load_pair
-from app.runs import draft_memory, suffix_drafter
+from app.runs import held_memory, new_drafter
 
 PROMPT = "the cat sat on the mat. the cat"
 
@@ -128,38 +130,40 @@ def test_bench_prompts_draft_from_earlier_prompts_never_their_own(gguf_files, ca
 
 
 def test_a_benchmarked_prompt_never_drafts_from_its_own_earlier_answer(gguf_files, tmp_path):
-    spec = ModelSpec(str(gguf_files[0]), suffix=True, draft_memory=str(tmp_path / "m.json"))
-    pair = load_pair(spec)
+    path = tmp_path / "m.json"
+    pair = load_pair(ModelSpec(str(gguf_files[0])))
     try:
-        config = DecodeConfig(n_predict=12, draft_max=8)
+        config = DecodeConfig(n_predict=12, draft_max=8, drafter=DrafterChoice(
+            ("suffix",), DrafterOptions(memory=str(path))))
         mine = pair.target.tokenize("a tiny prompt")
         other = pair.target.tokenize("another prompt")
         timed_run(pair, config, mine, plain=True, tally=Tally())
-        memory = draft_memory(pair)
-        assert memory is not None and memory.outputs == []  # a plain run never writes
+        assert DraftMemory.load(path).outputs == []  # a plain run never writes
         timed_run(pair, config, mine, plain=False, tally=Tally())
-        assert len(memory.outputs) == 1
-        assert len(suffix_drafter(pair, avoid_prompt=mine).memory) == 0
-        assert len(suffix_drafter(pair, avoid_prompt=other).memory) > 0
+        assert len(DraftMemory.load(path).outputs) == 1
+        assert len(new_drafter(pair, config, avoid_prompt=mine).memory) == 0
+        assert len(new_drafter(pair, config, avoid_prompt=other).memory) > 0
     finally:
         pair.close()
 
 
 def test_the_memorys_suffix_tree_takes_each_run_in_place_and_is_rebuilt_only_when_it_must(
         gguf_files, tmp_path):
-    spec = ModelSpec(str(gguf_files[0]), suffix=True, draft_memory=str(tmp_path / "m.json"))
-    pair = load_pair(spec)
+    path = tmp_path / "m.json"
+    pair = load_pair(ModelSpec(str(gguf_files[0])))
     try:
-        config = DecodeConfig(n_predict=12, draft_max=8)
+        config = DecodeConfig(n_predict=12, draft_max=8, drafter=DrafterChoice(
+            ("suffix",), DrafterOptions(memory=str(path))))
         prompts = [pair.target.tokenize(text) for text in ("one prompt", "two", "three")]
         timed_run(pair, config, prompts[0], plain=False, tally=Tally())
         timed_run(pair, config, prompts[1], plain=False, tally=Tally())
-        assert pair.memory_index is not None
-        tree = pair.memory_index[1]
-        runs = [o.run for o in draft_memory(pair).outputs]
+        held = held_memory(pair, str(path))
+        tree = held.tree
+        assert tree is not None
+        runs = [o.run for o in held.memory.outputs]
         assert len(runs) == 2 and sorted(tree.seqs) == runs  # the first run's tree, extended
-        assert suffix_drafter(pair, config, avoid_prompt=prompts[2]).memory is tree
+        assert new_drafter(pair, config, avoid_prompt=prompts[2]).memory is tree
         # leaving out a prompt that has an answer needs another tree
-        assert suffix_drafter(pair, config, avoid_prompt=prompts[0]).memory is not tree
+        assert new_drafter(pair, config, avoid_prompt=prompts[0]).memory is not tree
     finally:
         pair.close()

@@ -42,7 +42,9 @@ def real_run(hf_pair, temperature: float) -> tuple[Session, list[StepRecord], Tr
     steps = list(session.steps(prompt_ids))
     header = TraceHeader(
         target=target.name, draft=draft.name, backend=target.backend, device=target.device,
-        settings=asdict(config), versions={"draftlens": "test"}, prompt=PROMPT,
+        # as JSON has them (the drafter's names come back as a list)
+        settings=json.loads(json.dumps(asdict(config))), versions={"draftlens": "test"},
+        prompt=PROMPT,
         prompt_tokens=len(prompt_ids),
     )
     return session, steps, header

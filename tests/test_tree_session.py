@@ -7,9 +7,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from app.engine.chain import ChainDrafter
 from app.engine.decode_config import DecodeConfig
 from app.engine.draft_model import DRAFT_MODEL, ModelDrafter
-from app.engine.hybrid import HybridDrafter
 from app.engine.lookup_edits import EditAwareLookup
 from app.engine.sampling import SamplingParams
 from app.engine.session import Session
@@ -81,7 +81,8 @@ def test_ngram_tree_greedy_equals_plain(pair, width):
 def test_hybrid_tree_greedy_equals_plain(pair):
     target, draft = pair
     plain, _ = generate(target, None, 40, PROMPTS[1], 1)
-    got, steps = generate(target, HybridDrafter(ModelDrafter(draft)), 40, PROMPTS[1], 3)
+    chain = ChainDrafter([EditAwareLookup(n_min=2), ModelDrafter(draft)])
+    got, steps = generate(target, chain, 40, PROMPTS[1], 3)
     assert got == plain
     assert_drafted(steps)
 

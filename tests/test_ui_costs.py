@@ -16,6 +16,7 @@ pytest.importorskip("pytestqt")
 from app.analysis.cost import MIN_RUN_STEPS, measure_pair_costs  # noqa: E402
 from app.analysis.reasons import plain_run_reason  # noqa: E402
 from app.engine.cost_curve import measure_step_costs  # noqa: E402
+from app.engine.registry import DrafterChoice  # noqa: E402
 from app.models.loading import ModelSpec, load_pair  # noqa: E402
 from app.settings import Settings  # noqa: E402
 from tests.helpers import choose_pair, run, set_decoding  # noqa: E402
@@ -63,7 +64,7 @@ def test_a_plain_step_and_a_draft_step_are_timed_in_turns(gguf_files):
     try:
         t_plain, t_draft = measure_step_costs(pair.target, pair.draft, rounds=5)
         assert t_plain > 0 and t_draft > 0
-        costs = measure_pair_costs(pair, k_max=4)
+        costs = measure_pair_costs(pair, DrafterChoice(("draft",)), k_max=4)
         # the view's ratios are of the two figures measured together...
         view = costs.view(None, k_max=4)
         assert view.t_plain == costs.t_plain and view.cost_ratio == costs.t_draft / costs.t_plain
@@ -72,7 +73,7 @@ def test_a_plain_step_and_a_draft_step_are_timed_in_turns(gguf_files):
         for point in view.points:
             assert point.verify_in_steps == pytest.approx(costs.curve.cost(point.k + 1) / base)
         # ...and adaptive k starts from the same ratio, in the calibrated curve's time
-        assert pair.draft_step_seconds / base == pytest.approx(costs.t_draft / costs.t_plain)
+        assert pair.step_cost(pair.draft) / base == pytest.approx(costs.t_draft / costs.t_plain)
         assert "side by side" in view.verdict()
     finally:
         pair.close()

@@ -16,21 +16,22 @@ def test_the_picker_offers_own_mtp_layers_only_for_a_target_with_them(qtbot, tmp
     picker.show()
     picker.set_pair(RecentPair(str(without)))
     assert not picker.own_mtp.isVisible() and not picker.own_mtp_chosen()
-    assert not picker.model_spec().draft_mtp
+    assert not picker.model_spec().with_mtp and not picker.drafter_choice().uses("mtp")
 
     picker.set_pair(RecentPair(str(with_mtp)))
     assert picker.own_mtp.isVisible()
     assert "its own MTP layers" in picker.verdict.text()
     picker.own_mtp.setChecked(True)
     spec = picker.model_spec()
-    assert spec.draft_mtp and spec.draft is None and not spec.ngram
+    assert spec.with_mtp and spec.draft is None and picker.drafter_choice().names == ("mtp",)
     assert not picker.draft.isEnabled() and picker.blocking_reason() == ""
     picker.ngram.setChecked(True)  # one draft at a time
-    assert not picker.own_mtp.isChecked() and not picker.model_spec().draft_mtp
+    assert not picker.own_mtp.isChecked() and not picker.model_spec().with_mtp
+    assert picker.drafter_choice().names == ("ngram",)
 
     picker.own_mtp.setChecked(True)
     picker.set_pair(RecentPair(str(without)))  # the option goes with the target
-    assert not picker.own_mtp_chosen() and not picker.model_spec().draft_mtp
+    assert not picker.own_mtp_chosen() and not picker.model_spec().with_mtp
 
 
 def test_the_window_runs_mtp_drafts_and_the_inspector_names_the_head(qtbot, tmp_path,

@@ -40,7 +40,8 @@ def test_ngram_lookup_needs_no_draft_and_no_check(qtbot, hf_dirs):
     picker.set_pair(RecentPair(str(hf_dirs[0]), "", ngram=True))
     assert not picker.checking and picker.blocking_reason() == ""
     spec = picker.model_spec()
-    assert spec.ngram and spec.draft is None and spec.backend == "torch"
+    assert picker.drafter_choice().names == ("ngram",)
+    assert spec.draft is None and spec.backend == "torch"
     assert not picker.draft.isEnabled()
 
 

@@ -31,18 +31,19 @@ def test_the_picker_offers_suffix_decoding_with_a_remembered_memory_by_default(q
     picker.set_pair(RecentPair(str(gguf_files[0]), str(gguf_files[1]), backend="llamacpp",
                                device="cpu"))
     picker.suffix.setChecked(True)
-    spec = picker.model_spec()
-    assert spec.suffix and spec.draft is None and not spec.ngram
-    assert spec.draft_memory == str(default_memory_path())
+    spec, choice = picker.model_spec(), picker.drafter_choice()
+    assert choice.names == ("suffix",) and spec.draft is None
+    assert choice.options.memory == str(default_memory_path())
     assert not picker.draft.isEnabled() and not picker.memory_row.isHidden()
     assert picker.current_pair().label.endswith("+ suffix decoding")
     picker.ngram.setChecked(True)  # the two draftless kinds exclude each other
-    assert not picker.suffix.isChecked() and not picker.model_spec().suffix
+    assert not picker.suffix.isChecked() and picker.drafter_choice().names == ("ngram",)
     assert picker.memory_row.isHidden()
     picker.suffix.setChecked(True)
     assert not picker.ngram.isChecked()
     picker.remember.setChecked(False)
-    assert picker.model_spec().suffix and picker.model_spec().draft_memory == ""
+    choice = picker.drafter_choice()
+    assert choice.names == ("suffix",) and choice.options.memory == ""
 
 
 def test_a_second_run_drafts_from_the_first_and_the_inspector_says_so_until_forgotten(

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import gguf
 import numpy as np
+from gguf.quants import quantize
 
 DEFAULT_WORDS = (
     "def", "return", "print", "hello", "world", "self", "import", "from", "class", "for",
@@ -72,8 +73,13 @@ def write_tiny_gguf(
     pad_vocab: int = 0,
     pad_logit_scale: float = 0.0,
     rows_from: Path | None = None,
+    weight_type: str = "F32",
 ) -> Path:
     """Write a tiny llama GGUF; returns its path.
+
+    `weight_type` "Q4_0" or "Q8_0" quantises the blocks' matrices (the embeddings and output
+    head stay F32): llama.cpp's CPU backend repacks such weights for its gemm/gemv kernels
+    when their rows are a multiple of 8 (ggml-cpu/repack.cpp), which F32 weights never take.
 
     `peak` scales output.weight so next-token distributions are peaked rather than uniform.
     With `noise_from`, the weights are that file's plus Gaussian noise of `noise` times each
@@ -141,15 +147,18 @@ def write_tiny_gguf(
     writer.add_head_count_kv(n_head)
     writer.add_layer_norm_rms_eps(1e-5)
     writer.add_rope_freq_base(10000.0)
-    finish_llama_gguf(writer, texts, scores, types, tensors)
+    finish_llama_gguf(writer, texts, scores, types, tensors, weight_type)
     return path
 
 
 def finish_llama_gguf(writer: gguf.GGUFWriter, texts: list[str], scores: list[float],
-                      types: list[int], tensors: dict[str, np.ndarray]) -> None:
-    """The F32 file type, the SentencePiece-style vocabulary and chat template, the tensors,
+                      types: list[int], tensors: dict[str, np.ndarray],
+                      weight_type: str = "F32") -> None:
+    """The file type, the SentencePiece-style vocabulary and chat template, the tensors,
     and the file written: what every tiny test GGUF shares."""
-    writer.add_file_type(gguf.LlamaFileType.ALL_F32)
+    quant = None if weight_type == "F32" else gguf.GGMLQuantizationType[weight_type]
+    writer.add_file_type(gguf.LlamaFileType.ALL_F32 if quant is None else
+                         gguf.LlamaFileType[f"MOSTLY_{weight_type}"])
     writer.add_vocab_size(len(texts))
     writer.add_tokenizer_model("llama")
     writer.add_token_list(texts)
@@ -162,7 +171,10 @@ def finish_llama_gguf(writer: gguf.GGUFWriter, texts: list[str], scores: list[fl
     writer.add_add_eos_token(False)
     writer.add_chat_template(CHAT_TEMPLATE)
     for name, array in tensors.items():
-        writer.add_tensor(name, array)
+        if quant is not None and name.startswith("blk.") and array.ndim == 2:
+            writer.add_tensor(name, quantize(array, quant), raw_dtype=quant)
+        else:
+            writer.add_tensor(name, array)
     writer.write_header_to_file()
     writer.write_kv_data_to_file()
     writer.write_tensors_to_file()

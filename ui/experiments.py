@@ -5,6 +5,7 @@ tables and a chart)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from functools import partial
 from typing import Protocol
 
@@ -33,10 +34,10 @@ from app.analysis.rank import (
 )
 from app.analysis.sweep import SweepRow, parse_ks
 from app.engine.decode_config import DecodeConfig
+from app.engine.registry import DrafterChoice
 from app.errors import DraftLensError
 from app.host.jobs import Job, exactness_job, rank_job, sweep_job
 from app.models.loading import ModelSpec
-from app.runs import draft_label
 from ui.decode_panel import DecodePanel
 from ui.pair_picker import PairPicker
 from ui.rejection_view import fill, make_table
@@ -154,7 +155,7 @@ class ExperimentsPanel(QWidget):
             w.show_error(reason)
             return None
         choices = decode.choices()
-        config = decode.config()
+        config = replace(decode.config(), drafter=picker.drafter_choice())
         try:
             config.validate()
         except DraftLensError as exc:
@@ -162,7 +163,7 @@ class ExperimentsPanel(QWidget):
             return None
         return picker.model_spec(), config, choices.prompt, choices.chat
 
-    def _start(self, name: str, spec: ModelSpec, work: Job) -> None:
+    def _start(self, name: str, spec: ModelSpec, drafter: DrafterChoice, work: Job) -> None:
         self.busy_with = name
         for button in self.buttons:
             button.setEnabled(False)
@@ -170,7 +171,7 @@ class ExperimentsPanel(QWidget):
         self.runs.running = True
         self.runs.worker.prepare(step_mode=False)
         self.window.update_actions()
-        self._request_job.emit(JobRequest(spec, name, work))
+        self._request_job.emit(JobRequest(spec, drafter, name, work))
 
     def start_sweep(self) -> None:
         inputs = self._inputs()
@@ -183,17 +184,17 @@ class ExperimentsPanel(QWidget):
             self.window.show_error(str(exc))
             return
 
-        self._start("sweep", spec, partial(sweep_job, config=config, prompt=prompt, chat=chat,
-                                           ks=ks))
+        self._start("sweep", spec, config.drafter, partial(
+            sweep_job, config=config, prompt=prompt, chat=chat, ks=ks))
 
-    def candidate_list(self, spec: ModelSpec) -> list[Candidate]:
+    def candidate_list(self, spec: ModelSpec, choice: DrafterChoice) -> list[Candidate]:
         found: list[Candidate] = []
-        if spec.draft or spec.ngram or spec.suffix or spec.self_draft_layers:
-            found.append(LoadedCandidate(draft_label(spec) + " (loaded)"))
+        if choice:
+            found.append(LoadedCandidate(choice.label(spec.draft or "") + " (loaded)", choice))
         for path in (p.strip() for p in self.candidates.text().split(";")):
             if path:
                 found.append(DraftModelCandidate(path))
-        if self.rank_ngram.isChecked() and not (spec.ngram and not spec.draft):
+        if self.rank_ngram.isChecked() and choice.names != ("ngram",):
             found.append(NgramCandidate())
         for part in self.self_layers.text().split(","):
             if part.strip().isdigit() and int(part) > 0:
@@ -205,19 +206,20 @@ class ExperimentsPanel(QWidget):
         if inputs is None:
             return
         spec, config, prompt, chat = inputs
-        candidates = self.candidate_list(spec)
+        candidates = self.candidate_list(spec, config.drafter)
 
-        self._start("rank", spec, partial(rank_job, candidates=candidates, config=config,
-                                          prompt=prompt, chat=chat))
+        self._start("rank", spec, config.drafter, partial(
+            rank_job, candidates=candidates, config=config, prompt=prompt, chat=chat))
 
     def start_check(self) -> None:
         inputs = self._inputs()
         if inputs is None:
             return
-        spec = inputs[0]
+        spec, config = inputs[0], inputs[1]
         samples = self.samples.value()
 
-        self._start("exactness check", spec, partial(exactness_job, samples=samples))
+        self._start("exactness check", spec, config.drafter, partial(
+            exactness_job, samples=samples, choice=config.drafter))
 
     # --- results ----------------------------------------------------------------------
     def _job_done(self, name: str, result: object) -> None:

@@ -9,7 +9,6 @@ cannot be run, and the verdict says why.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtGui import QStandardItemModel
@@ -27,6 +26,8 @@ from PySide6.QtWidgets import (
 )
 
 from app.draft_memory import DEFAULT_CAP_TOKENS, MEMORY_FILE, default_memory_path
+from app.engine.drafters import DrafterOptions
+from app.engine.registry import DrafterChoice
 from app.models import runtimes
 from app.models.loading import ModelSpec, rpc_problem
 from app.models.mtp import mtp_offer
@@ -304,23 +305,28 @@ class PairPicker(QGroupBox):
         )
 
     def model_spec(self) -> ModelSpec:
+        """Which models to load, and where."""
         pair = self.current_pair()
         backend = self.resolved_backend()
         layers: int | str = "auto" if pair.n_gpu_layers < 0 else pair.n_gpu_layers
         if backend == "llamacpp":
             local_cpu = pair.device == "cpu" and not pair.rpc  # rpc layers go to the servers
-            return ModelSpec(pair.target, pair.draft or None, pair.ngram, backend="llamacpp",
+            return ModelSpec(pair.target, pair.draft or None, backend="llamacpp",
                              device="auto", n_gpu_layers=0 if local_cpu else layers,
-                             rpc=pair.rpc, draft_mtp=self.own_mtp_chosen(),
-                             **self._suffix_settings(pair))
-        return ModelSpec(pair.target, pair.draft or None, pair.ngram, backend="torch",
-                         device=pair.device, **self._suffix_settings(pair))
+                             rpc=pair.rpc, with_mtp=self.own_mtp_chosen())
+        return ModelSpec(pair.target, pair.draft or None, backend="torch", device=pair.device)
 
-    def _suffix_settings(self, pair: RecentPair) -> dict[str, Any]:
-        if not pair.suffix:
-            return {}
-        memory = str(default_memory_path()) if self.remember.isChecked() else ""
-        return {"suffix": True, "draft_memory": memory}
+    def drafter_choice(self) -> DrafterChoice:
+        """What drafts (app.engine.registry): the lookup, suffix decoding (remembering
+        earlier outputs where ticked), the target's MTP layers, or the draft model."""
+        if self.ngram.isChecked():
+            return DrafterChoice(("ngram",))
+        if self.suffix.isChecked():
+            memory = str(default_memory_path()) if self.remember.isChecked() else ""
+            return DrafterChoice(("suffix",), DrafterOptions(memory=memory))
+        if self.own_mtp_chosen():
+            return DrafterChoice(("mtp",))
+        return DrafterChoice(("draft",)) if self.current_pair().draft else DrafterChoice()
 
     def draftless(self) -> bool:
         """n-gram lookup, suffix decoding or the target's own MTP layers: the draft model row

@@ -13,6 +13,7 @@ module does not depend on ui.main_window.
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Protocol
 
@@ -153,7 +154,7 @@ class RunControl(QObject):
             w.status_label.setText(reason)
             return
         choices = w.decode.choices()
-        config = w.decode.config()
+        config = replace(w.decode.config(), drafter=w.picker.drafter_choice())
         try:
             config.validate()
         except DraftLensError as exc:

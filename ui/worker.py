@@ -24,6 +24,7 @@ from pathlib import Path
 from PySide6.QtCore import QObject, Signal, Slot
 
 from app.engine.decode_config import DecodeConfig
+from app.engine.registry import DrafterChoice, choice_to_dict
 from app.errors import DraftLensError, TraceWriteError
 from app.host import protocol
 from app.host.client import EXITED, EngineHost
@@ -54,6 +55,7 @@ class JobRequest:
     result that `job_done` carries."""
 
     spec: ModelSpec
+    drafter: DrafterChoice  # what drafts on the pair (its costs are measured when it loads)
     name: str
     work: Job
 
@@ -161,7 +163,7 @@ class RunWorker(QObject):
         trace_path: Path | None = None
         try:
             trace_path = request.trace_path or default_trace_path()
-            host = self._send(protocol.RUN, spec=request.spec,
+            host = self._send(protocol.RUN, request.spec, request.config.drafter,
                               config=protocol.config_to_dict(request.config),
                               prompt=request.prompt, chat=request.chat,
                               compare=request.compare)
@@ -180,7 +182,8 @@ class RunWorker(QObject):
                 self._host_busy = False
             self.done.emit(str(trace_path) if trace_path is not None else "")
 
-    def _send(self, command: str, spec: ModelSpec, **data: object) -> EngineHost:
+    def _send(self, command: str, spec: ModelSpec, drafter: DrafterChoice,
+              **data: object) -> EngineHost:
         """A run or a job to the host, started first if there is none (or it died)."""
         with self._lock:
             if self._host is None or not self._host.alive:
@@ -188,7 +191,8 @@ class RunWorker(QObject):
                 self._host.start()
             host = self._host
             host.ready_for_next()
-            host.send(command, spec=protocol.spec_to_dict(spec), costs=True,
+            host.send(command, spec=protocol.spec_to_dict(spec),
+                      drafter=choice_to_dict(drafter), costs=True,
                       step_mode=self._step_mode.is_set(), permits=self._early_steps, **data)
             self._early_steps = 0
             self._host_busy = True
@@ -305,7 +309,7 @@ class RunWorker(QObject):
     def run_job(self, job: JobRequest) -> None:
         result: object = None
         try:
-            host = self._send(protocol.JOB, spec=job.spec,
+            host = self._send(protocol.JOB, job.spec, job.drafter,
                               job=protocol.pack_object(job.work))
             try:
                 result = self._follow_job(host)

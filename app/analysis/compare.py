@@ -9,8 +9,14 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 
-from app.analysis.divergence import Divergence, MarginTap, TopTwo, explain_divergence
-from app.analysis.kernel_noise import KernelNoise, cached_kernel_noise
+from app.analysis.divergence import (
+    Divergence,
+    MarginTap,
+    TopTwo,
+    explain_divergence,
+    is_length_only,
+)
+from app.analysis.kernel_noise import KernelNoise, Progress, cached_kernel_noise
 from app.engine.protocol import LanguageModel
 from app.models.loading import LoadedPair
 
@@ -31,20 +37,28 @@ def margins_noted(pair: LoadedPair, greedy: bool) -> Iterator[MarginTap | None]:
         pair.target = model
 
 
-def kernel_noise(model: LanguageModel, say: Say) -> KernelNoise:
-    """The kernels' measured disagreement on this model (measured once, then cached)."""
+def kernel_noise(model: LanguageModel, say: Say, progress: Progress | None = None,
+                 cancelled: Callable[[], bool] | None = None) -> KernelNoise:
+    """The kernels' measured disagreement on this model (measured once, then cached);
+    `progress` and `cancelled` as app.analysis.kernel_noise.measure_kernel_noise takes them
+    (a cancel raises MeasurementCancelled)."""
     say("texts differ: measuring how far verify passes stray from single steps on this model "
         "(once; cached)")
-    return cached_kernel_noise(model.model if isinstance(model, MarginTap) else model)
+    return cached_kernel_noise(model.model if isinstance(model, MarginTap) else model,
+                               progress=progress, cancelled=cancelled)
 
 
 def explain_difference(model: LanguageModel, prompt_len: int, plain: Sequence[int],
                        other: Sequence[int], plain_top: dict[int, TopTwo],
-                       other_top: dict[int, TopTwo], say: Say) -> Divergence | None:
+                       other_top: dict[int, TopTwo], say: Say,
+                       progress: Progress | None = None,
+                       cancelled: Callable[[], bool] | None = None) -> Divergence | None:
     """None when the texts agree; else their first difference, explained (see
     app.analysis.divergence.explain_divergence)."""
     if list(plain) == list(other):
         return None
-    bound = kernel_noise(model, say).bound
+    # a run that only ends earlier is no near-tie: nothing to measure for it
+    bound = 0.0 if is_length_only(plain, other) else kernel_noise(model, say, progress,
+                                                                  cancelled).bound
     return explain_divergence(prompt_len, plain, other, plain_top, other_top, model.token_text,
                               bound)

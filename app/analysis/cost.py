@@ -14,7 +14,9 @@ import numpy as np
 
 from app.engine.cost_curve import VerifyCostCurve, cached_verify_curve, measure_step_costs
 from app.engine.metrics import expected_tokens_per_pass, predicted_speedup, theory_speedup
+from app.engine.registry import DrafterChoice
 from app.models.loading import LoadedPair
+from app.runs import drafting_model
 
 # acceptance assumed before any run has measured it (the adaptive controller's prior)
 ASSUMED_ALPHA = 0.6
@@ -109,18 +111,20 @@ class PairCosts:
                          seen=seen)
 
 
-def measure_pair_costs(pair: LoadedPair, k_max: int = COST_K_MAX) -> PairCosts:
+def measure_pair_costs(pair: LoadedPair, choice: DrafterChoice,
+                       k_max: int = COST_K_MAX) -> PairCosts:
     """The calibrated curve (cached per model file and device), and a plain target step and a
-    draft step measured now, in turns. The draft's step, in the calibrated curve's time, is
-    what adaptive k starts from (pair.draft_step_seconds), so its first guess compares like
-    with like too."""
-    copying = pair.spec.ngram or pair.spec.suffix
-    drafter = "draft model" if pair.draft is not None else ("lookup" if copying else "")
+    step of the model that drafts in `choice` measured now, in turns. That step, in the
+    calibrated curve's time, is what adaptive k starts from (LoadedPair.step_cost), so its
+    first guess compares like with like too."""
+    model = drafting_model(pair, choice)
+    copying = choice.uses("ngram") or choice.uses("suffix")
+    drafter = "draft model" if model is not None else ("lookup" if copying else "")
     curve = cached_verify_curve(pair.target, k_max)
     conditions = conditions_now("measured side by side when the pair loaded")
-    t_plain, t_draft = measure_step_costs(pair.target, pair.draft)
-    if pair.draft is not None and t_plain > 0:
-        pair.draft_step_seconds = t_draft * curve.cost(1) / t_plain
+    t_plain, t_draft = measure_step_costs(pair.target, model)
+    if model is not None and t_plain > 0:
+        pair.step_seconds[id(model)] = t_draft * curve.cost(1) / t_plain
     return PairCosts(curve, t_plain, t_draft, drafter, conditions)
 
 

@@ -304,8 +304,10 @@ def explain_divergence(
     margins there in both runs, and whether the kernels' measured disagreement between a
     one-token step and a verify pass (`noise_bound`, app.analysis.kernel_noise) explains it."""
     i = first_difference(plain, other)
-    if i is None or i >= len(plain) or i >= len(other):
+    if i is None:
         return None
+    if i >= len(plain) or i >= len(other):
+        return length_difference(i, plain, other, text_of, noise_bound)
     pos = prompt_len + i
     p, o = plain_top.get(pos), other_top.get(pos)
     near, moved, reason = judge_flip(int(plain[i]), int(other[i]), p, o, noise_bound, text_of)
@@ -316,3 +318,32 @@ def explain_divergence(
         plain_prob_gap=p.prob_gap if p else None, other_prob_gap=o.prob_gap if o else None,
         near_tie=near, gap_moved=moved, noise_bound=noise_bound, reason=reason,
     )
+
+
+END_OF_TEXT = -1  # the token id a Divergence names for the run that had already ended
+
+
+def is_length_only(plain: Sequence[int], other: Sequence[int]) -> bool:
+    """One text is a proper prefix of the other: they part only where one ends."""
+    i = first_difference(plain, other)
+    return i is not None and (i >= len(plain) or i >= len(other))
+
+
+def length_difference(i: int, plain: Sequence[int], other: Sequence[int], text_of: Any,
+                      noise_bound: float) -> Divergence:
+    """The runs agree token for token until one ends (an end-of-text token, a stop, a
+    shorter budget) while the other goes on. No kernel noise explains that: not a
+    near-tie (a speculative run that stops early, or emits past the end, is a bug)."""
+    def token(ids: Sequence[int]) -> tuple[int, str]:
+        return (int(ids[i]), text_of(int(ids[i]))) if i < len(ids) else (END_OF_TEXT, "")
+
+    (plain_token, plain_text), (other_token, other_text) = token(plain), token(other)
+    ended = "speculative" if i >= len(other) else "plain"
+    return Divergence(
+        position=i, plain_token=plain_token, other_token=other_token,
+        plain_text=plain_text, other_text=other_text, plain_logit_gap=None,
+        other_logit_gap=None, plain_prob_gap=None, other_prob_gap=None, near_tie=False,
+        noise_bound=noise_bound,
+        reason=(f"the {ended} run ends after {i} tokens where the other goes on "
+                f"({len(plain)} plain, {len(other)} speculative tokens): a difference in "
+                "length is not kernel noise"))

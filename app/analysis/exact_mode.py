@@ -1,10 +1,19 @@
-"""The greedy suite with batch-invariant kernels, in a child process.
+"""The greedy suite in the exact mode, in a child process, and the check of the batched path.
 
 llama.cpp chooses its CPU kernels once per process, so the exact (batch-invariant) run of a
 pair loaded with the fast kernels needs a process of its own: `draftlens check-exact
---greedy-only --exact-kernels --json` on the same files. torch has no batch-invariant kernels
-(a pass's rows differ from single steps in the last bits, in float32 on a CPU as on CUDA): its
-exact mode runs every pass one token at a time (backends.torch_hf), on any device.
+--greedy-only --exact-kernels --json` on the same files and decode settings. Those kernels
+are CPU settings (`use_extra_bufts`, the tiled matmul, flash attention off): with GPU layers
+or an RPC target the child would not be batch-invariant, so it runs on the CPU (-ngl 0, no
+RPC) and the report says so. torch has no batch-invariant kernels (a pass's rows differ from
+single steps in the last bits, in float32 on a CPU as on CUDA): its exact mode runs every
+pass one token at a time (backends.torch_hf), on any device.
+
+One token per pass never runs the batched code a user's run does (a tree mask, positions by
+depth, keep_path), so the child also measures that code against single steps where the
+arithmetic leaves no room for doubt: llama.cpp's exact kernels must give chain passes
+bit-identical to single steps; torch loads the target again in float64, batched, where
+rounding moves a gap by ~1e-12, and its chain and tree passes must stay within 1e-6.
 """
 
 from __future__ import annotations
@@ -12,42 +21,53 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from dataclasses import dataclass
 
+from app.analysis.kernel_noise import CEILINGS, measure_kernel_noise
+from app.engine.decode_config import DecodeConfig
+from app.engine.registry import DrafterChoice
+from app.engine.suffix import SuffixOptions
 from app.errors import DraftLensError
-from app.models.loading import ModelSpec
+from app.models.loading import LoadedPair, ModelSpec
+
+# positions per window for the exact child's batched-path check: a bug in the batched path
+# moves every row, so a short stretch shows it (the noise bound needs more, see kernel_noise)
+CHECK_POSITIONS = 24
+CHECK_SIZES = (2, 5, 9, 17)
 
 
-def exact_mode_name(backend: str) -> str:
-    return "exact kernels" if backend == "llamacpp" else "torch, one token per pass"
+def exact_mode_name(spec: ModelSpec) -> str:
+    if spec.resolved_backend() == "llamacpp":
+        return "exact kernels on the CPU"
+    return "torch, one token per pass"
 
 
 def has_exact_mode(backend: str) -> bool:
     return backend in ("llamacpp", "torch")
 
 
-def spec_flags(spec: ModelSpec) -> list[str]:
-    """The command-line flags that load `spec`'s pair again, with the exact kernels."""
-    flags = ["-m", spec.target, "--backend", spec.resolved_backend(), "--device", spec.device,
-             "-ngl", str(spec.n_gpu_layers), "-c", str(spec.n_ctx), "--exact-kernels"]
+def spec_flags(spec: ModelSpec, choice: DrafterChoice) -> list[str]:
+    """The command-line flags that load `spec`'s pair again, in the exact mode (llama.cpp:
+    on the CPU, where its batch-invariant kernels hold), and draft as `choice` says."""
+    on_cpu = spec.resolved_backend() == "llamacpp"
+    flags = ["-m", spec.target, "--backend", spec.resolved_backend(),
+             "--device", "cpu" if on_cpu else spec.device,
+             "-ngl", "0" if on_cpu else str(spec.n_gpu_layers), "-c", str(spec.n_ctx),
+             "--exact-kernels", "--spec-type", ",".join(choice.names)]
     if spec.draft:
         flags += ["-md", spec.draft]
-    if spec.cross_vocab != "auto":
-        flags += ["--cross-vocab", spec.cross_vocab]
-    if spec.ngram:
-        flags.append("--ngram")
-    if spec.self_draft_layers:
-        flags += ["--self-draft-layers", str(spec.self_draft_layers)]
-    if spec.draft_heads:
-        flags += ["--draft-heads", spec.draft_heads]
-    if spec.suffix:
-        flags.append("--suffix")
-    if spec.draft_memory:
-        flags += ["--draft-memory", spec.draft_memory]
-    if spec.draft_mtp:
-        flags.append("--draft-mtp")
+    options = choice.options
+    if options.cross_vocab != "auto":
+        flags += ["--cross-vocab", options.cross_vocab]
+    if options.layers:
+        flags += ["--self-draft-layers", str(options.layers)]
+    if options.heads:
+        flags += ["--draft-heads", options.heads]
+    if options.memory:
+        flags += ["--draft-memory", options.memory]
     if spec.n_threads:
         flags += ["-t", str(spec.n_threads)]
-    if spec.rpc:
+    if spec.rpc and not on_cpu:
         flags += ["--rpc", spec.rpc]
     if spec.trust_remote_code:
         flags.append("--trust-remote-code")
@@ -56,26 +76,74 @@ def spec_flags(spec: ModelSpec) -> list[str]:
     return flags
 
 
-def child_command(spec: ModelSpec, draft_max: int, n_predict: int) -> list[str]:
+def decode_flags(config: DecodeConfig) -> list[str]:
+    """The decode settings the greedy suite uses, as `run`'s flags (sampling aside)."""
+    flags = ["-n", str(config.n_predict), "--draft-max", str(config.draft_max),
+             "--draft-min", str(config.draft_min), "--tree-width", str(config.tree_width),
+             "--tree-nodes", str(config.tree_nodes), "--draft-p-split",
+             repr(config.draft_p_split)]
+    if config.draft_p_min:
+        flags += ["--draft-p-min", repr(config.draft_p_min)]
+    if config.adaptive:
+        flags.append("--adaptive")
+    reach, default = config.suffix, SuffixOptions()
+    if reach != default:
+        flags += ["--spec-factor", repr(reach.factor), "--spec-offset", str(reach.offset),
+                  "--spec-min-prob", repr(reach.min_prob)]
+    return flags
+
+
+def child_command(spec: ModelSpec, config: DecodeConfig) -> list[str]:
     """A packaged (frozen) app has no `python -m`: it runs its own executable."""
     program = [sys.executable] if getattr(sys, "frozen", False) else [
         sys.executable, "-m", "app.cli.main"]
-    return [*program, "check-exact", "--greedy-only", "--json", "--draft-max", str(draft_max),
-            "-n", str(n_predict), *spec_flags(spec)]
+    return [*program, "check-exact", "--greedy-only", "--json", *decode_flags(config),
+            *spec_flags(spec, config.drafter)]
 
 
-def run_exact_mode(spec: ModelSpec, draft_max: int, n_predict: int) -> dict[str, object]:
+def run_exact_mode(spec: ModelSpec, config: DecodeConfig) -> dict[str, object]:
     """The child's greedy suite (GreedySuite.to_dict())."""
-    command = child_command(spec, draft_max, n_predict)
+    command = child_command(spec, config)
     done = subprocess.run(command, capture_output=True, text=True, check=False)
     lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
     if done.returncode not in (0, 3) or not lines:
         said = [line for line in done.stderr.splitlines() if line.strip()]
         raise DraftLensError(
-            f"the exact-kernels run of check-exact (a child process) ended with exit code "
+            f"the exact-mode run of check-exact (a child process) ended with exit code "
             f"{done.returncode}: {said[-1] if said else 'no message'} — run it yourself to see "
             f"all of it: {' '.join(command[1:])}")
     suite = json.loads(lines[-1])["greedy_suite"]
     if not isinstance(suite, dict):
-        raise DraftLensError("the exact-kernels run of check-exact printed no greedy suite")
+        raise DraftLensError("the exact-mode run of check-exact printed no greedy suite")
     return suite
+
+
+@dataclass
+class BatchedCheck:
+    """The batched path of an exact-mode pair against single steps."""
+    what: str  # what was measured
+    bound: float  # the largest top-two gap it moved
+    ceiling: float  # the most the arithmetic allows
+    tree_bound: float  # the largest gap moved on tree rows (the greedy tie guard's bound)
+
+
+def batched_path_check(pair: LoadedPair) -> BatchedCheck | None:
+    """None where the backend has no such check."""
+    target, spec = pair.target, pair.spec
+    if target.backend == "llamacpp":
+        noise = measure_kernel_noise(target, CHECK_POSITIONS, CHECK_SIZES)
+        tree = noise.tree.gap_max if noise.tree is not None else 0.0
+        return BatchedCheck("llama.cpp's exact kernels (chain passes)", noise.chain_bound, 0.0,
+                            tree)
+    if target.backend != "torch":
+        return None
+    from backends.torch_hf import TorchModel
+
+    twin = TorchModel(spec.target, device=spec.device, trust_remote_code=spec.trust_remote_code,
+                      allow_pickle=spec.allow_pickle, dtype="float64")
+    try:
+        noise = measure_kernel_noise(twin, CHECK_POSITIONS, CHECK_SIZES)
+    finally:
+        twin.close()
+    return BatchedCheck("torch float64 (batched chain and tree passes, keep_path)", noise.bound,
+                        CEILINGS["float64"], 0.0)  # one token per pass: every row is exact

@@ -1,9 +1,10 @@
 """Draft ranking, the "good enough" trade-off: each candidate way of drafting measured on the
 user's prompt against plain decoding, at the draft length that suits it best.
 
-A candidate is a way to build a drafter for the loaded target (a draft model file, n-gram
-lookup, ...): it attaches to the target as a LoadedPair that app.runs builds sessions from, and
-detaches afterwards. New kinds of draft plug in by implementing `Candidate`.
+A candidate is a way to draft for the loaded target (a draft model file, n-gram lookup, ...):
+it attaches to the target as a LoadedPair (with its draft model, if any) and says what drafts
+(a DrafterChoice) for app.runs to build sessions from, and detaches afterwards. New kinds of
+draft plug in by implementing `Candidate`.
 """
 
 from __future__ import annotations
@@ -19,11 +20,14 @@ from app.analysis.measure import Cancelled, side_by_side, warm_up
 from app.engine.adaptive import PassCost, rates_by_k
 from app.engine.cost_curve import VerifyCostCurve, cached_verify_curve
 from app.engine.decode_config import DecodeConfig
+from app.engine.draft_model import self_draft_label
+from app.engine.drafters import DrafterOptions
+from app.engine.lookup_edits import NGRAM_LABEL
 from app.engine.metrics import RunStats
+from app.engine.registry import DrafterChoice
 from app.errors import DraftLensError, ModelFileError
 from app.models.loading import LoadedPair, load_model
 from app.models.pair_check import check_pair_files
-from app.runs import NGRAM_LABEL, self_draft_label
 
 Progress = Callable[[str], None]
 
@@ -31,6 +35,7 @@ Progress = Callable[[str], None]
 class Candidate(Protocol):
     label: str
     kind: str
+    choice: DrafterChoice  # what drafts in the attached pair
 
     def attach(self, base: LoadedPair) -> LoadedPair:
         """The base pair's target with this candidate drafting; raises DraftLensError when the
@@ -49,17 +54,17 @@ class DraftModelCandidate:
     def __init__(self, path: str, cross: str = "auto") -> None:
         self.path = path
         self.cross = cross
+        self.choice = DrafterChoice(("draft",), DrafterOptions(cross_vocab=cross))
         self.label = Path(path).name + (f" ({CROSS_LABELS[cross]})" if cross != "auto" else "")
         self._pair: LoadedPair | None = None
 
     def attach(self, base: LoadedPair) -> LoadedPair:
         check = check_pair_files(base.spec.target, self.path)
         check.raise_if_incompatible()
-        spec = replace(base.spec, draft=self.path, ngram=False,
-                       cross_vocab=self.cross if check.cross is not None else "auto")
+        spec = replace(base.spec, draft=self.path)
         draft = load_model(self.path, spec)
         if check.cross is not None:
-            self.kind = f"draft model, other vocabulary ({CROSS_LABELS[spec.cross_vocab]})"
+            self.kind = f"draft model, other vocabulary ({CROSS_LABELS[self.cross]})"
         elif draft.n_vocab != base.target.n_vocab:
             draft.close()
             raise ModelFileError(f"the draft scores {draft.n_vocab} tokens but the target "
@@ -92,9 +97,10 @@ def draft_model_candidates(target: str, path: str) -> list[DraftModelCandidate]:
 class NgramCandidate:
     kind = "lookup"
     label = NGRAM_LABEL
+    choice = DrafterChoice(("ngram",))
 
     def attach(self, base: LoadedPair) -> LoadedPair:
-        return LoadedPair(base.target, None, None, replace(base.spec, draft=None, ngram=True))
+        return LoadedPair(base.target, None, None, replace(base.spec, draft=None))
 
     def detach(self) -> None:
         pass
@@ -105,8 +111,9 @@ class LoadedCandidate:
 
     kind = "loaded"
 
-    def __init__(self, label: str) -> None:
+    def __init__(self, label: str, choice: DrafterChoice) -> None:
         self.label = label
+        self.choice = choice
 
     def attach(self, base: LoadedPair) -> LoadedPair:
         return base
@@ -123,11 +130,11 @@ class SelfDraftCandidate:
     def __init__(self, n_layers: int) -> None:
         self.n_layers = n_layers
         self.label = self_draft_label(n_layers)
+        self.choice = DrafterChoice(("self",), DrafterOptions(layers=n_layers))
 
     def attach(self, base: LoadedPair) -> LoadedPair:
-        draft = base.self_draft(self.n_layers)
-        spec = replace(base.spec, draft=None, ngram=False, self_draft_layers=self.n_layers)
-        return LoadedPair(base.target, draft, None, spec)
+        base.self_draft(self.n_layers)  # built once per loaded target, closed with it
+        return base
 
     def detach(self) -> None:
         pass  # the base pair owns its self-drafts
@@ -170,8 +177,7 @@ def rank_candidates(base: LoadedPair, candidates: list[Candidate], config: Decod
     side with plain decoding. Rows by tok/s, fastest first; candidates that failed last."""
     say = progress or (lambda message: None)
     k_max = config.draft_max
-    probe_config = replace(config, adaptive=False)
-    warm_up(base, probe_config, encoded[0])
+    warm_up(base, replace(config, adaptive=False), encoded[0])
     curve = cached_verify_curve(base.target, k_max)
     rows = []
     for candidate in candidates:
@@ -184,6 +190,7 @@ def rank_candidates(base: LoadedPair, candidates: list[Candidate], config: Decod
         except DraftLensError as exc:
             row.error = str(exc)
             continue
+        probe_config = replace(config, adaptive=False, drafter=candidate.choice)
         try:
             say(f"{candidate.label}: probing at k = {k_max}")
             plain, probe = side_by_side(pair, probe_config, encoded, rounds, cancelled)

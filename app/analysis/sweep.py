@@ -59,9 +59,10 @@ def run_sweep(pair: LoadedPair, config: DecodeConfig, encoded: list[list[int]], 
               rounds: int = 1, progress: Progress | None = None,
               cancelled: Cancelled = lambda: False) -> list[SweepRow]:
     """For each k (fixed, not adaptive), plain and speculative runs side by side."""
-    if not pair.spec.drafts:
-        raise SettingsError("a sweep needs a draft — give a draft model, --ngram, --suffix, "
-                            "--draft-heads, --self-draft-layers or --draft-mtp")
+    if not config.drafter:
+        raise SettingsError("a sweep needs a draft — give --spec-type (or a draft model, "
+                            "--ngram, --suffix, --draft-heads, --self-draft-layers or "
+                            "--draft-mtp)")
     say = progress or (lambda message: None)
     base = replace(config, adaptive=False)
     warm_up(pair, base, encoded[0])

@@ -8,15 +8,15 @@ import json
 import sys
 from argparse import Namespace
 from collections.abc import Callable
-from dataclasses import replace
 from typing import Any
 
 from app.analysis.exactness import (
-    DEFAULT_TOP_K,
+    DEFAULT_N_PREDICT,
     GREEDY_PROMPTS,
     ExactReport,
     GreedySuite,
     check_exact,
+    exact_mode_suite,
     greedy_suite,
     user_mode,
 )
@@ -31,7 +31,14 @@ from app.analysis.sweep import parse_ks, run_sweep
 from app.cli import interrupt
 from app.cli.bench import read_prompts
 from app.cli.bench_tasks import SUITES
-from app.cli.options import decode_config, model_spec, self_draft_layers
+from app.cli.options import (
+    decode_config,
+    drafter_choice,
+    model_spec,
+    self_draft_layers,
+    settings,
+)
+from app.engine.registry import DrafterChoice, parse_names
 from app.errors import SettingsError
 from app.models.loading import load_pair
 from app.runs import encode_prompt
@@ -64,26 +71,23 @@ def add_rank_flags(parser: argparse.ArgumentParser) -> None:
 
 
 def add_check_flags(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--samples", type=int, default=200,
-                        help="seeded speculative runs for the sampled test (default 200)")
-    parser.add_argument("--draft-max", type=int, default=4, help="draft length k (default 4)")
-    parser.add_argument("--temp", type=float, default=1.0, help="temperature of the sampled test")
-    parser.add_argument("--top-k", type=int, default=DEFAULT_TOP_K,
-                        help=f"top-k of the sampled test (default {DEFAULT_TOP_K})")
-    parser.add_argument("-n", "--n-predict", dest="n_predict", type=int, default=32,
-                        help="tokens per prompt in the greedy identity test")
-    parser.add_argument("-s", "--seed", type=int, default=0)
-    parser.add_argument("--json", action="store_true", help="print one JSON object")
-    parser.add_argument("--greedy-only", action="store_true",
-                        help="only the greedy suite, in this process's kernel mode (what "
-                             "check-exact runs in its exact-kernels child)")
+    """check-exact's own flags; the decode flags are `run`'s (add_decode_flags), so the check
+    runs the settings you run."""
+    parser.set_defaults(n_predict=DEFAULT_N_PREDICT)
+    g = parser.add_argument_group("check-exact")
+    g.add_argument("--samples", type=int, default=200,
+                   help="seeded speculative runs for the sampled test (default 200)")
+    g.add_argument("--json", action="store_true", help="print one JSON object")
+    g.add_argument("--greedy-only", action="store_true",
+                   help="only the greedy suite, in this process's kernel mode (what "
+                        "check-exact runs in its exact-mode child)")
 
 
 def cmd_sweep(args: Namespace) -> int:
     ks = parse_ks(args.k)
-    config = decode_config(args)
+    config, spec = settings(args)
     prompts = read_prompts(args)
-    pair = load_pair(model_spec(args), progress=_say("sweep"))
+    pair = load_pair(spec, progress=_say("sweep"))
     try:
         encoded = [encode_prompt(pair.target, p, args.chat) for p in prompts]
         rows = run_sweep(pair, config, encoded, ks, args.rounds, progress=_say("sweep"),
@@ -114,27 +118,25 @@ def cmd_sweep(args: Namespace) -> int:
 
 def cmd_rank(args: Namespace) -> int:
     layers = self_draft_layers(args)
-    candidate_args = Namespace(**{**vars(args), "draft": None, "ngram": True,
-                                  "self_draft_layers": None})
-    base_spec = model_spec(candidate_args)
+    base_spec = model_spec(args, DrafterChoice())  # the target alone; candidates draft
     paths = list(args.candidates)
-    if not paths and args.target is None and not args.ngram and not layers:
+    ngram = args.ngram or bool(args.spec_type and "ngram" in parse_names(args.spec_type))
+    if not paths and args.target is None and not ngram and not layers:
         from app.models.demo import demo_paths
 
         paths = [str(demo_paths()[1])]
     candidates: list[Candidate] = [candidate for path in paths
                                    for candidate in draft_model_candidates(base_spec.target, path)]
     candidates += [SelfDraftCandidate(n) for n in layers]
-    if args.ngram:
+    if ngram:
         candidates.append(NgramCandidate())
     if not candidates:
         raise SettingsError("nothing to rank — give --candidates DRAFT ..., --ngram and/or "
                             "--self-draft-layers N,M")
-    config = decode_config(Namespace(**{**vars(args), "ngram": False}))  # one k for all
+    config = decode_config(args, DrafterChoice())  # one k for all
     prompts = read_prompts(args)
 
-    base = load_pair(replace(base_spec, draft=None, ngram=False, self_draft_layers=0),
-                     progress=_say("rank"))
+    base = load_pair(base_spec, progress=_say("rank"))
     try:
         encoded = [encode_prompt(base.target, p, args.chat) for p in prompts]
         rows = rank_candidates(base, candidates, config, encoded, args.rounds,
@@ -161,17 +163,19 @@ def cmd_rank(args: Namespace) -> int:
 
 
 def cmd_check_exact(args: Namespace) -> int:
-    spec = model_spec(args)
+    choice = drafter_choice(args)
+    spec = model_spec(args, choice)
+    config = decode_config(args, choice)
     pair = load_pair(spec, progress=_say("check-exact"))
     try:
         if args.greedy_only:
-            suite = greedy_suite(pair, args.draft_max, args.n_predict, GREEDY_PROMPTS,
-                                 user_mode(pair)[0], spec.batch_invariant)
+            suite = (exact_mode_suite(pair, config, GREEDY_PROMPTS, _say("check-exact"))
+                     if spec.batch_invariant else
+                     greedy_suite(pair, config, GREEDY_PROMPTS, user_mode(pair)[0], False))
             print(json.dumps({"greedy_suite": suite.to_dict()}))
-            return 0 if suite.identical else EXIT_NOT_EXACT
-        report = check_exact(pair, samples=args.samples, draft_max=args.draft_max,
-                             temperature=args.temp, top_k=args.top_k, n_predict=args.n_predict,
-                             seed=args.seed, progress=_say("check-exact"))
+            return 0 if suite.identical and not suite.batched_path_wrong else EXIT_NOT_EXACT
+        report = check_exact(pair, choice, samples=args.samples, seed=args.seed or 0,
+                             progress=_say("check-exact"), config=config)
     finally:
         pair.close()
     if args.json:
@@ -183,25 +187,36 @@ def cmd_check_exact(args: Namespace) -> int:
 
 def print_exact_report(report: ExactReport) -> None:
     def suite_line(suite: GreedySuite) -> str:
-        if suite.identical:
-            return (f"{suite.mode}: greedy output identical to plain decoding "
-                    f"({suite.prompts} prompts)")
-        return (f"{suite.mode}: greedy output differs from plain decoding on "
-                f"{len(suite.divergences)} of {suite.prompts} prompts")
+        runs = len(suite.settings) * suite.prompts
+        counts = ", ".join(f"{name} {d} drafted / {a} accepted"
+                           for name, (d, a) in suite.settings.items())
+        same = ("identical to plain decoding" if suite.identical else
+                f"differs from plain decoding in {len(suite.divergences)} of {runs} runs")
+        return f"{suite.mode}: greedy output {same} ({suite.prompts} prompts; {counts})"
+
+    def batched_line(suite: GreedySuite) -> str:
+        verdict = "WRONG" if suite.batched_path_wrong else "ok"
+        return (f"  batched path, {suite.batched_what}: moved a top-two gap by at most "
+                f"{suite.batched_bound:.3g} logits (allowed {suite.batched_ceiling:g}): "
+                f"{verdict}")
 
     print(suite_line(report.greedy))
     for d in report.greedy.divergences:
         margins = d["margins"]
-        print(f"  {d['prompt']!r}, generated token {d['position']}: plain {d['plain_text']!r}, "
-              f"speculative {d['other_text']!r}; top-two margins {_num(margins['plain'])} / "
-              f"{_num(margins['speculative'])} logits, kernel noise bound "
-              f"{_num(d['noise_bound'])}: {'near-tie' if d['near_tie'] else 'NOT a near-tie'}")
+        print(f"  {d['prompt']!r} ({d.get('setting', '')}), generated token {d['position']}: "
+              f"plain {d['plain_text']!r}, speculative {d['other_text']!r}; top-two margins "
+              f"{_num(margins['plain'])} / {_num(margins['speculative'])} logits, kernel noise "
+              f"bound {_num(d['noise_bound'])}: "
+              f"{'near-tie' if d['near_tie'] else 'NOT a near-tie'}")
     if report.exact is None:
         print("exact mode: none for this backend and device here")
     elif report.exact is not report.greedy:
         print(suite_line(report.exact))
-    print(f"sampled test, {report.samples} runs at temperature {report.temperature}, "
-          f"top-k {report.top_k}: p = {report.p_value:.3g} (first token "
+    if report.exact is not None and report.exact.batched_bound is not None:
+        print(batched_line(report.exact))
+    print(f"sampled test on {report.sampled_prompt!r}, {report.samples} runs at temperature "
+          f"{report.temperature}, top-k {report.top_k}: {report.sampled_drafted} drafted / "
+          f"{report.sampled_accepted} accepted; p = {report.p_value:.3g} (first token "
           f"{report.p_first:.3g}, second {report.p_second:.3g}; fails below "
           f"{report.threshold:g})")
     for note in report.notes:

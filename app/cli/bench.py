@@ -14,12 +14,12 @@ from app.analysis.compare import explain_difference, kernel_noise, margins_noted
 from app.analysis.measure import Tally, alternating, pair_ratios, timed_run
 from app.cli import interrupt
 from app.cli.bench_tasks import SUITES
-from app.cli.options import decode_config, forget_draft_memory, model_spec, self_draft_layers
+from app.cli.options import forget_draft_memory, self_draft_layers, settings
 from app.engine.decode_config import DecodeConfig
 from app.engine.protocol import EarlyExitModel, LanguageModel, ReferenceGenerator
 from app.errors import SettingsError
 from app.models.loading import LoadedPair, load_pair
-from app.runs import build_drafter, build_session, encode_prompt
+from app.runs import build_session, encode_prompt, new_drafter
 
 
 def add_bench_flags(parser: argparse.ArgumentParser) -> None:
@@ -58,22 +58,25 @@ def read_prompts(args: argparse.Namespace) -> list[str]:
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
-    config = decode_config(args)
+    config, spec = settings(args)
     prompts = read_prompts(args)
     layers = self_draft_layers(args)
     forget_draft_memory(args)
-    pair = load_pair(model_spec(args), progress=lambda m: print(f"[bench] {m}", file=sys.stderr))
+    pair = load_pair(spec, progress=lambda m: print(f"[bench] {m}", file=sys.stderr))
     try:
         encoded = [encode_prompt(pair.target, p, args.chat) for p in prompts]
         warm = DecodeConfig(n_predict=4, sampling=config.sampling)
         timed_run(pair, warm, encoded[0], plain=True, tally=Tally())
         reports = []
         for n_layers in layers or [0]:
+            run_config = config
             if n_layers:
                 print(f"[bench] drafting with the target's first {n_layers} layers",
                       file=sys.stderr)
-                pair.use_self_draft(n_layers)
-            reports.append(bench_pair(pair, config, encoded, args))
+                choice = config.drafter
+                run_config = replace(config, drafter=replace(
+                    choice, options=replace(choice.options, layers=n_layers)))
+            reports.append(bench_pair(pair, run_config, encoded, args))
             if n_layers:
                 reports[-1]["self_draft_layers"] = n_layers
                 reports[-1]["target_layers"] = target_layers(pair)
@@ -111,7 +114,7 @@ def bench_pair(pair: LoadedPair, config: DecodeConfig, encoded: list[list[int]],
         report.update(compare_hf(pair, encoded, config, args.rounds))
     report["backend"] = pair.target.backend
     report["device"] = pair.target.device
-    drafter = build_drafter(pair, config)
+    drafter = new_drafter(pair, config)
     report["drafter"] = drafter.name if drafter else ""
     report["prompts"] = len(encoded)
     return report

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from app.cli import interrupt
-from app.cli.options import decode_config, forget_draft_memory, model_spec, self_draft_layers
+from app.cli.options import forget_draft_memory, self_draft_layers, settings
 from app.engine.metrics import RunStats
 from app.engine.trace import read_trace
 from app.errors import DraftLensError, SettingsError, TraceWriteError
@@ -20,8 +20,7 @@ from app.host.keeper import TraceKeeper, cut_off_note, death_message
 def cmd_run(args: argparse.Namespace) -> int:
     """Decode in an engine host (app.host): if the runtime ends its process, this command
     still prints one error line naming how, and the trace still gets its summary."""
-    config = decode_config(args)
-    spec = model_spec(args)
+    config, spec = settings(args)
     if len(self_draft_layers(args)) > 1:
         raise SettingsError("run takes one --self-draft-layers value; for a layer sweep use "
                             "draftlens bench --self-draft-layers 4,8,12")

@@ -86,12 +86,16 @@ def build_parser() -> argparse.ArgumentParser:
 
     exact = sub.add_parser(
         "check-exact", help="greedy identity (your mode and exact kernels) and a sampled test",
-        description="Runs the greedy suite in the mode you run (fast kernels by default) and "
-                    "again with batch-invariant kernels in a child process, then a sampled "
-                    "G-test. Passes (exit 0) when the exact mode is identical, every divergence "
-                    "in your mode is a near-tie within the measured kernel noise, and the "
+        description="Runs the greedy suite with your decode settings (the same flags as "
+                    "run), plus a tree and adaptive k, in the mode you run (fast kernels by "
+                    "default) and again in the exact mode in a child process (llama.cpp: "
+                    "batch-invariant kernels on the CPU; torch: one token per pass, and the "
+                    "batched passes checked in float64), then a sampled G-test. Passes (exit "
+                    "0) when the exact mode is identical, every divergence in your mode is a "
+                    "near-tie within the measured kernel noise, every part drafted, and the "
                     f"sampled test passes; otherwise exit 3 with the reason. {EXACTNESS_SENTENCE}")
     add_model_flags(exact)
+    add_decode_flags(exact)
     add_check_flags(exact)
     exact.add_argument("--debug", action="store_true", default=argparse.SUPPRESS)
 

@@ -1,4 +1,6 @@
-"""The flags the commands share, and turning them into a ModelSpec and a DecodeConfig."""
+"""The flags the commands share, and turning them, once, into what drafts (a DrafterChoice:
+--spec-type and the older flags that name a drafter), a ModelSpec (which models to load) and
+a DecodeConfig (the run's settings, the drafter among them)."""
 
 from __future__ import annotations
 
@@ -6,31 +8,45 @@ import argparse
 
 from app.draft_memory import DraftMemory
 from app.engine.decode_config import DecodeConfig
+from app.engine.drafters import DrafterOptions
+from app.engine.registry import DRAFTERS, DrafterChoice, parse_names
 from app.engine.sampling import SamplingParams
 from app.engine.suffix import SuffixOptions
 from app.errors import SettingsError
 from app.models.loading import ModelSpec
+
+# the flags that name a drafter, kept as aliases of --spec-type: flag -> its name
+ALIASES = {"--ngram": "ngram", "--suffix": "suffix", "--draft-mtp": "mtp",
+           "--draft-heads": "heads", "--self-draft-layers": "self", "-md": "draft"}
 
 
 def add_model_flags(parser: argparse.ArgumentParser) -> None:
     g = parser.add_argument_group("models")
     g.add_argument("-m", "--target", "--model", dest="target",
                    help="target model: a .gguf file or a transformers folder (default: demo pair)")
-    g.add_argument("-md", "--draft", "--model-draft", dest="draft", help="draft model")
+    g.add_argument("--spec-type", dest="spec_type", default=None, metavar="NAME[,NAME...]",
+                   help="what drafts (llama.cpp's word): " + ", ".join(DRAFTERS) + "; a "
+                        "comma list chains them in order of preference, e.g. ngram,draft "
+                        "(default: draft with -md, else the demo pair's draft). The flags "
+                        "below that name a drafter are the same as naming it here")
+    g.add_argument("-md", "--draft", "--model-draft", dest="draft",
+                   help="draft model file (--spec-type draft)")
     g.add_argument("--cross-vocab", dest="cross_vocab", default="auto",
                    choices=("auto", "tli", "string"),
                    help="a draft with another vocabulary than the target's: tli (draws among "
                         "the tokens both share; exact under sampling too), string (its greedy "
                         "text re-tokenized for the target) or auto (tli)")
     g.add_argument("--ngram", action="store_true",
-                   help="draft by n-gram / prompt lookup; with a draft model, look up first "
-                        "and use the draft model when the context has no match")
+                   help="--spec-type ngram: draft by n-gram / prompt lookup; with a draft "
+                        "model, ngram,draft: look up first and use the draft model when the "
+                        "context has no match")
     g.add_argument("--suffix", action="store_true",
-                   help="draft by suffix decoding: copy what most often followed the last "
+                   help="--spec-type suffix: draft by suffix decoding: copy what most often "
+                        "followed the last "
                         "tokens in the prompt, the output so far and (with --draft-memory) "
                         "earlier runs' outputs, as a tree of continuations by frequency")
     g.add_argument("--draft-memory", dest="draft_memory", default="", metavar="PATH",
-                   help="with --suffix: a file of earlier outputs of the same target to draft "
+                   help="with suffix: a file of earlier outputs of the same target to draft "
                         "from, updated after each speculative run (capped: the oldest go)")
     g.add_argument("--forget-draft-memory", action="store_true",
                    help="empty the --draft-memory file before starting")
@@ -43,13 +59,15 @@ def add_model_flags(parser: argparse.ArgumentParser) -> None:
                    help="with --suffix: a token whose estimated probability (how often the "
                         "text went on so) is below this is not drafted (default 0.1)")
     g.add_argument("--self-draft-layers", dest="self_draft_layers", default=None, metavar="N",
-                   help="draft with the target's own first N layers (then its final norm and "
+                   help="--spec-type self: draft with the target's own first N layers (then "
+                        "its final norm and "
                         "output head); bench takes a list, e.g. 4,8,12, for a layer sweep")
     g.add_argument("--draft-heads", dest="draft_heads", default=None, metavar="HEADS",
-                   help="draft with heads trained on the target's hidden states "
-                        "(draftlens heads train)")
+                   help="--spec-type heads: draft with heads trained on the target's hidden "
+                        "states (draftlens heads train)")
     g.add_argument("--draft-mtp", dest="draft_mtp", action="store_true",
-                   help="draft with the target's own multi-token-prediction (MTP / NextN) "
+                   help="--spec-type mtp: draft with the target's own multi-token-prediction "
+                        "(MTP / NextN) "
                         "layers, where its GGUF has them (llama.cpp); no draft model needed")
     g.add_argument("--backend", choices=("auto", "llamacpp", "torch"), default="auto")
     g.add_argument("--device", default="auto", help="auto, cpu, cuda, mps (torch backend)")
@@ -118,20 +136,55 @@ def self_draft_layers(args: argparse.Namespace) -> list[int]:
     return values
 
 
-def model_spec(args: argparse.Namespace) -> ModelSpec:
-    target, draft = args.target, args.draft
-    layers_list = self_draft_layers(args)
-    heads = getattr(args, "draft_heads", None)
-    suffix = getattr(args, "suffix", False)
-    memory = getattr(args, "draft_memory", "") or ""
-    mtp = getattr(args, "draft_mtp", False)
-    if (sum(bool(x) for x in (layers_list, draft, heads, suffix, mtp)) > 1
-            or ((suffix or mtp) and args.ngram)):
+def drafter_choice(args: argparse.Namespace) -> DrafterChoice:
+    """What drafts: --spec-type's names, or those the older flags name (ALIASES), with the
+    drafters' options; checked (app.engine.registry)."""
+    layers = self_draft_layers(args)
+    named = {"ngram": bool(getattr(args, "ngram", False)),
+             "suffix": bool(getattr(args, "suffix", False)),
+             "mtp": bool(getattr(args, "draft_mtp", False)),
+             "heads": bool(getattr(args, "draft_heads", None)),
+             "self": bool(layers), "draft": bool(getattr(args, "draft", None))}
+    options = DrafterOptions(cross_vocab=getattr(args, "cross_vocab", "auto") or "auto",
+                             layers=layers[0] if layers else 0,
+                             heads=getattr(args, "draft_heads", None) or "",
+                             memory=getattr(args, "draft_memory", "") or "")
+    text = getattr(args, "spec_type", None)
+    if text:
+        names = parse_names(text)
+        flags = [f for f, name in ALIASES.items() if named[name] and name not in names
+                 and name != "draft"]
+        if flags:
+            raise SettingsError(f"{flags[0]} names a drafter that --spec-type {text} leaves "
+                                f"out — add {ALIASES[flags[0]]} to --spec-type, or drop "
+                                f"{flags[0]}")
+    else:
+        names = alias_names(named, getattr(args, "target", None) is None)
+    choice = DrafterChoice(names, options)
+    choice.validate()
+    if named["draft"] and not choice.uses("draft"):
+        raise SettingsError("-md is the draft model of --spec-type draft — add draft to "
+                            "--spec-type, or drop -md")
+    return choice
+
+
+def alias_names(named: dict[str, bool], demo: bool) -> tuple[str, ...]:
+    """The drafter the older flags name (as before --spec-type): one of them, the lookup
+    before a draft model or a self-draft; nothing named: a draft model."""
+    models = [n for n in ("draft", "self", "heads", "mtp", "suffix") if named[n]]
+    if len(models) > 1 or (named["ngram"] and models and models[0] in ("mtp", "suffix")):
         raise SettingsError("pick one draft: -md DRAFT, --self-draft-layers N, "
-                            "--draft-heads HEADS, --draft-mtp, --ngram or --suffix")
-    if memory and not suffix:
-        raise SettingsError("--draft-memory is the memory of suffix decoding — add --suffix")
-    drafts_without_a_model = bool(args.ngram or layers_list or heads or suffix or mtp)
+                            "--draft-heads HEADS, --draft-mtp, --ngram or --suffix (or chain "
+                            "them with --spec-type, e.g. ngram,draft)")
+    if named["ngram"]:
+        return ("ngram", *models)
+    return tuple(models) or ("draft",)
+
+
+def model_spec(args: argparse.Namespace, choice: DrafterChoice) -> ModelSpec:
+    """Which models to load for `choice`: the target (the demo pair's without -m), its MTP
+    layers where they draft, and the draft model file where one drafts."""
+    target, draft = args.target, args.draft
     if target is None:
         from app.models.demo import demo_installed, demo_paths
 
@@ -140,9 +193,9 @@ def model_spec(args: argparse.Namespace) -> ModelSpec:
                                 "pass -m FILE, or run: draftlens models fetch-demo")
         demo_target, demo_draft = demo_paths()
         target = str(demo_target)
-        if draft is None and not drafts_without_a_model:
+        if draft is None and choice.uses("draft"):
             draft = str(demo_draft)
-    if draft is None and not drafts_without_a_model:
+    if draft is None and choice.uses("draft"):
         raise SettingsError("no draft given — pass -md DRAFT_FILE, --ngram for prompt lookup, "
                             "or --self-draft-layers N for the target's own first layers")
     layers = args.n_gpu_layers
@@ -152,19 +205,25 @@ def model_spec(args: argparse.Namespace) -> ModelSpec:
         except ValueError as exc:
             raise SettingsError(f"--n-gpu-layers must be a number or auto (got {layers})") from exc
     return ModelSpec(
-        target=target, draft=draft, ngram=args.ngram, backend=args.backend, device=args.device,
-        n_gpu_layers=layers, n_ctx=args.n_ctx, n_threads=args.n_threads,
+        target=target, draft=draft if choice.uses("draft") else None, backend=args.backend,
+        device=args.device, n_gpu_layers=layers, n_ctx=args.n_ctx, n_threads=args.n_threads,
         trust_remote_code=args.trust_remote_code, allow_pickle=args.allow_pickle,
-        batch_invariant=args.exact_kernels, rpc=args.rpc.strip(),
-        self_draft_layers=layers_list[0] if layers_list else 0,
-        draft_heads=heads or "", suffix=suffix, draft_memory=memory, draft_mtp=mtp,
-        cross_vocab=getattr(args, "cross_vocab", "auto"),
+        batch_invariant=args.exact_kernels, rpc=args.rpc.strip(), with_mtp=choice.uses("mtp"),
     )
 
 
-def decode_config(args: argparse.Namespace) -> DecodeConfig:
-    copying = args.ngram or getattr(args, "suffix", False)
-    draft_max = args.draft_max if args.draft_max is not None else (32 if copying else 8)
+def settings(args: argparse.Namespace) -> tuple[DecodeConfig, ModelSpec]:
+    """The command line, once: the run's settings (what drafts among them) and which models
+    to load."""
+    config = decode_config(args)
+    return config, model_spec(args, config.drafter)
+
+
+def decode_config(args: argparse.Namespace,
+                  choice: DrafterChoice | None = None) -> DecodeConfig:
+    """The run's settings; what drafts is `choice`, or what the flags say (drafter_choice)."""
+    choice = drafter_choice(args) if choice is None else choice
+    draft_max = args.draft_max if args.draft_max is not None else (32 if choice.copies else 8)
     config = DecodeConfig(
         n_predict=args.n_predict, draft_max=draft_max, draft_min=args.draft_min,
         draft_p_min=args.draft_p_min or 0.0, adaptive=args.adaptive,
@@ -175,6 +234,7 @@ def decode_config(args: argparse.Namespace) -> DecodeConfig:
                              min_prob=getattr(args, "spec_min_prob", SuffixOptions.min_prob)),
         sampling=SamplingParams(temperature=args.temp, top_k=args.top_k, top_p=args.top_p,
                                 min_p=args.min_p, seed=args.seed),
+        drafter=choice,
     )
     config.validate()
     return config

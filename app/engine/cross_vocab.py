@@ -1,5 +1,8 @@
-"""A draft model with another vocabulary than the target's: TLI (Timor et al., ICML 2025,
-"lossless speculative decoding for heterogeneous vocabularies").
+"""A draft model with another vocabulary than the target's, and the `draft` entry of the
+registry (a draft model of either vocabulary).
+
+TLI (Timor et al., ICML 2025, "lossless speculative decoding for heterogeneous
+vocabularies").
 
 The draft runs on its own tokens: the target's context, as text, is tokenized by the draft
 (ContextTranslator). At each position the draft's processed distribution is restricted to
@@ -8,30 +11,48 @@ drafted token is drawn from that, and handed to the engine as the target token o
 text, with q the same distribution over the target's ids. q is then exactly the distribution
 the target token was drawn from, so the usual p/q rule keeps the target's distribution; a
 greedy draft is the draft's best shared token.
+
+String-level drafting (StringDrafter) from a draft model of any vocabulary (as
+transformers' universal assisted generation): the draft continues the context's text
+greedily with its own tokens, and that text is tokenized by the target.
+
+The target's tokens for the context's text plus the drafted text must begin with its tokens
+for the context's text alone; where they do not (the context's last token would merge with
+the drafted text), nothing is drafted. The last target token is dropped: the drafted text
+may end inside a word, and its last target token could be the prefix of a longer one.
+The guess is a function of the context alone (the draft's argmax), so q is one-hot at each
+drafted token and the usual rule keeps the target's output exact, greedy or sampled (as for
+a lookup's guess); only a draft token the target's tokenizer spells identically can pass.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Protocol
 
 import numpy as np
 
 from app.engine import vocab_bridge
-from app.engine.draft_model import branch_chain
+from app.engine.draft_model import ModelDraft, ModelDrafter, branch_chain
 from app.engine.drafters import (
     EMPTY_DRAFT,
+    NO_EARLY_STOP,
     Budget,
     Draft,
     Drafter,
+    DrafterOptions,
     DraftKind,
+    Entry,
+    StopRule,
     TreeShape,
     common_prefix,
 )
 from app.engine.protocol import LanguageModel
 from app.engine.records import Translation
-from app.engine.sampling import SamplingParams, choose, finite_logits, process
+from app.engine.sampling import SamplingParams, finite_logits, process
 from app.engine.tree import DraftTree
 from app.engine.vocab_bridge import VocabBridge
+from app.errors import SettingsError
 
 # a draft model of another vocabulary, drafting among the shared tokens: it pays a step per
 # token and knows its q, as a same-vocabulary draft does; its prior is lower (tokens split
@@ -90,7 +111,7 @@ class ForeignDraftModel(Drafter):
         return finite_logits(self.model.extend([token], 1)[0], self.model.name)
 
 
-class TLIDrafter(ForeignDraftModel):
+class TLIDrafter(ForeignDraftModel, ModelDraft):
     """A draft model of another vocabulary, drafting among the tokens both share."""
 
     kind = TLI
@@ -100,52 +121,39 @@ class TLIDrafter(ForeignDraftModel):
         target: LanguageModel,
         model: LanguageModel,
         bridge: VocabBridge,
-        p_min: float = 0.0,
-        draft_min: int = 0,
+        rule: StopRule = NO_EARLY_STOP,
     ) -> None:
         super().__init__(target, model)
         self.bridge = bridge
         self.name = f"draft model ({model.name}, TLI)"
-        self.p_min = p_min
-        self.draft_min = draft_min
+        self.rule = rule
+        self._outside = 0.0
+        self._translated: list[Translation] = []
 
-    def propose(
-        self, context: list[int], budget: Budget, params: SamplingParams,
-        rng: np.random.Generator,
-    ) -> Draft:
-        k = budget.max_tokens
-        if k <= 0 or self.bridge.n_shared == 0:
-            return EMPTY_DRAFT
-        logits = self._sync(context)
-        if logits is None:
-            return EMPTY_DRAFT
-        width = self.target.n_vocab
-        tokens: list[int] = []
-        rows: list[np.ndarray] = []
-        translated: list[Translation] = []
-        while len(self._cached) < self.model.n_ctx - 1:
-            q_draft = process(logits[: self.bridge.draft_vocab], params)
-            q_shared, outside = vocab_bridge.restrict(q_draft, self.bridge)
-            if not q_shared.any():
-                break
-            # decided before the draw, as the same-vocabulary draft does (see ModelDrafter)
-            if len(tokens) >= self.draft_min and q_shared.max() < self.p_min:
-                break
-            index = choose(q_shared, params, rng)
-            draft_token = self.bridge.draft_id(index)
-            tokens.append(self.bridge.target_id(index))
-            rows.append(self.bridge.target_row(q_shared, width))
-            translated.append(Translation(self.model.token_text(draft_token), outside))
-            if len(tokens) == k:
-                break
-            stop = budget.stop
-            if (stop is not None and len(tokens) >= self.draft_min
-                    and not stop.keep_drafting(len(tokens), float(q_shared[index]))):
-                break
-            logits = self._step(draft_token)
-        if not tokens:
-            return EMPTY_DRAFT
-        return Draft(tokens, np.stack(rows), translated=translated)
+    def _first(self, context: list[int], params: SamplingParams) -> np.ndarray | None:
+        self._translated = []
+        logits = self._sync(context) if self.bridge.n_shared else None
+        return None if logits is None else self._shared(logits, params)
+
+    def _next(self, chosen: int, params: SamplingParams) -> np.ndarray | None:
+        if len(self._cached) + 1 >= self.model.n_ctx - 1:
+            return None  # the draft's context is full
+        return self._shared(self._step(self.bridge.draft_id(chosen)), params)
+
+    def _shared(self, logits: np.ndarray, params: SamplingParams) -> np.ndarray | None:
+        """The draft's processed row kept on the shared tokens, renormalised there (None
+        where it puts no mass on them); the mass outside is kept for the record."""
+        q_draft = process(logits[: self.bridge.draft_vocab], params)
+        q_shared, self._outside = vocab_bridge.restrict(q_draft, self.bridge)
+        return q_shared if q_shared.any() else None
+
+    def _emit(self, chosen: int, q: np.ndarray) -> tuple[int, np.ndarray]:
+        draft_token = self.bridge.draft_id(chosen)
+        self._translated.append(Translation(self.model.token_text(draft_token), self._outside))
+        return self.bridge.target_id(chosen), self.bridge.target_row(q, self.target.n_vocab)
+
+    def _finish(self, tokens: list[int], rows: list[np.ndarray]) -> Draft:
+        return Draft(tokens, np.stack(rows), translated=self._translated)
 
     def propose_tree(
         self, context: list[int], depth: int, shape: TreeShape, params: SamplingParams,
@@ -162,3 +170,116 @@ class TLIDrafter(ForeignDraftModel):
             for i, level in enumerate(levels)
         ]
         return tree
+
+
+# one guess per position, one-hot: no q to end a draft on its confidence
+STRING = DraftKind("string", free=False, prior=0.4)
+
+
+class StringDrafter(ForeignDraftModel):
+    """A draft model of another vocabulary whose greedy text the target re-tokenizes."""
+
+    kind = STRING
+
+    def __init__(self, target: LanguageModel, model: LanguageModel) -> None:
+        super().__init__(target, model)
+        self.name = f"draft model ({model.name}, string-level)"
+
+    def propose(
+        self, context: list[int], budget: Budget, params: SamplingParams,
+        rng: np.random.Generator,
+    ) -> Draft:
+        if budget.max_tokens <= 0:
+            return EMPTY_DRAFT
+        logits = self._sync(context)
+        if logits is None:
+            return EMPTY_DRAFT
+        start = len(self._cached)
+        # one draft token more than asked: the last target token is dropped
+        while len(self._cached) - start <= budget.max_tokens:
+            token = int(np.argmax(logits[: self.model.n_vocab]))
+            if token in self.model.eos_ids or len(self._cached) >= self.model.n_ctx - 2:
+                break
+            logits = self._step(token)
+        drafted = self._cached[start:]
+        if not drafted:
+            return EMPTY_DRAFT
+        text = self.translator.text(context)
+        new_text = _new_text(self.model, self._cached[:start], drafted)
+        tokens = self._target_tokens(text, new_text)[: budget.max_tokens]
+        if not tokens:
+            return EMPTY_DRAFT
+        return Draft(tokens, None, translated=self._translations(tokens, drafted))
+
+    def _target_tokens(self, text: str, new_text: str) -> list[int]:
+        """The target's tokens for new_text after text, or [] where the boundary moves."""
+        before = self.target.tokenize(text, add_special=True)
+        after = self.target.tokenize(text + new_text, add_special=True)
+        if after[: len(before)] != before:
+            return []
+        return after[len(before): -1]
+
+    def _translations(self, tokens: list[int], drafted: list[int]) -> list[Translation]:
+        """For each target token, the draft tokens whose text overlaps its text."""
+        spans = _spans([self.model.token_text(t) for t in drafted])
+        out = []
+        for start, end in _spans([self.target.token_text(t) for t in tokens]):
+            parts = [self.model.token_text(drafted[i]) for i, (s, e) in enumerate(spans)
+                     if s < max(end, start + 1) and e > start]
+            out.append(Translation("|".join(parts)))
+        return out
+
+
+def _new_text(model: LanguageModel, before: list[int], drafted: list[int]) -> str:
+    """The text the drafted tokens add after `before` (detokenized together, so a word-start
+    space or a character split across tokens comes out as in the whole text)."""
+    whole = model.detokenize([*before, *drafted])
+    head = model.detokenize(before)
+    if whole.startswith(head):
+        return whole[len(head):].rstrip("\ufffd")
+    return model.detokenize(drafted).rstrip("\ufffd")
+
+
+def _spans(texts: list[str]) -> list[tuple[int, int]]:
+    spans, at = [], 0
+    for text in texts:
+        spans.append((at, at + len(text)))
+        at += len(text)
+    return spans
+
+
+class DraftModelSource(Protocol):
+    """What a draft model's drafter reads of a run: the target, the draft model, and the
+    bridge between their vocabularies where they differ (None where they are the same)."""
+
+    @property
+    def target(self) -> LanguageModel: ...
+
+    def draft_model(self) -> LanguageModel: ...
+
+    def bridge(self) -> VocabBridge | None: ...
+
+
+CROSS_VOCAB_CHOICES = ("auto", "tli", "string")
+
+
+def draft_model_drafter(sources: DraftModelSource, options: DrafterOptions, rule: StopRule,
+                        fallback: bool) -> Drafter:
+    """A draft model's drafter: of the target's vocabulary, or across vocabularies (TLI, or
+    string-level as the cross_vocab option asks)."""
+    target, draft, bridge = sources.target, sources.draft_model(), sources.bridge()
+    if options.cross_vocab not in CROSS_VOCAB_CHOICES:
+        raise SettingsError(f"unknown --cross-vocab {options.cross_vocab!r} — use "
+                            f"{', '.join(CROSS_VOCAB_CHOICES)}")
+    if bridge is None:
+        if options.cross_vocab != "auto":
+            raise SettingsError(f"--cross-vocab {options.cross_vocab} is for a draft with "
+                                "another vocabulary; this draft shares the target's — drop "
+                                "the flag")
+        return ModelDrafter(draft, rule, target_vocab=target.n_vocab)
+    if options.cross_vocab == "string":
+        return StringDrafter(target, draft)
+    return TLIDrafter(target, draft, bridge, rule)
+
+
+ENTRY = Entry("draft", draft_model_drafter, lambda options, draft_file: draft_file)

@@ -1,13 +1,15 @@
-"""The settings of one generation: how many tokens, how long a draft, chain or tree, and how
-tokens are sampled; validated with messages a user can act on."""
+"""The settings of one generation: what drafts, how many tokens, how long a draft, chain or
+tree, and how tokens are sampled; validated with messages a user can act on."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from app.engine.drafters import TreeShape
+from app.engine.drafters import StopRule, TreeShape
+from app.engine.registry import DrafterChoice
 from app.engine.sampling import SamplingParams
 from app.engine.suffix import SuffixOptions
+from app.engine.tree import NEAR_TIE
 from app.errors import SettingsError
 
 MAX_DRAFT = 256
@@ -27,13 +29,24 @@ class DecodeConfig:
     tree_width: int = 1  # children a draft node may have; 1 drafts a chain
     tree_nodes: int = 16  # draft nodes per pass at most, in a tree
     draft_p_split: float = 0.1  # a draft model branches where another candidate has this
+    # what drafts (--spec-type): names from app.engine.registry and their options; empty:
+    # plain decoding
+    drafter: DrafterChoice = field(default_factory=DrafterChoice)
     suffix: SuffixOptions = field(default_factory=SuffixOptions)  # suffix decoding's reach
+    # logits: a greedy tree row the runtime says may be inexact is not trusted when its top
+    # two are closer than this (check-exact sets the bound it measured on the tree rows)
+    tie_bound: float = NEAR_TIE
+
+    @property
+    def stop_rule(self) -> StopRule:
+        return StopRule(self.draft_p_min, self.draft_min)
 
     @property
     def tree_shape(self) -> TreeShape:
         return TreeShape(self.tree_width, self.tree_nodes, self.draft_p_split)
 
     def validate(self) -> None:
+        self.drafter.validate()
         if self.n_predict <= 0:
             raise SettingsError(f"n-predict must be > 0 (got {self.n_predict})")
         if not 1 <= self.draft_max <= MAX_DRAFT:

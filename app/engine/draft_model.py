@@ -4,15 +4,20 @@ layers, a self-draft) proposes tokens autoregressively, each drawn from its proc
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Protocol
 
 import numpy as np
 
 from app.engine.drafters import (
     EMPTY_DRAFT,
+    NO_EARLY_STOP,
     Budget,
     Draft,
     Drafter,
+    DrafterOptions,
     DraftKind,
+    Entry,
+    StopRule,
     TreeShape,
     common_prefix,
 )
@@ -25,7 +30,70 @@ from app.engine.tree import DraftTree, TreeBuilder, without_earlier_siblings
 DRAFT_MODEL = DraftKind("model", free=False, prior=0.6, confident=True)
 
 
-class ModelDrafter(Drafter):
+class ModelDraft(Drafter):
+    """The one drafting loop of every drafter that draws its tokens from a model's
+    next-token distributions (a draft model, the target's MTP layers, draft heads, a draft
+    of another vocabulary through a bridge), with one stop rule. A subclass is the source:
+    the q for the first position (_first), the q after a drawn one (_next), the target's
+    token and q row for what was drawn (_emit)."""
+
+    rule = StopRule()
+
+    @property
+    def ends(self) -> frozenset[int]:
+        """Target tokens a draft ends after (the end of a text)."""
+        return frozenset()
+
+    def propose(
+        self, context: list[int], budget: Budget, params: SamplingParams,
+        rng: np.random.Generator,
+    ) -> Draft:
+        k = min(budget.max_tokens, self._room(context))
+        q = self._first(context, params) if k > 0 else None
+        stop, rule = budget.stop, self.rule
+        tokens: list[int] = []
+        rows: list[np.ndarray] = []
+        while q is not None:
+            # decided before the draw, from the best candidate (as llama.cpp's p-min):
+            # stopping on the drawn token's own q would bias what is drafted, and q no
+            # longer describes it
+            if len(tokens) >= rule.draft_min and q.max() < rule.p_min:
+                break
+            chosen = choose(q, params, rng)
+            token, row = self._emit(chosen, q)
+            tokens.append(token)
+            rows.append(row)
+            if len(tokens) == k or token in self.ends:
+                break
+            if (stop is not None and not stop.keep_drafting(len(tokens), float(q[chosen]))
+                    and len(tokens) >= rule.draft_min):
+                break
+            q = self._next(chosen, params)
+        if not tokens:
+            return EMPTY_DRAFT
+        return self._finish(tokens, rows)
+
+    def _room(self, context: list[int]) -> int:
+        """The most tokens a draft after `context` may have (its context's room)."""
+        return 1 << 30
+
+    def _first(self, context: list[int], params: SamplingParams) -> np.ndarray | None:
+        """q for the token after `context`, over the ids drawn among; None: no draft."""
+        raise NotImplementedError
+
+    def _next(self, chosen: int, params: SamplingParams) -> np.ndarray | None:
+        """q for the token after the one just drawn; None: the draft cannot go on."""
+        raise NotImplementedError
+
+    def _emit(self, chosen: int, q: np.ndarray) -> tuple[int, np.ndarray]:
+        """The target's token for the id drawn from q, and q as a row over the target's."""
+        return chosen, q
+
+    def _finish(self, tokens: list[int], rows: list[np.ndarray]) -> Draft:
+        return Draft(tokens, np.stack(rows))
+
+
+class ModelDrafter(ModelDraft):
     """A smaller model with the same vocabulary proposes tokens autoregressively.
 
     `target_vocab` is the target's logit width when it differs by vocabulary padding: the
@@ -38,8 +106,7 @@ class ModelDrafter(Drafter):
     def __init__(
         self,
         model: LanguageModel,
-        p_min: float = 0.0,
-        draft_min: int = 0,
+        rule: StopRule = NO_EARLY_STOP,
         target_vocab: int | None = None,
         with_hidden: bool = False,
     ) -> None:
@@ -48,10 +115,10 @@ class ModelDrafter(Drafter):
         # comparable with the target's (app.engine.similarity)
         self.with_hidden = with_hidden and isinstance(model, HiddenStateModel)
         self._last_hidden: np.ndarray | None = None
+        self._states: list[np.ndarray] = []
         self.width = min(model.n_vocab, target_vocab or model.n_vocab)
         self.name = f"draft model ({model.name})"
-        self.p_min = p_min
-        self.draft_min = draft_min
+        self.rule = rule
         self.cost_hint = 0.0
         self._cached: list[int] = []
 
@@ -74,53 +141,38 @@ class ModelDrafter(Drafter):
             return finite_logits(logits[0], self.model.name)
         return finite_logits(self.model.extend(ids, 1)[0], self.model.name)
 
-    def _sync(self, context: list[int]) -> np.ndarray | None:
-        """Bring the draft's cache to context[:-1] + context[-1]; return the next-token logits,
-        or None if the context holds an id only the target has (its vocabulary padding): the
-        draft cannot read it, so it proposes nothing and the target decodes alone."""
+    @property
+    def ends(self) -> frozenset[int]:
+        return self.model.eos_ids
+
+    def _room(self, context: list[int]) -> int:
+        return self.model.n_ctx - len(context) - 1
+
+    def _first(self, context: list[int], params: SamplingParams) -> np.ndarray | None:
+        """Bring the draft's cache to context[:-1] + context[-1]; q after it, or None if the
+        context holds an id only the target has (its vocabulary padding): the draft cannot
+        read it, so it proposes nothing and the target decodes alone."""
+        self._states = []
         keep = min(common_prefix(self._cached, context), len(context) - 1)
         if max(context[keep:]) >= self.model.n_vocab:
             return None
         self.model.truncate(keep)
         logits = self._extend_one(context[keep:])
         self._cached = list(context)
-        return logits
+        return process(logits[: self.width], params)
 
-    def propose(
-        self, context: list[int], budget: Budget, params: SamplingParams,
-        rng: np.random.Generator,
-    ) -> Draft:
-        stop = budget.stop
-        k = min(budget.max_tokens, self.model.n_ctx - len(context) - 1)
-        if k <= 0:
-            return EMPTY_DRAFT
-        logits = self._sync(context)
-        if logits is None:
-            return EMPTY_DRAFT
-        tokens: list[int] = []
-        rows: list[np.ndarray] = []
-        states: list[np.ndarray] = []
-        while True:
-            q = process(logits[: self.width], params)
-            # decided before the draw, from the draft's best candidate (as llama.cpp's p-min):
-            # stopping on the drawn token's own q would bias what is drafted, and q no longer
-            # describes it
-            if len(tokens) >= self.draft_min and q.max() < self.p_min:
-                break
-            token = choose(q, params, rng)
-            tokens.append(token)
-            rows.append(q)
-            if self.with_hidden and self._last_hidden is not None:
-                states.append(self._last_hidden)
-            if len(tokens) == k or token in self.model.eos_ids:
-                break
-            if (stop is not None and not stop.keep_drafting(len(tokens), float(q[token]))
-                    and len(tokens) >= self.draft_min):
-                break
-            logits = self._extend_one([token])
-            self._cached.append(token)
-        if not tokens:
-            return EMPTY_DRAFT
+    def _next(self, chosen: int, params: SamplingParams) -> np.ndarray:
+        logits = self._extend_one([chosen])
+        self._cached.append(chosen)
+        return process(logits[: self.width], params)
+
+    def _emit(self, chosen: int, q: np.ndarray) -> tuple[int, np.ndarray]:
+        if self.with_hidden and self._last_hidden is not None:
+            self._states.append(self._last_hidden)
+        return chosen, q
+
+    def _finish(self, tokens: list[int], rows: list[np.ndarray]) -> Draft:
+        states = self._states
         return Draft(tokens, np.stack(rows),
                      np.stack(states) if len(states) == len(tokens) else None)
 
@@ -172,3 +224,35 @@ def _another_candidate(
     if params.greedy:
         return best
     return draw(without_earlier_siblings(q, drawn), rng)
+
+
+class SelfDraftSource(Protocol):
+    """What a self-draft reads of a run: the target, and its first N layers as a model."""
+
+    @property
+    def target(self) -> LanguageModel: ...
+
+    def self_draft(self, n_layers: int) -> LanguageModel: ...
+
+
+def self_draft_label(n_layers: int) -> str:
+    return f"self-draft (first {n_layers} layers)"
+
+
+def self_drafter(sources: SelfDraftSource, options: DrafterOptions, rule: StopRule,
+                 fallback: bool) -> ModelDrafter:
+    """The target's own first N layers drafting; its final-norm states are kept, to compare
+    with the target's (app.engine.similarity)."""
+    drafter = ModelDrafter(sources.self_draft(options.layers), rule,
+                           target_vocab=sources.target.n_vocab, with_hidden=True)
+    drafter.name = self_draft_label(options.layers)
+    return drafter
+
+
+def _self_needs(options: DrafterOptions) -> str:
+    return "" if options.layers > 0 else ("self drafts with the target's first N layers — "
+                                          "add --self-draft-layers N")
+
+
+SELF_ENTRY = Entry("self", self_drafter, lambda options, draft_file: self_draft_label(
+    options.layers), needs=_self_needs)

@@ -18,14 +18,22 @@ guess, a copy resumed past an edit) declares each and says in outlook() which on
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 
-from app.engine.records import CopySource, Translation
+from app.engine.records import (
+    CopySource,
+    TokenRecord,
+    Translation,
+    mark_copied,
+    mark_heads,
+    mark_translated,
+)
 from app.engine.sampling import SamplingParams, fit_width
+from app.engine.similarity import annotate
 from app.engine.tree import DraftTree, one_hot
 
 
@@ -80,6 +88,18 @@ class Budget:
 
 
 @dataclass(frozen=True)
+class StopRule:
+    """Where a model's draft ends before its budget (llama.cpp's --draft-p-min and
+    --draft-min): not before draft_min tokens, then where its best candidate is below p_min."""
+
+    p_min: float = 0.0
+    draft_min: int = 0
+
+
+NO_EARLY_STOP = StopRule()  # a draft runs to its budget (or its end of text)
+
+
+@dataclass(frozen=True)
 class TreeShape:
     """How wide a draft tree may grow: children per node, nodes per pass, and (for a draft
     model) how likely a further candidate must be to get a branch (llama.cpp's p-split)."""
@@ -117,6 +137,19 @@ class Draft:
 EMPTY_DRAFT = Draft([], None)
 
 
+def mark_judged(records: list[TokenRecord], draft: Draft | DraftTree,
+                target_hidden: np.ndarray | None = None) -> None:
+    """The drafter's own record of each draft token, onto that token's judged record
+    (records[i] is draft token i's): where it was copied from, how it was translated, which
+    MTP head drafted it, and how near its hidden state came to the target's (hidden_cos,
+    given the target's hidden states of the pass). A draft without a note leaves it unset."""
+    mark_copied(records, draft.copied_from)
+    mark_translated(records, draft.translated)
+    if isinstance(draft, Draft):
+        mark_heads(records, draft.heads)
+        annotate(records, draft.hidden, target_hidden)
+
+
 class Drafter:
     """The lifecycle every drafter implements; see the module docstring."""
 
@@ -129,6 +162,11 @@ class Drafter:
     def begin(self, prompt_ids: Sequence[int]) -> None:
         """A generation of this prompt starts."""
         return None
+
+    def has_draft(self, context: list[int]) -> bool:
+        """Whether it has anything to draft for this context (a lookup may not; a chain
+        then asks the next drafter)."""
+        return True
 
     def outlook(self, context: list[int]) -> Outlook:
         return Outlook(self.kind)
@@ -151,6 +189,39 @@ class Drafter:
         """The target kept the tokens that now end `context`. hidden (n_embd,): the target's
         final hidden state that produced context[-1], given when wants_target_hidden."""
         return None
+
+
+@dataclass(frozen=True)
+class DrafterOptions:
+    """Each drafter's own settings, in its own section (a drafter that grows a setting adds
+    it here); those of drafters not chosen keep their defaults."""
+
+    # draft: a draft model of another vocabulary drafts by tli, string or auto (tli)
+    cross_vocab: str = "auto"
+    # self: how many of the target's first layers draft
+    layers: int = 0
+    # heads: the heads file (draftlens heads train)
+    heads: str = ""
+    # suffix: a file of earlier outputs to draft from, updated after each run ("" = none)
+    memory: str = ""
+
+
+@dataclass(frozen=True)
+class Entry:
+    """A drafter as the registry (app.engine.registry) knows it, declared by its module.
+
+    build(sources, options, rule, fallback): a fresh drafter for one run; `sources` is what
+    the run offers (app.runs.PairSources: the target, the draft model, ...; each factory
+    states the part it reads as a Protocol), `fallback` whether another drafter follows it
+    in a chain. label(options, draft_file): its name in the trace header. needs(options):
+    what is missing for it to run, as a message, or "". free: it drafts without a model
+    step and may have nothing to draft (a lookup), so a chain may go on past it."""
+
+    name: str
+    build: Callable[[Any, DrafterOptions, StopRule, bool], Drafter]
+    label: Callable[[DrafterOptions, str], str]
+    free: bool = False
+    needs: Callable[[DrafterOptions], str] = lambda options: ""
 
 
 def common_prefix(a: list[int], b: list[int]) -> int:

@@ -12,11 +12,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
 
 import numpy as np
 
-from app.engine.drafters import EMPTY_DRAFT, Budget, Draft, Drafter, DraftKind
-from app.engine.sampling import SamplingParams, choose, process
+from app.engine.draft_model import ModelDraft
+from app.engine.drafters import NO_EARLY_STOP, DrafterOptions, DraftKind, Entry, StopRule
+from app.engine.sampling import SamplingParams, process
 
 # draft heads: all their tokens from one hidden state at once (no step per token to stop
 # after), at a cost the controller measures
@@ -55,7 +58,7 @@ class HeadsWeights:
         return row
 
 
-class HeadsDrafter(Drafter):
+class HeadsDrafter(ModelDraft):
     """Proposes up to n_heads tokens from the target's hidden state at the row that produced
     the last emitted token: head i's top-1 under greedy, else a draw from its processed row
     (the q the verifier tests). The session hands it that row after every verify pass
@@ -64,9 +67,12 @@ class HeadsDrafter(Drafter):
     kind = DRAFT_HEADS
     wants_target_hidden = True
 
-    def __init__(self, weights: HeadsWeights, label: str = "") -> None:
+    def __init__(self, weights: HeadsWeights, label: str = "",
+                 rule: StopRule = NO_EARLY_STOP) -> None:
         self.weights = weights
         self.name = label or f"draft heads ({weights.n_heads})"
+        self.rule = rule
+        self._head = 0
         self.begin([])
 
     def begin(self, prompt_ids: Sequence[int]) -> None:
@@ -79,17 +85,43 @@ class HeadsDrafter(Drafter):
             self._hidden = np.asarray(hidden, dtype=np.float32)
             self._n_context = len(context)
 
-    def propose(
-        self, context: list[int], budget: Budget, params: SamplingParams,
-        rng: np.random.Generator,
-    ) -> Draft:
-        k = budget.max_tokens
-        if self._hidden is None or self._n_context != len(context) or k <= 0:
-            return EMPTY_DRAFT  # no hidden state for this context yet: the target decodes
-        tokens: list[int] = []
-        rows: list[np.ndarray] = []
-        for head in range(min(k, self.weights.n_heads)):
-            q = process(self.weights.logits(self._hidden, head), params)
-            tokens.append(choose(q, params, rng))
-            rows.append(q)
-        return Draft(tokens, np.stack(rows))
+    def _room(self, context: list[int]) -> int:
+        return self.weights.n_heads
+
+    def _first(self, context: list[int], params: SamplingParams) -> np.ndarray | None:
+        if self._hidden is None or self._n_context != len(context):
+            return None  # no hidden state for this context yet: the target decodes
+        self._head = 0
+        return process(self.weights.logits(self._hidden, 0), params)
+
+    def _next(self, chosen: int, params: SamplingParams) -> np.ndarray | None:
+        """Every head reads the same hidden state: the next head's row."""
+        self._head += 1
+        if self._hidden is None or self._head >= self.weights.n_heads:
+            return None
+        return process(self.weights.logits(self._hidden, self._head), params)
+
+
+class HeadsSource(Protocol):
+    """What the heads drafter reads of a run: the heads file, read and checked against the
+    target."""
+
+    def heads(self, path: str) -> HeadsWeights: ...
+
+
+def heads_label(path: str) -> str:
+    return f"draft heads ({Path(path).name})"
+
+
+def heads_drafter(sources: HeadsSource, options: DrafterOptions, rule: StopRule,
+                  fallback: bool) -> HeadsDrafter:
+    return HeadsDrafter(sources.heads(options.heads), heads_label(options.heads), rule)
+
+
+def _needs(options: DrafterOptions) -> str:
+    return "" if options.heads else ("heads need their file — add --draft-heads HEADS "
+                                     "(draftlens heads train makes one)")
+
+
+ENTRY = Entry("heads", heads_drafter, lambda options, draft_file: heads_label(options.heads),
+              needs=_needs)

@@ -4,14 +4,20 @@ and propose what followed them. Free (no model step), with q one-hot at each tok
 The longest n-gram that matches wins (n_max down to n_min); among its occurrences, the one
 whose earlier tokens agree longest with the context's own, the latest on a tie, so copying a
 repeated line follows the right copy. A match anchored on many agreeing tokens is a copy, a
-shorter one a guess: the controller learns their acceptance apart. The edit-aware layer
-(app.engine.lookup_edits) builds on this one.
+shorter one a guess: the controller learns their acceptance apart.
+
+The lookup itself is a pure function, `find(index, context)`: the context's best match in an
+NgramIndex of it (kept up to date as the context grows, so a step costs O(n_max) lookups,
+not a scan). LookupDrafter drafts what a Finder finds: NgramFinder is the lookup alone; the
+edit layer (app.engine.lookup_edits.EditFinder) is a finder of its own over the same index,
+and the registry composes the two for `--spec-type ngram`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 
@@ -85,105 +91,212 @@ def block_limit(model: LanguageModel) -> Callable[[list[int]], int]:
     return keep
 
 
-class PromptLookup(Drafter):
-    """Prompt lookup: the continuation of the best earlier occurrence of the context's last
-    n tokens. Its outlook names a copy (NGRAM_COPY) or a guess (NGRAM_GUESS). `limit` says
-    how many of a continuation's tokens a draft may take (see block_limit)."""
+class NgramIndex:
+    """Where each n-gram (n_min to n_max tokens) of a token sequence occurred: the starts of
+    its last few occurrences. Every n-gram that ends before the last token is indexed, so a
+    match always has a continuation."""
+
+    def __init__(self, n_min: int = 1, n_max: int = 6) -> None:
+        self.n_min = n_min
+        self.n_max = n_max
+        self.clear()
+
+    def clear(self) -> None:
+        self.seen: list[int] = []
+        self.table: dict[int, dict[tuple[int, ...], list[int]]] = {
+            n: {} for n in range(self.n_min, self.n_max + 1)
+        }
+
+    def update(self, context: list[int]) -> bool:
+        """Index the context's new tokens; True when it no longer extends what was indexed
+        and the index began again."""
+        # a slice comparison: no array built from the whole context at every step
+        restarted = context[: len(self.seen)] != self.seen
+        if restarted:
+            self.clear()
+        for end in range(max(1, len(self.seen)), len(context)):
+            for n, table in self.table.items():
+                if end - n >= 0:
+                    starts = table.setdefault(tuple(context[end - n : end]), [])
+                    starts.append(end - n)
+                    del starts[:-_KEEP_OCCURRENCES]
+        self.seen.extend(context[len(self.seen):])
+        return restarted
+
+    def starts(self, tail: Sequence[int]) -> list[int]:
+        """Where the n-gram `tail` (n_min to n_max tokens) occurred, oldest first."""
+        return self.table[len(tail)].get(tuple(tail), [])
+
+
+Agreement = Callable[[int, int], int]  # (start of an occurrence, n) -> tokens agreeing before
+
+
+def agreement(context: list[int], start: int, n: int) -> int:
+    """How many tokens before an occurrence at `start` equal those before the context's own
+    last n tokens."""
+    return run_back(context, start - 1, context, len(context) - n - 1, AGREEMENT_WINDOW)
+
+
+def best_occurrence(index: NgramIndex, tail: list[int], agree: Agreement) -> Match | None:
+    """The occurrence of the longest indexed n-gram that ends `tail` whose earlier tokens
+    agree longest by `agree(start, n)`, the latest on a tie."""
+    for n in range(min(index.n_max, len(tail) - 1), index.n_min - 1, -1):
+        starts = index.starts(tail[-n:])
+        if starts:
+            best, agreed = starts[-1], -1
+            for s in reversed(starts):
+                a = agree(s, n)
+                if a > agreed:
+                    best, agreed = s, a
+            return Match(best + n, n + agreed)
+    return None
+
+
+def find(index: NgramIndex, context: list[int]) -> Match | None:
+    """Prompt lookup: the best match for a context its index holds."""
+    return best_occurrence(index, context, lambda s, n: agreement(context, s, n))
+
+
+def ranked_starts(index: NgramIndex, context: list[int], found: Match | None,
+                  agree: Agreement) -> list[int]:
+    """Starts of every remembered continuation, best first: `found`'s, then longer n-grams
+    first, then by agreement before the occurrence, the latest first."""
+    ranked: list[int] = [] if found is None else [found.start]
+    for n in range(min(index.n_max, len(context) - 1), index.n_min - 1, -1):
+        by_agreement = sorted(reversed(index.starts(context[-n:])), key=lambda s: -agree(s, n))
+        ranked.extend(s + n for s in by_agreement if s + n not in ranked)
+    return ranked
+
+
+def kind_of(found: Match | None, prompt_length: int | None) -> DraftKind:
+    """A copy of the prompt, of the output (its source lies past the prompt), or a guess."""
+    if found is None:
+        return NGRAM_COPY
+    if found.anchor < STRONG_ANCHOR:
+        return NGRAM_GUESS
+    in_output = prompt_length is not None and found.start >= prompt_length
+    return NGRAM_SELF if in_output else NGRAM_COPY
+
+
+def copied(context: list[int], found: Match | None) -> int:
+    """How many of the context's last tokens in a row equal the text a copy continues (the
+    copy's evidence); 0 for a guess or no match."""
+    if found is None or found.anchor < STRONG_ANCHOR:
+        return 0
+    return run_back(context, found.start - 1, context, len(context) - 1, AGREEMENT_WINDOW)
+
+
+class Finder(Protocol):
+    """What a LookupDrafter drafts from: a match for the context in the index, how the
+    context agrees with an occurrence, what a match continues with, and the match's kind."""
+
+    def reset(self) -> None:
+        """The index began again: forget what was learnt of the last text."""
+        ...
+
+    def find(self, index: NgramIndex, context: list[int]) -> Match | None: ...
+
+    def agreement(self, context: list[int], start: int, n: int) -> int: ...
+
+    def continuation(self, context: list[int], start: int, k: int) -> list[int]:
+        """Up to k tokens a match at `start` continues with (before the drafter's limit)."""
+        ...
+
+    def kind(self, context: list[int], found: Match | None,
+             prompt_length: int | None) -> DraftKind: ...
+
+    def copied(self, context: list[int], found: Match | None) -> int: ...
+
+
+class NgramFinder:
+    """The lookup alone: find(), and the continuation as it stands in the context."""
+
+    def reset(self) -> None:
+        return None
+
+    def find(self, index: NgramIndex, context: list[int]) -> Match | None:
+        return find(index, context)
+
+    def agreement(self, context: list[int], start: int, n: int) -> int:
+        return agreement(context, start, n)
+
+    def continuation(self, context: list[int], start: int, k: int) -> list[int]:
+        return context[start : start + k]
+
+    def kind(self, context: list[int], found: Match | None,
+             prompt_length: int | None) -> DraftKind:
+        return kind_of(found, prompt_length)
+
+    def copied(self, context: list[int], found: Match | None) -> int:
+        return copied(context, found)
+
+
+class LookupDrafter(Drafter):
+    """Drafts what its finder finds in an index of the prompt and output. Its outlook names a
+    copy (NGRAM_COPY, NGRAM_SELF) or a guess (NGRAM_GUESS), or the finder's own kinds.
+    `limit` says how many of a continuation's tokens a draft may take (see block_limit)."""
 
     kind = NGRAM_COPY
 
-    def __init__(self, n_max: int = 6, n_min: int = 1,
+    def __init__(self, finder: Finder, n_max: int = 6, n_min: int = 1,
                  limit: Callable[[list[int]], int] | None = None) -> None:
         self.name = "n-gram lookup"
-        self.n_max = n_max
-        self.n_min = n_min
+        self.finder = finder
+        self.index = NgramIndex(n_min, n_max)
         self.limit = limit
+        self._prompt_length: int | None = None
+        self._last: tuple[int, Match | None] = (-1, None)
         self._clear()
+
+    @property
+    def n_min(self) -> int:
+        return self.index.n_min
 
     def begin(self, prompt_ids: Sequence[int]) -> None:
         self._clear()
-        self._prompt_length: int | None = len(prompt_ids)
+        self._prompt_length = len(prompt_ids)
 
     def _clear(self) -> None:
         self._prompt_length = None  # unknown without begin(): every source is the prompt
-        self._seen: list[int] = []
-        # n -> {ngram: start indexes of its last few occurrences}
-        self._index: dict[int, dict[tuple[int, ...], list[int]]] = {
-            n: {} for n in range(self.n_min, self.n_max + 1)
-        }
-        self._last: tuple[int, Match | None] = (-1, None)
+        self.index.clear()
+        self.finder.reset()
+        self._last = (-1, None)
 
     def outlook(self, context: list[int]) -> Outlook:
         return Outlook(self.kind_for(context), self.copied(context))
 
+    def has_draft(self, context: list[int]) -> bool:
+        return self.find(context) is not None
+
     def kind_for(self, context: list[int]) -> DraftKind:
         """Which kind of guess propose() would make now."""
-        found = self.find(context)
-        if found is None:
-            return NGRAM_COPY
-        if found.anchor < STRONG_ANCHOR:
-            return NGRAM_GUESS
-        in_output = self._prompt_length is not None and found.start >= self._prompt_length
-        return NGRAM_SELF if in_output else NGRAM_COPY
+        return self.finder.kind(context, self.find(context), self._prompt_length)
 
     def copied(self, context: list[int]) -> int:
         """How many of the context's last tokens in a row equal the text a copy continues
         (the copy's evidence); 0 for a guess or no match."""
-        found = self.find(context)
-        if found is None or found.anchor < STRONG_ANCHOR:
-            return 0
-        return run_back(context, found.start - 1, context, len(context) - 1, AGREEMENT_WINDOW)
+        return self.finder.copied(context, self.find(context))
 
     def match(self, context: list[int]) -> int | None:
-        """Start of the continuation of the best n-gram match, if any."""
+        """Start of the continuation of the best match, if any."""
         found = self.find(context)
         return None if found is None else found.start
 
     def find(self, context: list[int]) -> Match | None:
         """The best match for this context (computed once per context)."""
-        if self._last[0] == len(context) and self._seen == context:
+        if self._last[0] == len(context) and self.index.seen == context:
             return self._last[1]
-        self._update(context)
-        found = self._refine(context, self._best_occurrence(
-            context, lambda s, n: self._agreement(context, s, n)))
+        if self.index.update(context):
+            self._clear()
+            self.index.update(context)
+        found = self.finder.find(self.index, context)
         self._last = (len(context), found)
         return found
 
-    def _refine(self, context: list[int], found: Match | None) -> Match | None:
-        """Where a layer may find a better match than the n-gram's."""
-        return found
-
-    def _agreement(self, context: list[int], start: int, n: int) -> int:
-        """How many tokens before an occurrence at `start` equal those before the context's
-        own last n tokens."""
-        return run_back(context, start - 1, context, len(context) - n - 1, AGREEMENT_WINDOW)
-
-    def _best_occurrence(self, tail: list[int],
-                         agreement: Callable[[int, int], int]) -> Match | None:
-        """The occurrence of the longest indexed n-gram that ends `tail` whose earlier tokens
-        agree longest by `agreement(start, n)`, the latest on a tie."""
-        for n in range(min(self.n_max, len(tail) - 1), self.n_min - 1, -1):
-            starts = self._index[n].get(tuple(tail[-n:]))
-            if starts:
-                best, agree = starts[-1], -1
-                for s in reversed(starts):
-                    a = agreement(s, n)
-                    if a > agree:
-                        best, agree = s, a
-                return Match(best + n, n + agree)
-        return None
-
     def ranked_matches(self, context: list[int]) -> list[int]:
-        """Starts of every remembered continuation, best first: find()'s match, then longer
-        n-grams first, then by agreement before the occurrence, the latest first."""
-        found = self.find(context)
-        ranked: list[int] = [] if found is None else [found.start]
-        for n in range(min(self.n_max, len(context) - 1), self.n_min - 1, -1):
-            starts = self._index[n].get(tuple(context[-n:]), [])
-            by_agreement = sorted(reversed(starts),
-                                  key=lambda s: -self._agreement(context, s, n))
-            ranked.extend(s + n for s in by_agreement if s + n not in ranked)
-        return ranked
+        """Starts of every remembered continuation, best first (ranked_starts)."""
+        return ranked_starts(self.index, context, self.find(context),
+                             lambda s, n: self.finder.agreement(context, s, n))
 
     def propose_tree(
         self, context: list[int], depth: int, shape: TreeShape, params: SamplingParams,
@@ -204,19 +317,6 @@ class PromptLookup(Drafter):
                 break
         return builder.tree()
 
-    def _update(self, context: list[int]) -> None:
-        # a slice comparison: no array built from the whole context at every step
-        if context[: len(self._seen)] != self._seen:
-            self._clear()
-        # index every n-gram that ends before the last token, so a match has a continuation
-        for end in range(max(1, len(self._seen)), len(context)):
-            for n, table in self._index.items():
-                if end - n >= 0:
-                    starts = table.setdefault(tuple(context[end - n : end]), [])
-                    starts.append(end - n)
-                    del starts[:-_KEEP_OCCURRENCES]
-        self._seen.extend(context[len(self._seen):])
-
     def propose(
         self, context: list[int], budget: Budget, params: SamplingParams,
         rng: np.random.Generator,
@@ -228,7 +328,13 @@ class PromptLookup(Drafter):
         return Draft(self._continuation(context, start, k), None)
 
     def _continuation(self, context: list[int], start: int, k: int) -> list[int]:
-        return self._cut(context[start : start + k])
-
-    def _cut(self, tokens: list[int]) -> list[int]:
+        tokens = self.finder.continuation(context, start, k)
         return tokens if self.limit is None else tokens[: self.limit(tokens)]
+
+
+class PromptLookup(LookupDrafter):
+    """Prompt lookup as the paper has it (no edit layer)."""
+
+    def __init__(self, n_max: int = 6, n_min: int = 1,
+                 limit: Callable[[list[int]], int] | None = None) -> None:
+        super().__init__(NgramFinder(), n_max, n_min, limit)

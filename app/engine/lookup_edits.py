@@ -1,6 +1,7 @@
-"""Prompt lookup that follows the target's edits of a copy (an opt-in layer on
-app.engine.lookup): code asked back with a rename keeps its place in the source across the
-renamed tokens, and applies the rename again wherever the copy meets the old tokens.
+"""Prompt lookup that follows the target's edits of a copy (a layer over app.engine.lookup:
+its own finder over the lookup's index, composed with the lookup for `--spec-type ngram`):
+code asked back with a rename keeps its place in the source across the renamed tokens, and
+applies the rename again wherever the copy meets the old tokens.
 
 Past the first disagreement, an edit may be skipped once: up to two tokens on either side
 (context, source), since a renamed identifier is often another number of tokens, if at least
@@ -10,16 +11,24 @@ its own kind (NGRAM_EDIT): it guesses where the edit ends.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Protocol
 
-from app.engine.drafters import DraftKind
+from app.engine.drafters import DrafterOptions, DraftKind, Entry, StopRule
 from app.engine.lookup import (
     AGREEMENT_WINDOW,
     STRONG_ANCHOR,
+    LookupDrafter,
     Match,
-    PromptLookup,
+    NgramIndex,
+    best_occurrence,
+    block_limit,
+    copied,
+    kind_of,
     run_back,
 )
+from app.engine.protocol import LanguageModel
 
 # trusted less than a copy and more than a guess, until its own passes say
 NGRAM_EDIT = DraftKind("ngram-edit", free=True, prior=0.75)
@@ -72,34 +81,40 @@ class _Unsettled:
     before: Tokens | None  # what the source tokens were renamed to before it, if anything
 
 
-class EditAwareLookup(PromptLookup):
-    """PromptLookup that resumes a copy past the target's edits and applies its renames."""
+class EditFinder:
+    """The edit layer: finds a copy past the target's edits in the lookup's index, and
+    applies its renames to what a copy continues with (a Finder, app.engine.lookup).
+    `limit` is the drafter's: an edit that closed the copy's block does not resume it."""
 
-    def _clear(self) -> None:
-        super()._clear()
+    def __init__(self, limit: Callable[[list[int]], int] | None = None) -> None:
+        self.limit = limit
+        self.reset()
+
+    def reset(self) -> None:
         # edits the target made to a copy (source tokens -> its tokens), the latest per source
         # tokens: a copy applies them further on, so a renamed identifier passes every time
         self._renames: dict[Tokens, Tokens] = {}
         self._undo: dict[Tokens, Tokens] = {}  # _renames inverted
         self._unsettled: _Unsettled | None = None
 
-    def kind_for(self, context: list[int]) -> DraftKind:
-        found = self.find(context)
-        return NGRAM_EDIT if isinstance(found, EditMatch) else super().kind_for(context)
+    def kind(self, context: list[int], found: Match | None,
+             prompt_length: int | None) -> DraftKind:
+        return NGRAM_EDIT if isinstance(found, EditMatch) else kind_of(found, prompt_length)
 
-    def copied(self, context: list[int]) -> int:
-        return 0 if isinstance(self.find(context), EditMatch) else super().copied(context)
+    def copied(self, context: list[int], found: Match | None) -> int:
+        return 0 if isinstance(found, EditMatch) else copied(context, found)
 
-    def _refine(self, context: list[int], found: Match | None) -> Match | None:
+    def find(self, index: NgramIndex, context: list[int]) -> Match | None:
+        found = best_occurrence(index, context, lambda s, n: self.agreement(context, s, n))
         self._settle_edit(context)
         if found is None or found.anchor < STRONG_ANCHOR:
-            resumed = self._past_edit(context) or self._through_renames(context)
+            resumed = self._past_edit(index, context) or self._through_renames(index, context)
             if resumed is not None:
                 return resumed
         return found
 
-    def _agreement(self, context: list[int], start: int, n: int) -> int:
-        """As PromptLookup's, allowing one edit (_EDIT_SKIPS)."""
+    def agreement(self, context: list[int], start: int, n: int) -> int:
+        """As the lookup's, allowing one edit (_EDIT_SKIPS)."""
         a, b = start - 1, len(context) - n - 1
         before = run_back(context, a, context, b, AGREEMENT_WINDOW)
         a, b = a - before, b - before  # the first disagreement
@@ -111,35 +126,35 @@ class EditAwareLookup(PromptLookup):
                 beyond = max(beyond, run)
         return before + beyond
 
-    def _through_renames(self, context: list[int]) -> Match | None:
+    def _through_renames(self, index: NgramIndex, context: list[int]) -> Match | None:
         """The copy the context continues once the edits the target made are undone in its
         last tokens: where a renamed name meets another edit within a few tokens (a rename
         that also reached a string key, `{"subtotal": subtotal`), neither an n-gram nor one
         skipped edit finds the source, which reads `{"total": total`. Found there, the
-        continuation has the renames applied again by _continuation."""
+        continuation has the renames applied again (continuation)."""
         tail = context[-AGREEMENT_WINDOW:]
         if not self._undo or not {new[0] for new in self._undo}.intersection(tail):
             return None
         undone = replaced(tail, self._undo)
         if undone == tail:
             return None
-        found = self._best_occurrence(undone, lambda s, n: run_back(
+        found = best_occurrence(index, undone, lambda s, n: run_back(
             context, s - 1, undone, len(undone) - n - 1, AGREEMENT_WINDOW))
         return found if found is not None and found.anchor >= STRONG_ANCHOR else None
 
-    def _past_edit(self, context: list[int]) -> Match | None:
+    def _past_edit(self, index: NgramIndex, context: list[int]) -> Match | None:
         """Where a copy goes on after the target replaced its last one or two tokens (a
         rename): the occurrence of the tokens before them that agrees longest, resumed past
         one to two source tokens or none (_EDIT_SKIPS). None unless it is a long copy."""
         span = _AGREE_PAST_EDIT
-        if span not in self._index:
+        if not index.n_min <= span <= index.n_max:
             return None
         found: EditMatch | None = None
         for skip_context, skip_source in _EDIT_SKIPS:
             if skip_context == 0 or len(context) < skip_context + span + 1:
                 continue
             end = len(context) - skip_context
-            for s in self._index[span].get(tuple(context[end - span : end]), []):
+            for s in index.starts(context[end - span : end]):
                 resume = s + span + skip_source
                 old = context[s + span : resume]
                 if resume >= end or old == context[end:] or self._ends_block(
@@ -195,8 +210,8 @@ class EditAwareLookup(PromptLookup):
         generation): the copy then does not go on past it."""
         return self.limit is not None and self.limit(edit_and_next) < len(edit_and_next)
 
-    def _continuation(self, context: list[int], start: int, k: int) -> list[int]:
-        return self._cut(self.renamed(context[start : start + k + _RENAME_SLACK])[:k])
+    def continuation(self, context: list[int], start: int, k: int) -> list[int]:
+        return self.renamed(context[start : start + k + _RENAME_SLACK])[:k]
 
     def renamed(self, tokens: list[int]) -> list[int]:
         """The tokens with every edit the target made to a copy applied again."""
@@ -204,3 +219,38 @@ class EditAwareLookup(PromptLookup):
             return tokens
         return replaced(tokens, self._renames)
 
+
+
+
+class EditAwareLookup(LookupDrafter):
+    """Prompt lookup that resumes a copy past the target's edits and applies its renames:
+    the lookup with the edit layer (EditFinder) as its finder."""
+
+    def __init__(self, n_max: int = 6, n_min: int = 1,
+                 limit: Callable[[list[int]], int] | None = None) -> None:
+        self.edits = EditFinder(limit)
+        super().__init__(self.edits, n_max, n_min, limit)
+
+    def renamed(self, tokens: list[int]) -> list[int]:
+        """The tokens with every edit the target made to a copy applied again."""
+        return self.edits.renamed(tokens)
+
+
+NGRAM_LABEL = "n-gram lookup"
+
+
+class TargetSource(Protocol):
+    @property
+    def target(self) -> LanguageModel: ...
+
+
+def ngram_drafter(sources: TargetSource, options: DrafterOptions, rule: StopRule,
+                  fallback: bool) -> LookupDrafter:
+    """The lookup composed with the edit layer, its copies kept within a block
+    (lookup.block_limit). With a drafter behind it, a one-token match is left to that one
+    (n-grams of 2 and more)."""
+    limit = block_limit(sources.target)
+    return LookupDrafter(EditFinder(limit), n_min=2 if fallback else 1, limit=limit)
+
+
+ENTRY = Entry("ngram", ngram_drafter, lambda options, draft_file: NGRAM_LABEL, free=True)

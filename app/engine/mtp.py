@@ -11,57 +11,66 @@ the catch-up over the tokens the target accepted), which the controller measures
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Protocol
 
 import numpy as np
 
-from app.engine.drafters import EMPTY_DRAFT, Budget, Draft, Drafter, DraftKind
-from app.engine.protocol import MtpHeads
-from app.engine.sampling import SamplingParams, choose, finite_logits, process
+from app.engine.draft_model import ModelDraft
+from app.engine.drafters import NO_EARLY_STOP, Draft, DrafterOptions, DraftKind, Entry, StopRule
+from app.engine.protocol import LanguageModel, MtpHeads, MtpModel
+from app.engine.sampling import SamplingParams, finite_logits, process
+from app.errors import SettingsError
 
 # one small block per drafted token, with a q per token (so its draft may end on its own
 # confidence); trained for the next-but-one token, so a prior like a good draft model's
 DRAFT_MTP = DraftKind("mtp", free=False, prior=0.6, confident=True)
+OWN_MTP_LABEL = "its own MTP layers"
 
 
-class MtpDrafter(Drafter):
+class MtpDrafter(ModelDraft):
     kind = DRAFT_MTP
 
-    def __init__(self, heads: MtpHeads, label: str = "", p_min: float = 0.0,
-                 draft_min: int = 0, eos_ids: frozenset[int] = frozenset()) -> None:
+    def __init__(self, heads: MtpHeads, label: str = "", rule: StopRule = NO_EARLY_STOP,
+                 eos_ids: frozenset[int] = frozenset()) -> None:
         self.heads = heads
         self.name = label or f"MTP layers ({heads.n_heads})"
-        self.p_min = p_min
-        self.draft_min = draft_min
+        self.rule = rule
         self.eos_ids = eos_ids
+
+    @property
+    def ends(self) -> frozenset[int]:
+        return self.eos_ids
 
     def begin(self, prompt_ids: Sequence[int]) -> None:
         self.heads.reset()
 
-    def propose(
-        self, context: list[int], budget: Budget, params: SamplingParams,
-        rng: np.random.Generator,
-    ) -> Draft:
-        k, stop = budget.max_tokens, budget.stop
-        logits = self.heads.start(context) if k > 0 else None
-        if logits is None:
-            return EMPTY_DRAFT
-        tokens: list[int] = []
-        rows: list[np.ndarray] = []
-        while True:
-            q = process(finite_logits(logits, self.name), params)
-            # decided before the draw, from the best candidate (llama.cpp's p-min)
-            if len(tokens) >= self.draft_min and q.max() < self.p_min:
-                break
-            token = choose(q, params, rng)
-            tokens.append(token)
-            rows.append(q)
-            if len(tokens) == k or token in self.eos_ids:
-                break
-            if (stop is not None and not stop.keep_drafting(len(tokens), float(q[token]))
-                    and len(tokens) >= self.draft_min):
-                break
-            logits = self.heads.step(token)
-        if not tokens:
-            return EMPTY_DRAFT
+    def _first(self, context: list[int], params: SamplingParams) -> np.ndarray | None:
+        logits = self.heads.start(context)
+        return None if logits is None else process(finite_logits(logits, self.name), params)
+
+    def _next(self, chosen: int, params: SamplingParams) -> np.ndarray:
+        return process(finite_logits(self.heads.step(chosen), self.name), params)
+
+    def _finish(self, tokens: list[int], rows: list[np.ndarray]) -> Draft:
         # one trained head drafts every position (head 0), as in llama.cpp for one block
         return Draft(tokens, np.stack(rows), heads=[0] * len(tokens))
+
+
+class TargetSource(Protocol):
+    """What the MTP drafter reads of a run: the target (loaded with its MTP layers)."""
+
+    @property
+    def target(self) -> LanguageModel: ...
+
+
+def mtp_drafter(sources: TargetSource, options: DrafterOptions, rule: StopRule,
+                fallback: bool) -> MtpDrafter:
+    target = sources.target
+    if not isinstance(target, MtpModel):
+        raise SettingsError(f"{target.name} was not loaded with its MTP layers — load it "
+                            "again with --spec-type mtp (llama.cpp backend)")
+    return MtpDrafter(target.mtp_heads(), f"own MTP layers ({target.n_mtp_heads})", rule,
+                      eos_ids=target.eos_ids)
+
+
+ENTRY = Entry("mtp", mtp_drafter, lambda options, draft_file: OWN_MTP_LABEL)

@@ -14,19 +14,19 @@ from app.engine.adaptive import DraftLengthController, PassOutcome
 from app.engine.cost_curve import VerifyCostCurve
 from app.engine.decode_config import DecodeConfig
 from app.engine.diagnostics import describe
-from app.engine.drafters import EMPTY_DRAFT, Budget, Drafter, DraftKind, Outlook
+from app.engine.drafters import (
+    EMPTY_DRAFT,
+    Budget,
+    Drafter,
+    DraftKind,
+    Outlook,
+    mark_judged,
+)
 from app.engine.metrics import RunStats
 from app.engine.protocol import LanguageModel, returns_hidden
-from app.engine.records import (
-    ORIGIN_PLAIN,
-    Decision,
-    StepRecord,
-    mark_copied,
-    mark_heads,
-    mark_translated,
-)
+from app.engine.records import ORIGIN_PLAIN, Decision, StepRecord
 from app.engine.sampling import SamplingParams, finite_logits
-from app.engine.similarity import annotate, verify_pass
+from app.engine.similarity import verify_pass
 from app.engine.speculative import DraftRows, TargetRows, Verdict, verify
 from app.engine.tree import DraftTree, verify_tree
 from app.errors import SettingsError
@@ -176,10 +176,7 @@ class Session:
                 draft_tokens, DraftRows(draft.q_row, logits.shape[-1]), TargetRows(logits, params),
                 params, self.rng, self.target.token_text, start_pos=len(self.output_ids),
             )
-            annotate(verdict.records, draft.hidden, target_hidden)
-            mark_copied(verdict.records, draft.copied_from)
-            mark_heads(verdict.records, draft.heads)
-            mark_translated(verdict.records, draft.translated)
+            mark_judged(verdict.records, draft, target_hidden)
         n_accepted = len(verdict.emitted) - 1
         self.target.truncate(len(context) + n_accepted)
         record = self._finish_step(context, verdict, index, len(draft_tokens),
@@ -211,10 +208,9 @@ class Session:
         t2 = time.perf_counter()
         verdict = verify_tree(
             tree, TargetRows(logits, params), params, self.rng, self.target.token_text,
-            start_pos=len(self.output_ids), exact_rows=exact,
+            start_pos=len(self.output_ids), exact_rows=exact, tie_bound=self.config.tie_bound,
         )
-        mark_copied(verdict.records, tree.copied_from)
-        mark_translated(verdict.records, tree.translated)
+        mark_judged(verdict.records, tree)
         # the cache never holds the last emitted token: the next pass starts from it
         kept = verdict.path[: len(verdict.emitted) - 1]
         self.target.keep_path([*range(offset), *(offset + i for i in kept)])

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 
@@ -32,12 +33,16 @@ from app.engine.drafters import (
     Budget,
     Draft,
     Drafter,
+    DrafterOptions,
     DraftKind,
+    Entry,
     Outlook,
+    StopRule,
     TreeShape,
 )
-from app.engine.lookup import NGRAM_GUESS
+from app.engine.lookup import NGRAM_GUESS, block_limit
 from app.engine.lookup_edits import EditAwareLookup
+from app.engine.protocol import LanguageModel
 from app.engine.records import COPIED_FROM_MEMORY, COPIED_FROM_PROMPT, CopySource
 from app.engine.sampling import SamplingParams
 from app.engine.suffix_index import CandidateTree, SuffixCache, TreeBudget
@@ -176,6 +181,9 @@ class SuffixDrafter(Drafter):
             return Outlook(SUFFIX_COPY, tree.match, available)
         return Outlook(SUFFIX_GUESS, 0, available)
 
+    def has_draft(self, context: list[int]) -> bool:
+        return self.outlook(context).available != 0
+
     def copied(self, context: list[int]) -> int:
         """The match, when it is a copy (see outlook)."""
         return self.outlook(context).copied
@@ -257,3 +265,27 @@ def _source(tree: CandidateTree, i: int) -> CopySource:
     node = tree.node(i)
     return CopySource(kind=node.label.kind, run=node.label.run, count=node.count,
                       of=tree.occurrences, match=tree.match)
+
+
+class MemorySource(Protocol):
+    """What suffix decoding reads of a run: the target, the run's suffix options, and the
+    memory's earlier outputs of the target in one suffix tree (leaving out answers to the
+    run's own prompt)."""
+
+    @property
+    def target(self) -> LanguageModel: ...
+
+    @property
+    def suffix_options(self) -> SuffixOptions: ...
+
+    def memory(self, path: str, max_depth: int) -> SuffixTree: ...
+
+
+def suffix_drafter(sources: MemorySource, options: DrafterOptions, rule: StopRule,
+                   fallback: bool) -> SuffixDrafter:
+    reach = sources.suffix_options
+    memory = sources.memory(options.memory, reach.max_depth) if options.memory else None
+    return SuffixDrafter(memory, limit=block_limit(sources.target), options=reach)
+
+
+ENTRY = Entry("suffix", suffix_drafter, lambda options, draft_file: SUFFIX_LABEL, free=True)

@@ -37,7 +37,9 @@ TokenText = Callable[[int], str]
 
 # A greedy decision read from a row the runtime may have computed in another summation
 # order than plain decoding (see LanguageModel.extend_tree) is trusted only when the top two
-# log-probabilities are further apart than this; float rounding moves them by ~1e-6.
+# log-probabilities (= logits) are further apart than the kernels can move them: the measured
+# bound where there is one (DecodeConfig.tie_bound, set from app.analysis.kernel_noise), else
+# this default, which covers float rounding alone (~1e-6) and not a quantised kernel's noise.
 NEAR_TIE = 1e-3
 
 
@@ -158,11 +160,12 @@ def one_hot(token: int, vocab: int) -> np.ndarray:
     return row
 
 
-def near_tie(p: np.ndarray) -> bool:
-    """Whether the best two tokens of a row are too close to trust its argmax."""
+def near_tie(p: np.ndarray, bound: float = NEAR_TIE) -> bool:
+    """Whether the best two tokens of a row are too close (in log-probability, which for a
+    greedy row is the logit gap) to trust its argmax."""
     top_two = np.partition(p, p.shape[0] - 2)[-2:]
     low, high = float(top_two.min()), float(top_two.max())
-    return low > 0 and np.log(high) - np.log(low) < NEAR_TIE
+    return low > 0 and np.log(high) - np.log(low) < bound
 
 
 @dataclass
@@ -178,10 +181,12 @@ def verify_tree(
     text_of: TokenText,
     start_pos: int = 0,
     exact_rows: Sequence[bool] | None = None,
+    tie_bound: float = NEAR_TIE,
 ) -> TreeVerdict:
     """Judge a draft tree against the target's rows: p_rows[0] follows the last committed
     token, p_rows[i + 1] follows node i. exact_rows[r] False means row r may differ from
-    plain decoding in the last bits; a greedy near-tie there ends the step before it."""
+    plain decoding in the last bits; a greedy near-tie there (top two within `tie_bound`
+    logits) ends the step before it."""
     depths = tree.depths()
     records: list[TokenRecord | None] = [None] * len(tree)
     verdict = TreeVerdict([], [], [])
@@ -189,7 +194,7 @@ def verify_tree(
     while True:
         p = p_rows[node + 1]
         if (verdict.path and params.greedy and exact_rows is not None
-                and not exact_rows[node + 1] and near_tie(p)):
+                and not exact_rows[node + 1] and near_tie(p, tie_bound)):
             break
         children = tree.children(node)
         pos = start_pos + len(verdict.path)

@@ -10,6 +10,7 @@ from app.analysis.exactness import ExactReport, check_exact
 from app.analysis.rank import Candidate, RankRow, rank_candidates
 from app.analysis.sweep import SweepRow, run_sweep
 from app.engine.decode_config import DecodeConfig
+from app.engine.registry import DrafterChoice
 from app.models.loading import LoadedPair
 from app.runs import encode_prompt
 
@@ -32,5 +33,5 @@ def rank_job(pair: LoadedPair, cancelled: Cancelled, progress: Progress, *,
 
 
 def exactness_job(pair: LoadedPair, cancelled: Cancelled, progress: Progress, *,
-                  samples: int) -> ExactReport:
-    return check_exact(pair, samples=samples, progress=progress)
+                  samples: int, choice: DrafterChoice) -> ExactReport:
+    return check_exact(pair, choice, samples=samples, progress=progress)

@@ -51,6 +51,7 @@ from typing import IO, Any
 
 from app.analysis.divergence import Divergence
 from app.engine.decode_config import DecodeConfig
+from app.engine.registry import choice_from_dict, choice_to_dict
 from app.engine.sampling import SamplingParams
 from app.engine.suffix import SuffixOptions
 from app.models.loading import ModelSpec
@@ -88,13 +89,14 @@ def spec_from_dict(data: dict[str, Any]) -> ModelSpec:
 
 
 def config_to_dict(config: DecodeConfig) -> dict[str, Any]:
-    return asdict(config)
+    return {**asdict(config), "drafter": choice_to_dict(config.drafter)}
 
 
 def config_from_dict(data: dict[str, Any]) -> DecodeConfig:
     sampling = SamplingParams(**data["sampling"])
+    drafter = choice_from_dict(data.get("drafter") or {})
     suffix = SuffixOptions(**data.get("suffix", {}))
-    return DecodeConfig(**{**data, "sampling": sampling, "suffix": suffix})
+    return DecodeConfig(**{**data, "sampling": sampling, "drafter": drafter, "suffix": suffix})
 
 
 def divergence_from_dict(data: dict[str, Any] | None) -> Divergence | None:

@@ -23,14 +23,14 @@ from typing import IO, Any
 from app.analysis.compare import explain_difference, margins_noted
 from app.analysis.cost import measure_pair_costs
 from app.analysis.divergence import MarginTap, TopTwo
+from app.engine.registry import DrafterChoice, choice_from_dict
 from app.engine.session import Session
-from app.engine.suffix import SUFFIX_LABEL
 from app.engine.text_stream import TextStream
 from app.engine.trace import MODE_PLAIN, MODE_SPECULATIVE, TraceHeader, step_to_dict
 from app.errors import DraftLensError
 from app.host import protocol as p
 from app.models.loading import LoadedPair, ModelSpec, load_pair
-from app.runs import NGRAM_LABEL, Run, prepare_run, remember_output
+from app.runs import Run, prepare_run, remember_output
 from backends.base import BackendError
 
 _POLL_S = 0.05
@@ -59,6 +59,7 @@ class Host:
         self.permits = threading.Semaphore(0)
         self.pair: LoadedPair | None = None
         self.pair_key: tuple[object, ...] | None = None
+        self.drafter: DrafterChoice | None = None  # what drafts on it, as last announced
 
     # --- the wire ----------------------------------------------------------------------
     def emit(self, event: str, **data: Any) -> None:
@@ -109,7 +110,7 @@ class Host:
                 elif name == p.JOB:
                     self.job(command)
                 elif name == p.LOAD:
-                    self.ensure_pair(p.spec_from_dict(command["spec"]), command.get("costs", False))
+                    self.ensure_pair(command)
                 else:
                     self.emit(p.ERROR, message=f"the engine host has no command {name!r}")
             except _Stopped:
@@ -132,9 +133,29 @@ class Host:
     def close_models(self) -> None:
         if self.pair is not None:
             self.pair.close()
-        self.pair, self.pair_key = None, None
+        self.pair, self.pair_key, self.drafter = None, None, None
 
-    def ensure_pair(self, spec: ModelSpec, costs: bool) -> LoadedPair:
+    def ensure_pair(self, command: dict[str, Any]) -> LoadedPair:
+        """The command's pair, loaded unless it is already; what drafts on it announced (and
+        with `costs`, its costs measured) when that changed."""
+        spec = p.spec_from_dict(command["spec"])
+        # a run's drafter is its config's; a load or a job names the window's
+        choice = choice_from_dict(command.get("drafter")
+                                    or command.get("config", {}).get("drafter") or {})
+        pair = self._loaded(spec)
+        if choice != self.drafter:
+            self.drafter = choice
+            self.emit(p.LOADED, target=pair.target.name,
+                      draft=pair.draft.name if pair.draft else choice.label(),
+                      backend=pair.target.backend, device=pair.target.device,
+                      warnings=list(pair.warnings))
+            if command.get("costs", False) and choice:
+                self.emit(p.PROGRESS, message="timing a target step and a draft step side by "
+                                              "side")
+                self.emit(p.COSTS, pickle=p.pack_object(measure_pair_costs(pair, choice)))
+        return pair
+
+    def _loaded(self, spec: ModelSpec) -> LoadedPair:
         key = astuple(spec)
         if self.pair is not None and self.pair_key == key:
             return self.pair
@@ -152,19 +173,11 @@ class Host:
         self.pair, self.pair_key = pair, key
         gc.collect()
         gc.freeze()  # before decoding starts: later GC pauses only walk new objects
-        draft_name = (pair.draft.name if pair.draft else SUFFIX_LABEL if spec.suffix
-                      else NGRAM_LABEL if spec.ngram else "")
-        self.emit(p.LOADED, target=pair.target.name, draft=draft_name,
-                  backend=pair.target.backend, device=pair.target.device,
-                  warnings=list(pair.warnings))
-        if costs and (pair.draft is not None or spec.ngram or spec.suffix):
-            self.emit(p.PROGRESS, message="timing a target step and a draft step side by side")
-            self.emit(p.COSTS, pickle=p.pack_object(measure_pair_costs(pair)))
         return pair
 
     # --- a job (an analysis the window asked for) ---------------------------------------
     def job(self, command: dict[str, Any]) -> None:
-        pair = self.ensure_pair(p.spec_from_dict(command["spec"]), command.get("costs", False))
+        pair = self.ensure_pair(command)
         work = p.unpack_object(command["job"])
         assert callable(work)
         result = work(pair, self.stop.is_set,
@@ -173,7 +186,7 @@ class Host:
 
     # --- a run -------------------------------------------------------------------------
     def run(self, command: dict[str, Any]) -> None:
-        pair = self.ensure_pair(p.spec_from_dict(command["spec"]), command.get("costs", False))
+        pair = self.ensure_pair(command)
         config = p.config_from_dict(command["config"])
         # a greedy compare notes the target's top two per position, to explain a difference
         with margins_noted(pair, bool(command.get("compare")) and config.sampling.greedy) as tap:

@@ -1,5 +1,5 @@
-"""Turning paths and user choices into loaded models (the drafter is built per run, in
-app.runs).
+"""Turning model files and where to run them into loaded models (what drafts is chosen per
+run: DecodeConfig.drafter, built in app.runs).
 
 GGUF files are checked before llama.cpp sees them (metadata, then a preflight in a child
 process), because a malformed file can abort the whole process where no except reaches.
@@ -12,10 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from app.draft_memory import DraftMemory
-from app.engine.heads import HeadsWeights
 from app.engine.protocol import EarlyExitModel, LanguageModel
-from app.engine.suffix_tree import SuffixTree
 from app.errors import DraftLensError, ModelFileError, SettingsError
 from app.models.pair_check import (
     CrossVocab,
@@ -26,16 +23,15 @@ from app.models.pair_check import (
 )
 
 BACKENDS = ("llamacpp", "torch")
-# how a draft of another vocabulary drafts (app.engine.cross_vocab, app.engine.string_draft)
-CROSS_VOCAB_CHOICES = ("auto", "tli", "string")
 Progress = Callable[[str], None]
 
 
 @dataclass
 class ModelSpec:
+    """Which models to load, and where: what drafts is no part of it (DecodeConfig.drafter)."""
+
     target: str
-    draft: str | None = None
-    ngram: bool = False
+    draft: str | None = None  # a draft model file, where one drafts
     backend: str = "auto"
     device: str = "auto"
     n_gpu_layers: int | str = "auto"
@@ -45,20 +41,8 @@ class ModelSpec:
     allow_pickle: bool = False
     # True: the exact mode (llama.cpp's batch-invariant CPU kernels; torch one token per pass)
     batch_invariant: bool = False
-    self_draft_layers: int = 0  # > 0: the target's first N layers draft (no draft file)
     rpc: str = ""  # the target on llama.cpp rpc-servers: HOST:PORT[,HOST:PORT...]
-    draft_heads: str = ""  # a heads file trained on the target (app.models.draft_heads)
-    suffix: bool = False  # draft by suffix decoding (app.engine.suffix)
-    draft_memory: str = ""  # its memory of earlier outputs: a file (app.draft_memory)
-    draft_mtp: bool = False  # the target's own MTP (NextN) layers draft (app.engine.mtp)
-    # a draft of another vocabulary: TLI, string-level, or auto (TLI)
-    cross_vocab: str = "auto"
-
-    @property
-    def drafts(self) -> bool:
-        """Whether anything drafts: a draft model, a lookup, or the target's own layers."""
-        return bool(self.draft or self.ngram or self.suffix or self.self_draft_layers
-                    or self.draft_heads or self.draft_mtp)
+    with_mtp: bool = False  # load the target's own MTP (NextN) layers too (llama.cpp)
 
     def resolved_backend(self) -> str:
         backend = self._backend()
@@ -84,12 +68,9 @@ class LoadedPair:
     check: PairCheck | None
     spec: ModelSpec
     warnings: list[str] = field(default_factory=list)
-    draft_step_seconds: float = 0.0  # one draft-model step, measured once when first needed
     self_drafts: dict[int, LanguageModel] = field(default_factory=dict)  # by layer count
-    heads: HeadsWeights | None = None  # spec.draft_heads, read and checked once
-    memory: DraftMemory | None = None  # spec.draft_memory, read once, written after each run
-    # the draft memory's global suffix tree: ((the runs it holds, its depth), the tree)
-    memory_index: tuple[tuple[tuple[int, ...], int], SuffixTree] | None = None
+    # seconds of one step of a drafting model (by id), measured once when first needed
+    step_seconds: dict[int, float] = field(default_factory=dict)
 
     @property
     def cross(self) -> CrossVocab | None:
@@ -114,11 +95,13 @@ class LoadedPair:
             self.self_drafts[n_layers] = model
         return model
 
-    def use_self_draft(self, n_layers: int) -> None:
-        """Draft with the target's first n_layers from now on (a layer sweep switches N)."""
-        self.draft = self.self_draft(n_layers)
-        self.draft_step_seconds = 0.0
-        self.spec.self_draft_layers = n_layers
+    def step_cost(self, model: LanguageModel) -> float:
+        """Seconds of one step of a drafting model of this pair (measured once)."""
+        if id(model) not in self.step_seconds:
+            from app.engine.cost_curve import measure_token_cost
+
+            self.step_seconds[id(model)] = measure_token_cost(model)
+        return self.step_seconds[id(model)]
 
 
 def load_self_draft(target: LanguageModel, spec: ModelSpec, n_layers: int) -> LanguageModel:
@@ -263,62 +246,33 @@ def _sounds_like_memory(message: str) -> bool:
 
 
 
-def check_cross_choice(spec: ModelSpec, check: PairCheck) -> None:
-    """Refuse an unknown --cross-vocab, or one given for a draft of the target's vocabulary."""
-    if spec.cross_vocab not in CROSS_VOCAB_CHOICES:
-        raise SettingsError(f"unknown --cross-vocab {spec.cross_vocab!r} — use "
-                            f"{', '.join(CROSS_VOCAB_CHOICES)}")
-    if spec.cross_vocab != "auto" and check.compatible:
-        raise SettingsError(f"--cross-vocab {spec.cross_vocab} is for a draft with another "
-                            "vocabulary; this draft shares the target's — drop the flag")
-
-
 def load_pair(spec: ModelSpec, progress: Progress | None = None) -> LoadedPair:
     """Check the pair, then load target and draft. Incompatible pairs are refused."""
     say = progress or (lambda message: None)
-    if spec.self_draft_layers and spec.draft:
-        raise SettingsError("pick one draft: a draft model (-md) or the target's own first "
-                            "layers (--self-draft-layers), not both")
     check = None
     warnings: list[str] = []
     if spec.rpc:
         say("greeting the rpc-servers")
         check_rpc_servers(spec)
-    if spec.draft_mtp:
+    if spec.with_mtp:
         from app.models.mtp import require_mtp
 
-        if spec.draft or spec.self_draft_layers or spec.draft_heads:
-            raise SettingsError("pick one draft: the target's own MTP layers (--draft-mtp) "
-                                "or another draft, not both")
         require_mtp(spec.target, spec.resolved_backend())
     if spec.draft:
         say("checking that the pair shares a vocabulary")
         check = check_pair_files(spec.target, spec.draft)
         check.raise_if_incompatible()
-        check_cross_choice(spec, check)
         warnings.extend(check.warnings)
     say(f"loading target {Path(spec.target).name}")
-    target = load_model(spec.target, spec, rpc=spec.rpc, mtp=spec.draft_mtp)
+    target = load_model(spec.target, spec, rpc=spec.rpc, mtp=spec.with_mtp)
     draft = None
-    self_drafts: dict[int, LanguageModel] = {}
-    heads = None
-    try:
-        if spec.draft_heads:
-            from app.models.draft_heads import load_heads
-
-            say(f"reading draft heads {Path(spec.draft_heads).name}")
-            heads = load_heads(spec.draft_heads, target)
-        if spec.self_draft_layers:
-            say(f"preparing the target's first {spec.self_draft_layers} layers as the draft")
-            draft = load_self_draft(target, spec, spec.self_draft_layers)
-            self_drafts[spec.self_draft_layers] = draft
-        elif spec.draft:
-            say(f"loading draft {Path(spec.draft).name}")
+    if spec.draft:
+        say(f"loading draft {Path(spec.draft).name}")
+        try:
             # logit widths may differ (padded output matrices); the engine aligns p and q
             draft = load_model(spec.draft, spec)
-    except Exception:
-        target.close()
-        raise
+        except Exception:
+            target.close()
+            raise
     warnings.extend(target.caveats)
-    return LoadedPair(target, draft, check, spec, warnings, self_drafts=self_drafts,
-                      heads=heads)
+    return LoadedPair(target, draft, check, spec, warnings)

@@ -6,10 +6,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from app.engine.mtp import OWN_MTP_LABEL
 from app.errors import ModelFileError, SettingsError
 from app.models.pair_check import is_gguf
-
-OWN_MTP_LABEL = "its own MTP layers"
 
 
 def mtp_layers(path: str | os.PathLike[str]) -> int:
@@ -43,4 +42,4 @@ def require_mtp(path: str, backend: str) -> None:
     if mtp_layers(path) <= 0:
         raise SettingsError(f"{Path(path).name} has no MTP layers (its metadata has no "
                             "nextn_predict_layers) — use a draft model (-md), --ngram or "
-                            "--suffix instead of --draft-mtp")
+                            "--suffix instead of --spec-type mtp")

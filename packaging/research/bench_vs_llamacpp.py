@@ -79,6 +79,8 @@ from app.engine.cost_curve import (  # noqa: E402  # noqa: E402
     interpolate,
 )
 from app.engine.decode_config import DecodeConfig  # noqa: E402
+from app.engine.drafters import DrafterOptions  # noqa: E402
+from app.engine.registry import DrafterChoice  # noqa: E402
 from app.engine.sampling import SamplingParams  # noqa: E402
 from app.engine.token_buffer import SEPARATOR  # noqa: E402
 from app.models.loading import LoadedPair, ModelSpec, load_pair  # noqa: E402
@@ -231,7 +233,7 @@ def draft_model_rows(args: argparse.Namespace, exact: bool) -> dict[str, Any]:
                 continue
             log(f"DraftLens {name}")
             config = DecodeConfig(n_predict=n_code, draft_max=k, adaptive=adaptive,
-                                  sampling=greedy)
+                                  sampling=greedy, drafter=DrafterChoice(("draft",)))
             # adaptive may settle on k = 0, plain decoding, whose ratio to plain is pure
             # noise: more pairs (each run is cheap then) show how wide that noise is
             rows[name] = draftlens_row(pair, config, code, ADAPTIVE_ROUNDS if adaptive else 1)
@@ -361,8 +363,7 @@ def draftless_rows(args: argparse.Namespace, tools: Path | None,
     (ngram-cache's dynamic cache file filled by the same earlier prompts in the same order),
     interleaved task by task. Each round starts both memories empty."""
     workloads = draftless_workloads(args)
-    base = ModelSpec(target=args.target, ngram=True, n_threads=args.threads,
-                     batch_invariant=exact)
+    base = ModelSpec(target=args.target, n_threads=args.threads, batch_invariant=exact)
     log(f"loading {Path(args.target).name} for the draftless rows "
         f"({'exact' if exact else 'fast'} kernels)")
     pair = load_pair(base)
@@ -387,8 +388,7 @@ def draftless_workload(pair: LoadedPair, base: ModelSpec, config: DecodeConfig,
                        workload: str, tasks: list[tuple[str, str, bool]],
                        args: argparse.Namespace, tools: Path | None,
                        folder: Path) -> dict[str, Any]:
-    specs = {DRAFTLENS_PLAIN: replace(base, ngram=False),
-             DRAFTLENS_NGRAM: replace(base, ngram=True, suffix=False, draft_memory="")}
+    drafters = {DRAFTLENS_PLAIN: DrafterChoice(), DRAFTLENS_NGRAM: DrafterChoice(("ngram",))}
     encoded = []
     for name, text, chat in tasks:
         ids = encode_prompt(pair.target, text, chat)
@@ -398,8 +398,8 @@ def draftless_workload(pair: LoadedPair, base: ModelSpec, config: DecodeConfig,
         encoded.append((name, ids, pair.target.chat_prompt(text) if chat else text))
     if not encoded:
         return {}
-    pair.spec = specs[DRAFTLENS_NGRAM]
-    warm_up(pair, config, encoded[0][1])  # buffers, and the verify curve calibrated
+    # buffers, and the verify curve calibrated
+    warm_up(pair, replace(config, drafter=drafters[DRAFTLENS_NGRAM]), encoded[0][1])
     curve = cached_verify_curve(pair.target, config.draft_max)
     tallies = {label: Tally() for label in (DRAFTLENS_PLAIN, DRAFTLENS_NGRAM, DRAFTLENS_SUFFIX)}
     llama: dict[str, dict[str, Any]] = {}
@@ -410,12 +410,12 @@ def draftless_workload(pair: LoadedPair, base: ModelSpec, config: DecodeConfig,
         # both memories start empty each round: a prompt never drafts from its own answer
         memory = folder / f"{slug}-memory-{round_index}.json"
         cache = folder / f"{slug}-lookup-{round_index}.bin"
-        specs[DRAFTLENS_SUFFIX] = replace(base, ngram=False, suffix=True,
-                                          draft_memory=str(memory))
-        pair.memory, pair.memory_index = None, None
+        drafters[DRAFTLENS_SUFFIX] = DrafterChoice(("suffix",),
+                                                   DrafterOptions(memory=str(memory)))
         for task_index, (name, ids, text) in enumerate(encoded):
             runners: list[tuple[str, Callable[[], tuple[int, float, int, int]]]] = [
-                (label, _draftlens_runner(pair, specs[label], config, ids, tallies[label],
+                (label, _draftlens_runner(pair, replace(config, drafter=drafters[label]),
+                                          ids, tallies[label],
                                           label == DRAFTLENS_PLAIN))
                 for label in (DRAFTLENS_PLAIN, DRAFTLENS_NGRAM, DRAFTLENS_SUFFIX)]
             if tools is not None:
@@ -482,11 +482,9 @@ def draftless_workload(pair: LoadedPair, base: ModelSpec, config: DecodeConfig,
     return result
 
 
-def _draftlens_runner(pair: LoadedPair, spec: ModelSpec, config: DecodeConfig,
-                      ids: list[int], tally: Tally,
+def _draftlens_runner(pair: LoadedPair, config: DecodeConfig, ids: list[int], tally: Tally,
                       plain: bool) -> Callable[[], tuple[int, float, int, int]]:
     def run() -> tuple[int, float, int, int]:
-        pair.spec = spec  # one loaded target; the spec says which drafter a run builds
         before = (tally.tokens, tally.seconds, tally.stats.drafted, tally.stats.accepted)
         timed_run(pair, config, ids, plain, tally)
         return (tally.tokens - before[0], tally.seconds - before[1],

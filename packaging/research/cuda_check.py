@@ -292,27 +292,34 @@ def identity_part(models: dict[str, Path], heads: Path, device: str,
                   n_predict: int) -> list[dict[str, Any]]:
     from app.analysis.exactness import GREEDY_PROMPTS
     from app.engine.decode_config import DecodeConfig
+    from app.engine.drafters import DrafterOptions
+    from app.engine.registry import DrafterChoice
     from app.models.loading import ModelSpec, load_pair
 
     target, draft, cross = (str(models[k]) for k in ("target", "draft", "cross"))
     chain = DecodeConfig(n_predict=n_predict, draft_max=4)
+    def draws(names: str, **options: Any) -> DrafterChoice:
+        return DrafterChoice(tuple(names.split(",")), DrafterOptions(**options))
+
     schemes = [
-        ("draft model, chain k=4", {"draft": draft}, chain),
-        ("draft model, tree (width 2, 8 nodes, depth 4)", {"draft": draft},
+        ("draft model, chain k=4", draft, draws("draft"), chain),
+        ("draft model, tree (width 2, 8 nodes, depth 4)", draft, draws("draft"),
          replace(chain, tree_width=2, tree_nodes=8)),
-        ("draft model, adaptive k (max 8)", {"draft": draft},
+        ("draft model, adaptive k (max 8)", draft, draws("draft"),
          replace(chain, draft_max=8, adaptive=True)),
-        ("self-draft, first 1 of 2 layers, k=4", {"self_draft_layers": 1}, chain),
-        ("draft heads (3 random heads)", {"draft_heads": str(heads)}, chain),
-        ("n-gram lookup, k=8", {"ngram": True}, replace(chain, draft_max=8)),
-        ("suffix decoding, k=8", {"suffix": True}, replace(chain, draft_max=8)),
-        ("suffix decoding, tree (width 2)", {"suffix": True},
+        ("self-draft, first 1 of 2 layers, k=4", None, draws("self", layers=1), chain),
+        ("draft heads (3 random heads)", None, draws("heads", heads=str(heads)), chain),
+        ("n-gram lookup, k=8", None, draws("ngram"), replace(chain, draft_max=8)),
+        ("suffix decoding, k=8", None, draws("suffix"), replace(chain, draft_max=8)),
+        ("suffix decoding, tree (width 2)", None, draws("suffix"),
          replace(chain, draft_max=8, tree_width=2, tree_nodes=8)),
-        ("suffix decoding, adaptive (max 16, declined drafts shadow-checked)", {"suffix": True},
+        ("suffix decoding, adaptive (max 16, declined drafts shadow-checked)", None,
+         draws("suffix"), replace(chain, draft_max=16, adaptive=True)),
+        ("n-gram lookup, adaptive (max 16)", None, draws("ngram"),
          replace(chain, draft_max=16, adaptive=True)),
-        ("n-gram lookup, adaptive (max 16)", {"ngram": True},
-         replace(chain, draft_max=16, adaptive=True)),
-        ("draft of another vocabulary (TLI), k=4", {"draft": cross}, chain),
+        ("suffix then draft model (chain), k=8", draft, draws("suffix,draft"),
+         replace(chain, draft_max=8)),
+        ("draft of another vocabulary (TLI), k=4", cross, draws("draft"), chain),
     ]
     rows = []
     modes = (("default", None, False), ("float32, TF32 off", "float32", False),
@@ -320,9 +327,10 @@ def identity_part(models: dict[str, Path], heads: Path, device: str,
     for mode, dtype, exact in modes:
         if mode not in MODES:
             continue
-        for name, flags, config in schemes:
-            spec = ModelSpec(target=target, backend="torch", device=device,
-                             batch_invariant=exact, **flags)
+        for name, draft_file, choice, scheme_config in schemes:
+            config = replace(scheme_config, drafter=choice)
+            spec = ModelSpec(target=target, draft=draft_file, backend="torch", device=device,
+                             batch_invariant=exact)
             dtype_name = dtype or "default"
             try:  # a broken scheme is a finding, not the end of the run
                 with torch_dtype(dtype):
@@ -475,9 +483,11 @@ def first_two_draws(pair: Any, config: Any, prompt_ids: list[int], samples: int,
 
 def sampled_part(models: dict[str, Path], device: str, samples: int,
                  power_samples: int) -> dict[str, Any]:
-    from app.analysis.exactness import check_exact, exact_first_two
+    from app.analysis.exact_sampled import exact_first_two
+    from app.analysis.exactness import check_exact
     from app.analysis.stats import g_test
     from app.engine.decode_config import DecodeConfig
+    from app.engine.registry import DrafterChoice
     from app.engine.sampling import SamplingParams
     from app.models.loading import ModelSpec, load_pair
 
@@ -487,7 +497,7 @@ def sampled_part(models: dict[str, Path], device: str, samples: int,
     out: dict[str, Any] = {"dtype": pair.target.dtype}
     try:
         say(f"check-exact's check_exact() on the tiny pair, {samples} samples")
-        report = check_exact(pair, samples=samples, draft_max=4)
+        report = check_exact(pair, DrafterChoice(("draft",)), samples=samples, draft_max=4)
         out["check_exact"] = report.to_dict()
         say(f"check_exact: {report.verdict()}")
         # the test suite's power check: top-k 5 makes the draft's and the target's supports
@@ -496,11 +506,13 @@ def sampled_part(models: dict[str, Path], device: str, samples: int,
         params = SamplingParams(temperature=1.0, top_k=5, order=pair.target.sampler_order)
         first, second = exact_first_two(pair, prompt_ids, params)
         out["power"] = []
+        drafter = DrafterChoice(("draft",))
         configs = {"chain k=3": DecodeConfig(n_predict=4, draft_max=3, stop_at_eos=False,
-                                             sampling=params),
+                                             sampling=params, drafter=drafter),
                    "tree width 2, 6 nodes": DecodeConfig(n_predict=4, draft_max=3,
                                                          stop_at_eos=False, sampling=params,
-                                                         tree_width=2, tree_nodes=6)}
+                                                         tree_width=2, tree_nodes=6,
+                                                         drafter=drafter)}
         for cname, config in configs.items():
             for bug in ("none", "resample from p", "always accept"):
                 with planted(bug):

@@ -22,7 +22,7 @@ import sys
 import tempfile
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -263,7 +263,7 @@ def main(argv: list[str] | None = None) -> int:
     window.resize(1600, 1000)
     window.show()
     wait_until(lambda: not window.picker.checking, 120)
-    config = panel.config()
+    config = replace(panel.config(), drafter=window.picker.drafter_choice())
     spec = window.picker.model_spec()
     pair = load_pair(spec)
     probe = EventLoopProbe()

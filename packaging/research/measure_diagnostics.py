@@ -41,7 +41,7 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -52,9 +52,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 import app.engine.session as session_module  # noqa: E402
 from app.engine.decode_config import DecodeConfig  # noqa: E402
 from app.engine.diagnostics import entropy  # noqa: E402
-from app.engine.drafters import Draft  # noqa: E402
+from app.engine.drafters import (
+    Draft,  # noqa: E402
+    DrafterOptions,  # noqa: E402
+)
 from app.engine.heads import HeadsDrafter, HeadsWeights  # noqa: E402
 from app.engine.records import TokenRecord  # noqa: E402
+from app.engine.registry import DrafterChoice  # noqa: E402
 from app.engine.sampling import SamplingParams, process  # noqa: E402
 from app.engine.similarity import auc_interval, cosine, roc_auc  # noqa: E402
 from app.models.loading import ModelSpec, load_pair  # noqa: E402
@@ -303,17 +307,20 @@ def main(argv: list[str] | None = None) -> int:
     config = DecodeConfig(n_predict=args.n_predict, draft_max=args.draft_max, adaptive=False,
                           sampling=SamplingParams(temperature=0.0))
     base = {"target": args.target, "n_ctx": args.ctx_size}
-    kinds: list[tuple[str, ModelSpec]] = []
+    kinds: list[tuple[str, ModelSpec, DrafterChoice]] = []
     if args.draft:
-        kinds.append(("draft model", ModelSpec(**base, draft=args.draft)))
+        kinds.append(("draft model", ModelSpec(**base, draft=args.draft),
+                      DrafterChoice(("draft",))))
     if args.self_draft_layers:
-        kinds.append((f"self-draft ({args.self_draft_layers} layers)",
-                      ModelSpec(**base, self_draft_layers=args.self_draft_layers)))
+        kinds.append((f"self-draft ({args.self_draft_layers} layers)", ModelSpec(**base),
+                      DrafterChoice(("self",), DrafterOptions(layers=args.self_draft_layers))))
     if args.draft_heads:
-        kinds.append(("draft heads", ModelSpec(**base, draft_heads=args.draft_heads)))
+        kinds.append(("draft heads", ModelSpec(**base),
+                      DrafterChoice(("heads",), DrafterOptions(heads=args.draft_heads))))
     if not kinds:
         parser.error("give at least one of -md, --self-draft-layers, --draft-heads")
-    rows = [figures(measure(kind, spec, prompts, config)) for kind, spec in kinds]
+    rows = [figures(measure(kind, spec, prompts, replace(config, drafter=choice)))
+            for kind, spec, choice in kinds]
     print(table(rows))
     for row in rows:
         if "standin_ms_per_token" in row:

@@ -60,7 +60,7 @@ def record(out: Path, suites: list[str] | None = None, threads: int | None = Non
     from app.runs import encode_prompt
 
     target_path, _ = demo_paths()
-    pair = load_pair(ModelSpec(str(target_path), ngram=True, n_threads=threads))
+    pair = load_pair(ModelSpec(str(target_path), n_threads=threads))
     # in order: suffix decoding's memory of earlier runs fills as a session's would
     tasks = [("repetitive", name, p, True) for name, p in REPETITIVE_PROMPTS.items()]
     tasks += [("code", f"code {i}", p, False) for i, p in enumerate(CODE_PROMPTS)]
