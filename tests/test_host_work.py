@@ -5,6 +5,7 @@ speculative run's summary whole (a real host process, tiny GGUF pair)."""
 from __future__ import annotations
 
 from app.engine.decode_config import DecodeConfig
+from app.engine.registry import DrafterChoice
 from app.host import protocol
 from app.host.client import EngineHost
 from app.host.server import BASELINE_TASK
@@ -17,7 +18,8 @@ LONG = 300  # a baseline long enough that a stop reaches it mid-way
 def compare_run(host: EngineHost, gguf_files, n: int = N) -> None:
     spec = ModelSpec(str(gguf_files[0]), str(gguf_files[1]), n_ctx=512)
     host.send(protocol.RUN, spec=protocol.spec_to_dict(spec), prompt="the cat", compare=True,
-              config=protocol.config_to_dict(DecodeConfig(n_predict=n, draft_max=3)))
+              config=protocol.config_to_dict(DecodeConfig(n_predict=n, draft_max=3,
+                                                           drafter=DrafterChoice(("draft",)))))
 
 
 def next_event(host: EngineHost) -> dict:

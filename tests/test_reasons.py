@@ -108,6 +108,8 @@ def test_each_rule_is_said_with_its_figures():
     assert describe_decision(Decision(RULE_FIXED, 4, limit=4)).startswith("k = 4: fixed")
     assert "nothing to offer" in describe_decision(Decision(RULE_NOTHING_TO_DRAFT, 0))
     assert describe_decision(None) == NO_DECISION
+    # a draft many times the target's cost: its tiny gain is not written as 0.00x
+    assert "0.0013× plain" in describe_decision(replace(d, alternative_gain=0.00131))
 
 
 def test_trace_analysis_counts_why_steps_did_not_draft(tmp_path, capsys):

@@ -24,7 +24,7 @@ RUN_TIMEOUT_MS = 120_000
 
 
 @pytest.fixture
-def small_window(qtbot, tmp_path, dialogs):  # noqa: F811
+def small_window(qtbot, tmp_path, dialogs):
     """The window on the 1366x768 screen of the issue's first run."""
     win = MainWindow(Settings(), save_path=tmp_path / "settings.json")
     qtbot.addWidget(win)
@@ -70,13 +70,15 @@ def test_recorded_decisions_are_replayed_into_the_notice_and_the_inspector(
 
 
 def test_work_after_a_run_shows_in_the_status_bar_and_a_new_run_cancels_it(
-        small_window, qtbot, hf_dirs, dialogs):  # noqa: F811
+        small_window, qtbot, hf_dirs, dialogs):
     window = small_window
     choose_pair(window, qtbot, *hf_dirs)
     set_decoding(window, tokens=120, k=3, compare=True)
     runs = window.run_control
-    with qtbot.waitSignal(window.worker.work, timeout=RUN_TIMEOUT_MS):
-        window.start_run()
+    window.start_run()
+    # (not waitSignal: its slot may run on the worker's thread and return before the window
+    # has taken the queued signals)
+    qtbot.waitUntil(lambda: bool(runs.finishing), timeout=RUN_TIMEOUT_MS)
     # the speculative run's steps are over; the host decodes the plain baseline
     status = runs.work_status
     assert runs.running and runs.finishing.startswith("comparing")
@@ -97,12 +99,12 @@ def test_work_after_a_run_shows_in_the_status_bar_and_a_new_run_cancels_it(
     assert window.run is not None and window.run.stats.emitted == 120  # the new run ran whole
 
 
-def test_cancel_ends_the_work_and_keeps_the_run(small_window, qtbot, hf_dirs, dialogs):  # noqa: F811
+def test_cancel_ends_the_work_and_keeps_the_run(small_window, qtbot, hf_dirs, dialogs):
     window = small_window
     choose_pair(window, qtbot, *hf_dirs)
     set_decoding(window, tokens=120, k=3, compare=True)
-    with qtbot.waitSignal(window.worker.work, timeout=RUN_TIMEOUT_MS):
-        window.start_run()
+    window.start_run()
+    qtbot.waitUntil(lambda: bool(window.run_control.finishing), timeout=RUN_TIMEOUT_MS)
     run = window.run
     with qtbot.waitSignal(window.run_done, timeout=RUN_TIMEOUT_MS):
         window.run_control.work_status.cancel_button.click()

@@ -39,7 +39,10 @@ def _ms(seconds: float | None) -> str:
 
 
 def _x(ratio: float | None) -> str:
-    return f"{ratio:.2f}×" if ratio is not None else "?"
+    """A speed ratio: two decimals, or two significant digits where those would read 0.00."""
+    if ratio is None:
+        return "?"
+    return f"{ratio:.2f}×" if ratio >= 0.095 else f"{ratio:.2g}×"
 
 
 def priced_acceptance(d: Decision) -> str:

@@ -29,8 +29,9 @@ Events (host -> parent, on the host's stdout), each {"event": NAME, ...}:
   work       what the host does after a run's steps (a compare's baseline, explaining a
              difference), or a job's progress: `task` (what it is, in words), `done` of
              `total` (total 0: no fraction known); each `work` replaces the one before, `done`
-             ends it. `stop` cancels it: at its next check, or, for work that takes no cancel
-             (the kernel-noise measurement), by the parent ending the host after the grace
+             ends it. `stop` cancels it at its next check (the baseline's next step, the
+             kernel-noise measurement's next pass); work that outlasts the grace period
+             silently is ended with the host, as a pass is
   compared   the speculative run against its plain baseline (Host._run in app.host.server);
              `explaining`: the texts differ and a later `compared` brings the explanation
   result     `pickle`: what a job returned (base64 pickle)

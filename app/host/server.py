@@ -23,6 +23,7 @@ from typing import IO, Any
 from app.analysis.compare import explain_difference, margins_noted
 from app.analysis.cost import measure_pair_costs
 from app.analysis.divergence import MarginTap, TopTwo
+from app.analysis.kernel_noise import MeasurementCancelled
 from app.engine.registry import DrafterChoice, choice_from_dict
 from app.engine.session import Session
 from app.engine.text_stream import TextStream
@@ -34,6 +35,7 @@ from app.runs import Run, prepare_run, remember_output
 from backends.base import BackendError
 
 _POLL_S = 0.05
+_PER_MILLE = 1000  # a fraction on the wire as done of total
 # the work after a run's steps, as the status bar says it (app.host.protocol WORK)
 BASELINE_TASK = "comparing: decoding the plain baseline"
 EXPLAIN_TASK = "comparing: the texts differ, explaining where"
@@ -243,12 +245,18 @@ class Host:
         def say(message: str) -> None:
             self.emit(p.WORK, task=message, done=0, total=0)
 
+        def progress(fraction: float, what: str) -> None:  # the kernel-noise measurement's
+            self.emit(p.WORK, task=what, done=round(fraction * _PER_MILLE), total=_PER_MILLE)
+
         say(EXPLAIN_TASK)
-        divergence = explain_difference(
-            tap, len(run.prompt_ids), plain.output_ids, session.output_ids, tap.top, spec_top,
-            say)
-        if self.stop.is_set():
+        try:
+            divergence = explain_difference(
+                tap, len(run.prompt_ids), plain.output_ids, session.output_ids, tap.top,
+                spec_top, say, progress, self.stop.is_set)
+        except MeasurementCancelled:
             return  # cancelled: the comparison stands without its explanation
+        if self.stop.is_set():
+            return
         self.emit(p.COMPARED, **figures, explaining=False,
                   divergence=divergence.as_dict() if divergence is not None else None)
 

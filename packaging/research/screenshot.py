@@ -13,7 +13,8 @@ screen of each size, less a title bar; the X screen must be at least as large as
     xvfb-run -s "-screen 0 1920x1080x24" .venv/bin/python packaging/research/screenshot.py \
         --first-run --size 1366x768,1600x900,1920x1080 --out docs/screenshots/first-run.png
 
-writes `first-run-1366x768.png` … with the first-run defaults (no setting changed), and, when
+writes `first-run-1366x768.png` … with the first-run defaults (no setting changed), first
+`first-run-working-<first size>.png` while the host compares with plain decoding, and, when
 adaptive k decoded that run plainly, presses "Watch the draft anyway" and writes
 `first-run-drafts-<first size>.png` of the run that follows.
 """
@@ -127,6 +128,14 @@ def first_run(window: MainWindow, out: Path, sizes: list[tuple[int, int]]) -> No
     from ui.app import wait_until
 
     window.start_run()
+    # the host's work after the run's steps (a compare's baseline): the status bar says it
+    if not wait_until(lambda: bool(window.run_control.finishing) or not window.running, 1800):
+        raise RuntimeError("the run did not finish in 30 minutes")
+    if window.running:
+        window.flush(force=True)
+        print("after the run:", window.run_control.work_status.label.text(),
+              "· Run enabled:", window.act_run.isEnabled())
+        shoot_sizes(window, out.with_name(out.stem + "-working.png"), sizes[:1])
     if not wait_until(lambda: not window.running, 1800):
         raise RuntimeError("the run did not finish in 30 minutes")
     window.flush(force=True)
