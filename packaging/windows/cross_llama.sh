@@ -7,10 +7,10 @@
 # the Linux bundle), and the mingw runtime DLLs they link to.
 # shellcheck disable=SC2034  # LLAMA_DLLS is used by the script that sources this file
 
-# The levels built (GGML_CPU_ALL_VARIANTS defines 14; each one is a full compile of ggml-cpu,
-# and a CPU runs the best level it supports, so the ones left out only lose a little speed on
-# the CPUs they were made for: ivybridge/piledriver run sandybridge, cannonlake/cascadelake/
-# cooperlake/sapphirerapids run skylakex or icelake).
+# The levels built (GGML_CPU_ALL_VARIANTS defines 14, each a full compile of ggml-cpu). A CPU
+# runs the best level built that it supports: ivybridge/piledriver CPUs get sandybridge (no
+# F16C/FMA code), cannonlake/cascadelake/cooperlake/sapphirerapids get skylakex or icelake
+# (without their VBMI/VNNI/BF16/AMX kernels). Not measured how much speed that costs them.
 WIN_CPU_VARIANTS="${DRAFTLENS_WIN_CPU_VARIANTS:-x64 sse42 sandybridge haswell alderlake skylakex icelake zen4}"
 LLAMA_SDIST_SHA256="832db0699007f1be95a7e41ef12e88926b02ba836461e36a36372db2760c1a2e"
 MINGW=x86_64-w64-mingw32
