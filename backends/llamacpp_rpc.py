@@ -118,6 +118,22 @@ def _receive(sock: socket.socket, n: int) -> bytes:
     return data
 
 
+class _Exports:
+    """Functions looked up in each library in turn. dlsym finds ggml-base's functions (most of
+    the registry calls) through libggml, which links to it; a Windows DLL exports only its own."""
+
+    def __init__(self, *libraries: ctypes.CDLL) -> None:
+        self._libraries = libraries
+
+    def __getattr__(self, name: str) -> Any:
+        for library in self._libraries:
+            try:
+                return getattr(library, name)
+            except AttributeError:
+                continue
+        raise AttributeError(f"no {name} in {', '.join(lib._name for lib in self._libraries)}")
+
+
 def _loaded_ggml() -> Any:
     """The libggml that libllama itself is linked against.
 
@@ -130,9 +146,10 @@ def _loaded_ggml() -> Any:
     import llama_cpp.llama_cpp
 
     lib_dir = Path(llama_cpp.llama_cpp.__file__).parent / "lib"
-    if sys.platform == "win32":
-        candidates = [str(lib_dir / "ggml.dll")]
-    elif sys.platform == "darwin":
+    if sys.platform == "win32":  # one copy per path; the DLLs libllama loaded are in lib_dir
+        return _Exports(ctypes.CDLL(str(lib_dir / "ggml.dll")),
+                        ctypes.CDLL(str(lib_dir / "ggml-base.dll")))
+    if sys.platform == "darwin":
         candidates = [str(lib_dir / name) for name in ("libggml.0.dylib", "libggml.dylib")]
     else:  # glibc matches a bare name against the names the loaded libraries were needed by
         candidates = ["libggml.so.0", "libggml.so"]

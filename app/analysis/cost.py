@@ -82,7 +82,7 @@ class Conditions:
 def conditions_now(source: str) -> Conditions:
     try:
         load = os.getloadavg()[0]
-    except OSError:  # not on every platform
+    except (OSError, AttributeError):  # no load average (Windows has no os.getloadavg)
         load = 0.0
     return Conditions(source, load, os.cpu_count() or 1)
 

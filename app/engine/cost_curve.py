@@ -198,7 +198,7 @@ def _busy() -> bool:
     wrong shape, so it is used for this run only and not cached."""
     try:
         return os.getloadavg()[0] > 1.5 * (os.cpu_count() or 1)  # threshold not measured
-    except OSError:
+    except (OSError, AttributeError):  # Windows has no getloadavg
         return False
 
 

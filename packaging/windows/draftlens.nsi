@@ -1,9 +1,11 @@
-; DraftLens installer for Windows (NSIS 3), made from the PyInstaller bundle
-; (packaging/draftlens.spec -> packaging/dist/draftlens/draftlens.exe + _internal/).
+; DraftLens installer for Windows (NSIS 3), compiled on Linux by build_windows.sh from the install
+; tree it stages (draftlens.exe, draftlens-cli.exe, the embeddable CPython, Lib\site-packages):
 ;
-;   makensis packaging/windows/draftlens.nsi
-;   makensis -DSOURCE_DIR=C:\path\to\draftlens -DOUTFILE=C:\out\setup.exe -DICON=draftlens.ico ...
+;   makensis -DSOURCE_DIR=DIR -DUNINSTALL_LIST=FILE.nsh [-DOUTFILE=setup.exe] [-DICON=x.ico] \
+;     packaging/windows/draftlens.nsi
 ;
+; UNINSTALL_LIST holds a Delete line for every installed file and an RMDir line for every folder
+; (written by build_windows.sh), so the uninstaller removes exactly what was installed.
 ; The version is read from app/__init__.py at compile time (no second copy of it here).
 ; Installs per user (no administrator prompt) into %LOCALAPPDATA%\Programs\DraftLens, adds a
 ; Start menu shortcut, an optional desktop shortcut, and an uninstaller listed in "Apps".
@@ -11,7 +13,9 @@
 ; %LOCALAPPDATA%\DraftLens and %APPDATA%\DraftLens (platformdirs), so the uninstaller removes the
 ; program and leaves the user's models and settings alone.
 
-Unicode true
+; A 64-bit installer: the program is 64-bit only, and Wine without its 32-bit part (Debian's
+; wine64, the smoke test's) cannot start a 32-bit one.
+Target amd64-unicode
 SetCompressor /SOLID lzma
 
 !define APP_NAME "DraftLens"
@@ -33,7 +37,10 @@ SetCompressor /SOLID lzma
   !error "could not read __version__ from ${REPO_ROOT}${S}app${S}__init__.py"
 !endif
 !ifndef SOURCE_DIR
-  !define SOURCE_DIR "${REPO_ROOT}${S}packaging${S}dist${S}draftlens"
+  !error "SOURCE_DIR (the staged install tree) is not set: use build_windows.sh"
+!endif
+!ifndef UNINSTALL_LIST
+  !error "UNINSTALL_LIST (the installed files, for the uninstaller) is not set: use build_windows.sh"
 !endif
 !ifndef OUTFILE
   !define OUTFILE "${REPO_ROOT}${S}packaging${S}dist${S}draftlens-${VERSION}-windows-x64-setup.exe"
@@ -92,9 +99,11 @@ FunctionEnd
 
 Section "${APP_NAME}" SecApp
   SectionIn RO
-  ; A previous version's files go first, so no stale library is left next to the new ones.
-  ${If} ${FileExists} "$INSTDIR\${APP_EXE}"
-    RMDir /r "$INSTDIR\_internal"
+  ; A previous version's files go first (its own uninstaller, run in place), so no stale library
+  ; is left next to the new ones.
+  ${If} ${FileExists} "$INSTDIR\uninstall.exe"
+    ExecWait '"$INSTDIR\uninstall.exe" /S _?=$INSTDIR'
+    Delete "$INSTDIR\uninstall.exe"
   ${EndIf}
   SetOutPath "$INSTDIR"
   File /r "${SOURCE_DIR}${S}*.*"
@@ -130,8 +139,7 @@ SectionEnd
 Section "Uninstall"
   ; Only remove a folder that holds DraftLens: never an arbitrary directory picked by mistake.
   ${If} ${FileExists} "$INSTDIR\${APP_EXE}"
-    RMDir /r "$INSTDIR\_internal"
-    Delete "$INSTDIR\${APP_EXE}"
+    !include "${UNINSTALL_LIST}"
     Delete "$INSTDIR\uninstall.exe"
     RMDir "$INSTDIR"
   ${EndIf}
