@@ -228,7 +228,7 @@ class CostView:
         """One line: what this pair can do here, as far as the draft tokens seen can tell."""
         best = self.best
         why = (f"verifying {best.k + 1} tokens costs {best.verify_in_steps:.1f} plain steps, "
-               f"a draft token {self.cost_ratio:.2f}")
+               f"a draft token {self.cost_ratio:.2f} of a plain step")
         interval, low, high = self.interval, self.best_low, self.best_high
         if interval is None or low is None or high is None:
             seen = self.alpha_tokens
