@@ -95,6 +95,8 @@ def test_near_the_end_the_best_k_is_chosen_within_what_is_left():
 def test_a_curve_measured_on_a_busy_machine_is_not_cached(gguf_pair, monkeypatch):
     target, _ = gguf_pair
     store = cache_dir() / "verify_cost.json"
+    # an earlier test that calibrated this target on a busy machine kept its curve in-process
+    monkeypatch.setattr(calibration, "_UNCACHED", {})
     monkeypatch.setattr(calibration, "_busy", lambda: True)
     calls = []
     measure = calibration.measure_verify_curve
