@@ -34,6 +34,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from replay_ablation import PATCHES as ESTIMATE_PATCHES  # noqa: E402
 from replay_lookup import DEMO_CURVE  # noqa: E402
 
 from app.engine import adaptive  # noqa: E402
@@ -272,14 +273,7 @@ PATCHES: dict[str, dict[str, float]] = {
     "max probe gap 512": {"MAX_PROBE_GAP": 512},
     "probe at acceptance 0.9 (not 0.95)": {"_OPTIMISTIC_ACCEPT": 0.9},
     "probe at acceptance 0.99": {"_OPTIMISTIC_ACCEPT": 0.99},
-    "pool memory 16 tokens (not 32)": {"POOL_DECAY_PER_TOKEN": 1 - 1 / 16, "POOL_MEMORY": 16},
-    "pool memory 64 tokens": {"POOL_DECAY_PER_TOKEN": 1 - 1 / 64, "POOL_MEMORY": 64},
-    "position decay 0.6 (not 0.8)": {"_POSITION_DECAY": 0.6},
-    "position decay 0.9": {"_POSITION_DECAY": 0.9},
-    "prior weight 0.5 token (not 1)": {"_PRIOR_WEIGHT": 0.5},
-    "prior weight 2 tokens": {"_PRIOR_WEIGHT": 2.0},
-    "pool weight 2 (not 4)": {"_POOL_WEIGHT": 2.0},
-    "pool weight 8": {"_POOL_WEIGHT": 8.0},
+    **ESTIMATE_PATCHES,  # the estimate's, as replay_ablation.py moves them
 }
 for _name in PATCHES:
     VARIANTS[_name] = (_app, True)
