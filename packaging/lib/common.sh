@@ -59,6 +59,19 @@ VERSION="$(sed -n 's/^__version__ *= *["'\'']\([^"'\'']*\)["'\''].*/\1/p' app/__
 # options FLAG=VAR ... -- ARG...: every VAR starts at 0 and is set to 1 when its FLAG is among
 # the ARGs; anything else stops the script (exit 2) with the flags it knows.
 #   options --clean=CLEAN -- "$@"
+# fetch_pinned_sdist FILE REQUIREMENT SHA256: the sdist of REQUIREMENT (NAME==VERSION) as FILE,
+# downloaded into FILE's folder once, its sha256 checked every time.
+fetch_pinned_sdist() {
+  local file="$1" requirement="$2" sha256="$3"
+  if [ ! -f "$file" ]; then
+    mkdir -p "$(dirname "$file")"
+    python3 -m pip download --quiet --disable-pip-version-check --no-deps --no-binary :all: \
+      -d "$(dirname "$file")" "$requirement" || die "pip download of the $requirement sdist failed"
+  fi
+  echo "$sha256  $file" | sha256sum -c --quiet - \
+    || die "$file does not have the pinned sha256 (delete it to download again)"
+}
+
 options() {
   local -a specs
   local spec arg known usage=""

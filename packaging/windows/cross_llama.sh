@@ -23,13 +23,7 @@ WIN_LLAMA_CMAKE_ARGS="-DGGML_BACKEND_DL=ON -DGGML_CPU_ALL_VARIANTS=ON -DGGML_NAT
 # sha256 checked every time). Sets LLAMA_SDIST.
 fetch_llama_sdist() {
   LLAMA_SDIST="$WIN_CACHE/sdist/llama_cpp_python-$LLAMA_VERSION.tar.gz"
-  if [ ! -f "$LLAMA_SDIST" ]; then
-    mkdir -p "$WIN_CACHE/sdist"
-    python3 -m pip download --quiet --disable-pip-version-check --no-deps --no-binary :all: \
-      -d "$WIN_CACHE/sdist" "llama-cpp-python==$LLAMA_VERSION" || die "pip download of the llama-cpp-python sdist failed"
-  fi
-  echo "$LLAMA_SDIST_SHA256  $LLAMA_SDIST" | sha256sum -c --quiet - \
-    || die "$LLAMA_SDIST does not have the pinned sha256 (delete it to download again)"
+  fetch_pinned_sdist "$LLAMA_SDIST" "llama-cpp-python==$LLAMA_VERSION" "$LLAMA_SDIST_SHA256"
 }
 
 # cross_build_llama: builds (or reuses from $WIN_CACHE/llama-dlls/KEY, KEY naming the version,

