@@ -126,6 +126,18 @@ class LlamaCppMtpHeads:
                 f"llama.cpp could not create the MTP context for {target.name} — this "
                 "llama.cpp has no MTP graph for its architecture, or memory ran out"
             )
+        if _address(self._ext.llama_get_ctx_other(self._ctx)) == _address(target._ctx):
+            # llama.cpp's own driver then never trims (common/speculative.cpp, is_mem_shared):
+            # this class removes rejected entries from the MTP cache, which would be the
+            # target's own cache here
+            ll.llama_free(self._ctx)
+            self._ctx = None
+            raise BackendError(
+                f"the MTP layers of {target.name} share the target's KV cache (a Gemma 4 "
+                "style assistant); DraftLens's MTP drafting trims its own cache after each "
+                "rejection and cannot run on a shared one — draft with a draft model "
+                "(-md) or --spec-type ngram instead"
+            )
         self._ext.llama_set_embeddings_nextn(self._ctx, True, True)
         self._memory = ll.llama_get_memory(self._ctx)
         self._batch = ll.llama_batch_ext_init(self._ctx)
@@ -199,3 +211,8 @@ class LlamaCppMtpHeads:
             self._ll.llama_batch_ext_free(self._batch)
             self._ll.llama_free(self._ctx)
             self._ctx = None
+
+
+def _address(pointer: Any) -> int | None:
+    """A ctypes context pointer as a number (None for a null one), to compare two."""
+    return ctypes.cast(pointer, ctypes.c_void_p).value if pointer else None

@@ -239,3 +239,17 @@ def test_check_exact_passes_with_mtp_drafts_and_its_exact_kernels_child_drafts_t
     assert report["exact_kernels_identical"] is True and report["drafted"] > 0
     assert report["exact_drafted"] > 0 and report["sampled_drafted"] > 0  # the child drafted
     assert report["passed"] is True and code == 0
+
+
+def test_mtp_heads_refuse_a_cache_they_would_share_with_the_target(mtp_file, monkeypatch):
+    """llama.cpp never trims an MTP cache shared with the target (Gemma 4 assistants); the
+    MTP context trims after each rejection, so a shared one is refused, not corrupted."""
+    model = LlamaCppMtpModel(mtp_file, n_ctx=256, n_threads=1)
+    try:
+        monkeypatch.setattr(model._ext, "llama_get_ctx_other", lambda ctx: model._ctx)
+        with pytest.raises(BackendError, match="share the target's KV cache"):
+            model.mtp_heads()
+        monkeypatch.undo()  # this file's own MTP block has a cache of its own
+        assert model.mtp_heads().n_heads == 1
+    finally:
+        model.close()
