@@ -27,12 +27,20 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from app.cli.bench_tasks import CODE_PROMPTS, EDIT_PROMPTS, TEXT_PROMPTS  # noqa: E402
+from app.cli.bench_tasks import (  # noqa: E402
+    CODE_PROMPTS,
+    EDIT_PROMPTS,
+    REPETITIVE_PROMPTS,
+    TEXT_PROMPTS,
+)
 from app.models.demo import demo_paths  # noqa: E402
 
 RENAMES = [text for name, text in EDIT_PROMPTS.items() if name.startswith("rename")]
 OTHER_EDITS = [text for name, text in EDIT_PROMPTS.items() if not name.startswith("rename")]
 DRAFTLESS = ["--ngram", "--adaptive", "--draft-max", "32", "--chat"]
+# the memory file is emptied by each call, so every call starts its memory from nothing
+SUFFIX_MEMORY = ["--suffix", "--adaptive", "--draft-max", "32", "--chat",
+                 "--draft-memory", "{memory}", "--forget-draft-memory"]
 
 # (row, prompts, needs the draft model, bench flags)
 ROWS = [
@@ -42,6 +50,8 @@ ROWS = [
     ("n-gram, rename edits", RENAMES, False, DRAFTLESS),
     ("n-gram, other edits", OTHER_EDITS, False, DRAFTLESS),
     ("n-gram, free text", TEXT_PROMPTS, False, DRAFTLESS),
+    ("suffix + memory, repetitive session", list(REPETITIVE_PROMPTS.values()), False,
+     SUFFIX_MEMORY),
 ]
 
 
@@ -74,6 +84,8 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=2, help="before/after alternations")
     parser.add_argument("--rows", help="only rows whose name contains one of these, by commas")
     parser.add_argument("--json", type=Path, help="write every bench report here")
+    parser.add_argument("--exact-kernels", action="store_true",
+                        help="both sides with the batch-invariant kernels (greedy identity)")
     parser.add_argument("--table-from", type=Path, help="print the table of a --json file")
     args = parser.parse_args()
     if args.table_from:
@@ -90,7 +102,10 @@ def main() -> int:
         for index, (name, prompts, with_draft, flags) in enumerate(rows):
             prompt_file = Path(folder) / f"row-{index}.jsonl"
             prompt_file.write_text("".join(json.dumps(p) + "\n" for p in prompts))
-            common = ["-m", target, *(["-md", draft] if with_draft else []), *flags,
+            memory = Path(folder) / f"row-{index}.memory"
+            common = ["-m", target, *(["-md", draft] if with_draft else []),
+                      *[flag.format(memory=memory) for flag in flags],
+                      *(["--exact-kernels"] if args.exact_kernels else []),
                       "-n", str(args.n), "-t", str(args.threads),
                       "--prompt-file", str(prompt_file)]
             for round_ in range(args.rounds):
@@ -119,13 +134,14 @@ def greedy_cell(runs: list[dict]) -> str:
 
 def table(results: dict[str, dict[str, list[dict]]]) -> str:
     lines = ["| row | before: tok/s (× its plain) | after: tok/s (× its plain) | after / before "
-             "| engine ms/step, before → after | greedy vs plain (before; after) |",
-             "|---|---|---|---|---|---|"]
+             "| (× plain) after / before | engine ms/step, before → after "
+             "| greedy vs plain (before; after) |",
+             "|---|---|---|---|---|---|---|"]
     plain = {s: [r["plain_tok_s"] for row in results.values() for r in row[s]]
              for s in ("before", "after")}
     old, new = statistics.fmean(plain["before"]), statistics.fmean(plain["after"])
     lines.append(f"| plain decoding (every bench call's plain runs) | {old:.1f} | {new:.1f} "
-                 f"| {new / old:.2f}× | | |")
+                 f"| {new / old:.2f}× | | | |")
     for name, sides in results.items():
         cells = []
         for side in ("before", "after"):
@@ -137,7 +153,9 @@ def table(results: dict[str, dict[str, list[dict]]]) -> str:
         overhead = [1000 * statistics.fmean(r["t_overhead_per_step"] for r in sides[s])
                     for s in ("before", "after")]
         greedy = [greedy_cell(sides[s]) for s in ("before", "after")]
+        speedups = [statistics.fmean(r["speedup"] for r in sides[s]) for s in ("before", "after")]
         lines.append(f"| {name} | {cells[0]} | {cells[1]} | {after / before:.2f}× "
+                     f"| {speedups[1] / speedups[0]:.2f}× "
                      f"| {overhead[0]:.2f} → {overhead[1]:.2f} | {greedy[0]}; {greedy[1]} |")
     return "\n".join(lines)
 
