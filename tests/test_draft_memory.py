@@ -83,3 +83,13 @@ def test_a_missing_file_is_an_empty_memory_and_saving_creates_it(tmp_path):
     memory.add("t", "", [1, 2])
     memory.save()
     assert DraftMemory.load(path).total_tokens == 2
+
+
+def test_a_file_with_ids_past_any_vocabulary_loads_and_is_not_read_back(tmp_path):
+    """ids past 2**63 once reached the token buffer and raised OverflowError there."""
+    memory = DraftMemory(tmp_path / "memory.json")
+    memory.add("t", "", [3, 4, 5])
+    memory.add("t", "", [3, 2 ** 64])
+    memory.save()
+    loaded = DraftMemory.load(tmp_path / "memory.json")
+    assert [o.tokens for o in loaded.runs("t", n_vocab=1000)] == [[3, 4, 5]]
