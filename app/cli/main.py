@@ -115,6 +115,16 @@ def version_text() -> str:
     return f"draftlens {app.__version__} ({others})"
 
 
+def tolerate_narrow_console() -> None:
+    """A console or pipe whose encoding lacks a character we print (a Windows cp1252 pipe has
+    no "≥" or "→") shows a replacement character instead of ending the command with
+    UnicodeEncodeError."""
+    for stream in (sys.stdout, sys.stderr):
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None and (stream.encoding or "").lower().replace("-", "") != "utf8":
+            reconfigure(errors="replace")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["--preflight-child"]:  # hidden: app.models.preflight's child in a packaged app
@@ -125,6 +135,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         from app.host.server import main as engine_host
 
         return engine_host()
+    tolerate_narrow_console()
     if wants_supervisor(argv):
         return supervise(argv)
     parser = build_parser()
