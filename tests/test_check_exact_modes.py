@@ -150,3 +150,24 @@ def test_a_greedy_suite_that_drafted_nothing_fails_the_check(gguf_files, capsys,
     assert report["drafted"] == 0 and report["greedy_identical"] is True
     assert report["passed"] is False and code == 3
     assert any("drafted nothing" in reason for reason in report["failures"])
+
+
+def test_a_pass_names_each_setting_that_drafted_nothing():
+    """adaptive k that declines every draft leaves that setting unchecked: the verdict says so."""
+    def suite(mode, adaptive_drafted):
+        return exactness.GreedySuite(mode=mode, identical=True, prompts=4, drafted=30,
+                                     accepted=10, settings={"your settings": [30, 10],
+                                                            "adaptive k": [adaptive_drafted, 0]})
+
+    def report(adaptive_drafted):
+        return exactness.ExactReport(greedy=suite("fast", 5), exact=suite("exact",
+                                                                             adaptive_drafted),
+                                     p_value=0.5, p_first=0.5, p_second=0.5, samples=40,
+                                     temperature=1.0, top_k=20, draft_max=4,
+                                     sampled_drafted=40, sampled_accepted=20)
+
+    idle = report(0)
+    assert idle.passed and idle.idle_settings() == ["adaptive k"]
+    assert "adaptive k drafted nothing on these prompts" in idle.verdict()
+    assert idle.to_dict()["settings_that_drafted_nothing"] == ["adaptive k"]
+    assert report(3).idle_settings() == [] and "drafted nothing" not in report(3).verdict()

@@ -216,8 +216,19 @@ class ExactReport:
                    f"measured kernel noise ({self.greedy.noise_bound:.3g} logits); ")
         if self.exact is not None and self.exact.mode == self.greedy.mode:
             default = ""
+        idle = self.idle_settings()
+        untested = (f"; {', '.join(idle)} drafted nothing on these prompts (the drafter or "
+                    "controller declined every draft), so this check shows nothing about "
+                    f"{'it' if len(idle) == 1 else 'them'}") if idle else ""
         return (f"PASS: {exact}{default}sampled output follows the target's distribution "
-                f"(p = {self.p_value:.3g}); draft tokens judged / accepted: {self.counts()}")
+                f"(p = {self.p_value:.3g}); draft tokens judged / accepted: {self.counts()}"
+                f"{untested}")
+
+    def idle_settings(self) -> list[str]:
+        """The suite's settings whose speculative runs judged no draft token, in any mode."""
+        suites = [s for s in (self.greedy, self.exact) if s is not None]
+        return [name for name in self.greedy.settings
+                if any(s.settings.get(name, [0])[0] == 0 for s in suites)]
 
     def to_dict(self) -> dict[str, Any]:
         exact = self.exact
@@ -234,6 +245,7 @@ class ExactReport:
             "exact_drafted": exact.drafted if exact else None,
             "exact_accepted": exact.accepted if exact else None,
             "exact_settings": exact.settings if exact else {},
+            "settings_that_drafted_nothing": self.idle_settings(),
             "batched_what": exact.batched_what if exact else "",
             "batched_bound": exact.batched_bound if exact else None,
             "batched_ceiling": exact.batched_ceiling if exact else None,
