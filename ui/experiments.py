@@ -6,8 +6,7 @@ tables and a chart)."""
 from __future__ import annotations
 
 from dataclasses import replace
-from functools import partial
-from typing import Protocol
+from typing import Any, Protocol
 
 import pyqtgraph as pg
 from PySide6.QtCore import Signal
@@ -36,7 +35,6 @@ from app.analysis.sweep import SweepRow, parse_ks
 from app.engine.decode_config import DecodeConfig
 from app.engine.registry import DrafterChoice
 from app.errors import DraftLensError
-from app.host.jobs import Job, exactness_job, rank_job, sweep_job
 from app.models.loading import ModelSpec
 from ui.decode_panel import DecodePanel
 from ui.pair_picker import PairPicker
@@ -163,7 +161,8 @@ class ExperimentsPanel(QWidget):
             return None
         return picker.model_spec(), config, choices.prompt, choices.chat
 
-    def _start(self, name: str, spec: ModelSpec, drafter: DrafterChoice, work: Job) -> None:
+    def _start(self, name: str, spec: ModelSpec, drafter: DrafterChoice, job: str,
+               **settings: Any) -> None:
         self.busy_with = name
         for button in self.buttons:
             button.setEnabled(False)
@@ -171,7 +170,7 @@ class ExperimentsPanel(QWidget):
         self.runs.running = True
         self.runs.worker.prepare(step_mode=False)
         self.window.update_actions()
-        self._request_job.emit(JobRequest(spec, drafter, name, work))
+        self._request_job.emit(JobRequest(spec, drafter, name, job, settings))
 
     def start_sweep(self) -> None:
         inputs = self._inputs()
@@ -184,8 +183,8 @@ class ExperimentsPanel(QWidget):
             self.window.show_error(str(exc))
             return
 
-        self._start("sweep", spec, config.drafter, partial(
-            sweep_job, config=config, prompt=prompt, chat=chat, ks=ks))
+        self._start("sweep", spec, config.drafter, "sweep",
+                    config=config, prompt=prompt, chat=chat, ks=ks)
 
     def candidate_list(self, spec: ModelSpec, choice: DrafterChoice) -> list[Candidate]:
         found: list[Candidate] = []
@@ -208,8 +207,8 @@ class ExperimentsPanel(QWidget):
         spec, config, prompt, chat = inputs
         candidates = self.candidate_list(spec, config.drafter)
 
-        self._start("rank", spec, config.drafter, partial(
-            rank_job, candidates=candidates, config=config, prompt=prompt, chat=chat))
+        self._start("rank", spec, config.drafter, "rank",
+                    candidates=candidates, config=config, prompt=prompt, chat=chat)
 
     def start_check(self) -> None:
         inputs = self._inputs()
@@ -218,8 +217,8 @@ class ExperimentsPanel(QWidget):
         spec, config = inputs[0], inputs[1]
         samples = self.samples.value()
 
-        self._start("exactness check", spec, config.drafter, partial(
-            exactness_job, samples=samples, choice=config.drafter))
+        self._start("exactness check", spec, config.drafter, "exactness",
+                    samples=samples, choice=config.drafter)
 
     # --- results ----------------------------------------------------------------------
     def _job_done(self, name: str, result: object) -> None:

@@ -20,15 +20,17 @@ import traceback
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 from PySide6.QtCore import QObject, Signal, Slot
 
+from app.analysis.cost import PairCosts
+from app.analysis.exactness import ExactReport
 from app.engine.decode_config import DecodeConfig
 from app.engine.registry import DrafterChoice, choice_to_dict
 from app.errors import DraftLensError, TraceWriteError
-from app.host import protocol
+from app.host import protocol, wire
 from app.host.client import EXITED, EngineHost
-from app.host.jobs import Job
 from app.host.keeper import TraceKeeper, cut_off_note, death_message
 from app.models.loading import ModelSpec
 from app.paths import data_dir
@@ -51,13 +53,14 @@ class RunRequest:
 @dataclass
 class JobRequest:
     """An analysis on the loaded pair (sweep, ranking, exactness check), run in the engine
-    host: `work(pair, cancelled, progress)` (a picklable job of app.host.jobs) returns the
-    result that `job_done` carries."""
+    host: the job `job` of app.host.jobs.JOBS with its keyword `settings` (sent as JSON by
+    app.host.wire) returns the result that `job_done` carries."""
 
     spec: ModelSpec
     drafter: DrafterChoice  # what drafts on the pair (its costs are measured when it loads)
-    name: str
-    work: Job
+    name: str  # as the window says it
+    job: str
+    settings: dict[str, Any]
 
 
 @dataclass(frozen=True)
@@ -268,7 +271,7 @@ class RunWorker(QObject):
                                       event["device"], tuple(event["warnings"])))
             freeze_heap()  # the window's own heap: later GC pauses only walk new objects
         elif name == protocol.COSTS:
-            self.costs.emit(protocol.unpack_object(event["pickle"]))
+            self.costs.emit(wire.decode(event.get("costs"), PairCosts))
         elif name == protocol.WAITING:
             if not self._cancel.is_set():
                 self.waiting.emit()
@@ -310,7 +313,7 @@ class RunWorker(QObject):
         result: object = None
         try:
             host = self._send(protocol.JOB, job.spec, job.drafter,
-                              job=protocol.pack_object(job.work))
+                              job=job.job, settings=wire.encode(job.settings))
             try:
                 result = self._follow_job(host)
             except BaseException:
@@ -336,7 +339,7 @@ class RunWorker(QObject):
                 continue
             name = event["event"]
             if name == protocol.RESULT:
-                result = protocol.unpack_object(event["pickle"])
+                result = wire.decode(event.get("result"), (list, ExactReport))
             elif name == protocol.DONE:
                 return result
             elif name == EXITED:

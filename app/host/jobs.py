@@ -1,6 +1,6 @@
-"""The window's analyses as jobs the engine host can run: module-level functions, bound to
-their settings with functools.partial, so a job crosses to the host as a pickle and runs there
-on the loaded pair as `job(pair, cancelled, progress)`."""
+"""The window's analyses as jobs the engine host can run on the loaded pair. A job crosses to
+the host as its name in JOBS and its settings (keyword arguments, JSON of app.host.wire), and
+runs there as `JOBS[name](pair, cancelled, progress, **settings)`; the host runs no other."""
 
 from __future__ import annotations
 
@@ -16,7 +16,6 @@ from app.runs import encode_prompt
 
 Cancelled = Callable[[], bool]
 Progress = Callable[[str], None]
-Job = Callable[[LoadedPair, Cancelled, Progress], object]
 
 
 def sweep_job(pair: LoadedPair, cancelled: Cancelled, progress: Progress, *,
@@ -35,3 +34,7 @@ def rank_job(pair: LoadedPair, cancelled: Cancelled, progress: Progress, *,
 def exactness_job(pair: LoadedPair, cancelled: Cancelled, progress: Progress, *,
                   samples: int, choice: DrafterChoice) -> ExactReport:
     return check_exact(pair, choice, samples=samples, progress=progress)
+
+
+JOBS: dict[str, Callable[..., object]] = {
+    "sweep": sweep_job, "rank": rank_job, "exactness": exactness_job}

@@ -5,9 +5,10 @@ Commands (parent -> host, on the host's stdin), each {"cmd": NAME, ...}:
              `compare` adds the plain baseline; `step_mode` waits for `step` before each
              speculative step, `permits` steps are released already
   load       load the pair only
-  job        load the pair if need be, then run `job` on it (base64 pickle of a callable from
-             app.host.jobs, bound to its settings): job(pair, cancelled, progress); its
-             progress messages come back as `work`
+  job        load the pair if need be, then run the job named `job` (a name in
+             app.host.jobs.JOBS; another name is refused with `error`) on it with its
+             `settings` (its keyword arguments, JSON of app.host.wire); its progress messages
+             come back as `work`
   step       release one step (Step mode)
   step_mode  `on`: pause before each speculative step, or not
   stop       end the run after the step in progress, or cancel the work after it (a `work`
@@ -18,8 +19,8 @@ Commands (parent -> host, on the host's stdin), each {"cmd": NAME, ...}:
 Events (host -> parent, on the host's stdout), each {"event": NAME, ...}:
   progress   `message` while loading
   loaded     `target`, `draft`, `backend`, `device`, `warnings`
-  costs      `pickle`: the pair's PairCosts (base64 pickle, as are jobs and their results:
-             objects without a text format; both ends are the same installed app)
+  costs      `costs`: the pair's PairCosts, JSON of app.host.wire (as are a job's settings
+             and result: tagged objects of an allow-list, never code)
   started    `run` (the trace mode: speculative or plain), `header`: the trace's header line,
              `t_target`: one plain target step in seconds if known (for a summary the parent
              writes when the run is cut off)
@@ -34,7 +35,7 @@ Events (host -> parent, on the host's stdout), each {"event": NAME, ...}:
              silently is ended with the host, as a pass is
   compared   the speculative run against its plain baseline (Host._run in app.host.server);
              `explaining`: the texts differ and a later `compared` brings the explanation
-  result     `pickle`: what a job returned (base64 pickle)
+  result     `result`: what a job returned, JSON of app.host.wire
   error      `message`: one line a user can act on
   done       the command has ended; the host waits for the next one
 
@@ -44,9 +45,7 @@ an opened trace are read by the same code.
 
 from __future__ import annotations
 
-import base64
 import json
-import pickle
 from dataclasses import asdict, fields
 from typing import IO, Any
 
@@ -106,11 +105,3 @@ def divergence_from_dict(data: dict[str, Any] | None) -> Divergence | None:
     known = {f.name for f in fields(Divergence)}
     return Divergence(**{k: v for k, v in data.items() if k in known})
 
-
-def pack_object(value: object) -> str:
-    return base64.b64encode(pickle.dumps(value)).decode("ascii")
-
-
-def unpack_object(text: str) -> object:
-    """Only ever for the host this process started (same app, same files)."""
-    return pickle.loads(base64.b64decode(text))  # noqa: S301 - our own child

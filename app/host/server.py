@@ -10,6 +10,7 @@ closes the parent is gone, and the host exits at once, in the middle of a pass i
 from __future__ import annotations
 
 import gc
+import inspect
 import json
 import os
 import queue
@@ -30,6 +31,8 @@ from app.engine.text_stream import TextStream
 from app.engine.trace import MODE_PLAIN, MODE_SPECULATIVE, TraceHeader, step_to_dict
 from app.errors import DraftLensError
 from app.host import protocol as p
+from app.host import wire
+from app.host.jobs import JOBS
 from app.models.loading import LoadedPair, ModelSpec, load_pair
 from app.runs import Run, prepare_run, remember_output
 from backends.base import BackendError
@@ -154,7 +157,7 @@ class Host:
             if command.get("costs", False) and choice:
                 self.emit(p.PROGRESS, message="timing a target step and a draft step side by "
                                               "side")
-                self.emit(p.COSTS, pickle=p.pack_object(measure_pair_costs(pair, choice)))
+                self.emit(p.COSTS, costs=wire.encode(measure_pair_costs(pair, choice)))
         return pair
 
     def _loaded(self, spec: ModelSpec) -> LoadedPair:
@@ -179,12 +182,23 @@ class Host:
 
     # --- a job (an analysis the window asked for) ---------------------------------------
     def job(self, command: dict[str, Any]) -> None:
+        """A job of app.host.jobs.JOBS by name; its settings are checked before the pair
+        loads."""
+        name = command.get("job")
+        work = JOBS.get(name) if isinstance(name, str) else None
+        if work is None:
+            raise wire.WireError(f"the engine host has no job {name!r} — it runs "
+                                 f"{', '.join(JOBS)}")
+        settings = wire.decode(command.get("settings", {}), dict)
+        try:
+            inspect.signature(work).bind(None, None, None, **settings)
+        except TypeError as exc:
+            raise wire.WireError(f"the {name} job's settings do not fit it: {exc}") from None
         pair = self.ensure_pair(command)
-        work = p.unpack_object(command["job"])
-        assert callable(work)
         result = work(pair, self.stop.is_set,
-                      lambda message: self.emit(p.WORK, task=message, done=0, total=0))
-        self.emit(p.RESULT, pickle=p.pack_object(result))
+                      lambda message: self.emit(p.WORK, task=message, done=0, total=0),
+                      **settings)
+        self.emit(p.RESULT, result=wire.encode(result))
 
     # --- a run -------------------------------------------------------------------------
     def run(self, command: dict[str, Any]) -> None:
