@@ -3,6 +3,8 @@ ends its process (a GGML_ASSERT, a dead RPC server, a GPU out-of-memory kill) en
 never the window or the command that started it.
 
   app.host.protocol  the commands and events, one JSON object per line
+  app.host.wire      the objects they carry (a job's settings, costs, results) as JSON, built
+                     back only for an allow-list of classes: no pickle crosses the pipe
   app.host.server    the child: `python -m app.host` (a frozen app: `draftlens --engine-host`)
   app.host.client    the parent's handle: starts the host, sends commands, reads events,
                      keeps the last lines the engine wrote to stderr, names how it ended
