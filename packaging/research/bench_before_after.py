@@ -84,6 +84,8 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=2, help="before/after alternations")
     parser.add_argument("--rows", help="only rows whose name contains one of these, by commas")
     parser.add_argument("--json", type=Path, help="write every bench report here")
+    parser.add_argument("--sides", default="before,after",
+                        help="run only these sides (after: this checkout's greedy identity)")
     parser.add_argument("--exact-kernels", action="store_true",
                         help="both sides with the batch-invariant kernels (greedy identity)")
     parser.add_argument("--table-from", type=Path, help="print the table of a --json file")
@@ -95,7 +97,8 @@ def main() -> int:
         parser.error("--before CHECKOUT is needed (or --table-from FILE)")
     demo_target, demo_draft = demo_paths()
     target, draft = args.target or str(demo_target), args.draft or str(demo_draft)
-    sides = {"before": args.before.resolve(), "after": args.after.resolve()}
+    sides = {side: path.resolve() for side, path in
+             (("before", args.before), ("after", args.after)) if side in args.sides.split(",")}
     rows = [r for r in ROWS if not args.rows or any(w in r[0] for w in args.rows.split(","))]
     results: dict[str, dict[str, list[dict]]] = {row[0]: {s: [] for s in sides} for row in rows}
     with tempfile.TemporaryDirectory(prefix="draftlens-before-after-") as folder:
@@ -132,7 +135,22 @@ def greedy_cell(runs: list[dict]) -> str:
     return f"{len(parted)} of {len(runs)} runs part{' at near-ties' if ties else ''}"
 
 
+def one_side_table(results: dict[str, dict[str, list[dict]]], side: str) -> str:
+    lines = [f"| row | {side}: tok/s (× its plain) | engine ms/step | greedy vs plain |",
+             "|---|---|---|---|"]
+    for name, sides in results.items():
+        runs = sides[side]
+        lines.append(f"| {name} | {statistics.fmean(r['spec_tok_s'] for r in runs):.1f} "
+                     f"({ratio_cell([r['speedup'] for r in runs])}) "
+                     f"| {1000 * statistics.fmean(r['t_overhead_per_step'] for r in runs):.2f} "
+                     f"| {greedy_cell(runs)} |")
+    return "\n".join(lines)
+
+
 def table(results: dict[str, dict[str, list[dict]]]) -> str:
+    present = {side for row in results.values() for side, runs in row.items() if runs}
+    if len(present) == 1:
+        return one_side_table(results, present.pop())
     lines = ["| row | before: tok/s (× its plain) | after: tok/s (× its plain) | after / before "
              "| (× plain) after / before | engine ms/step, before → after "
              "| greedy vs plain (before; after) |",
