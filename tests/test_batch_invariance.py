@@ -83,3 +83,31 @@ def test_without_batch_invariance_the_same_passes_differ(quantised_file):
 
 def test_this_build_has_no_batch_dependent_kernels_left(exact_model):
     assert exact_model.caveats == []
+
+
+def test_the_sampled_tests_exact_distribution_is_plain_decodings(quantised_file):
+    """check-exact's sampled test compares emitted tokens with the first token's exact
+    distribution; it must be computed as plain decoding computes it (the prompt but its last
+    token, then that token alone), not in one pass over the prompt, whose last row has other
+    bits with the fast kernels past 512 cells (and at a top-k boundary other tokens: a
+    correct sampler failed the test with p = 0 on the demo target)."""
+    from types import SimpleNamespace
+
+    from app.analysis.exact_sampled import exact_first_two
+    from app.engine.sampling import SamplingParams, process
+
+    model = _load(quantised_file, False)
+    try:
+        rng = np.random.default_rng(7)
+        ids = [int(t) for t in rng.integers(3, model.n_vocab, 700)]
+        params = SamplingParams(temperature=1.0, top_k=20)
+        first, _ = exact_first_two(SimpleNamespace(target=model), ids, params)
+        model.truncate(0)
+        one_pass = process(model.extend(ids, 1)[0], params)
+        model.truncate(0)
+        model.extend(ids[:-1], 0)
+        plain = process(model.extend(ids[-1:], 1)[0], params)
+    finally:
+        model.close()
+    assert not np.array_equal(one_pass, plain)  # the fast kernels do tell the two apart here
+    assert np.array_equal(first, plain)
