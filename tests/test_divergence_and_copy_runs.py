@@ -80,6 +80,43 @@ def test_a_flip_beyond_the_measured_kernel_noise_is_not_explained_away():
     assert d is not None and not d.near_tie and "not recorded" in d.describe()
 
 
+def test_a_flip_among_three_nearly_tied_tokens_is_judged_on_the_two_emitted():
+    """Plain ranks 5, 7, 6 and speculative 6, 5, 7, all within 0.05: the emitted tokens are
+    not each other's runner-up, yet the kernels moved their gap by 0.09 in all (seen on the
+    demo target's fast kernels with a tree: ' three' plain, ' the' speculative)."""
+    from app.analysis.divergence import top_two
+
+    plain = top_two(np.array([0.0, 0.0, 0.0, 0.0, 0.0, 1.00, 0.96, 0.98, -3.0]))
+    other = top_two(np.array([0.0, 0.0, 0.0, 0.0, 0.0, 0.99, 1.02, 0.97, -3.0]))
+    assert (plain.first, plain.second, other.first, other.second) == (5, 7, 6, 5)
+    d = explain_divergence(10, [1, 2, 3, 5], [1, 2, 3, 6], {13: plain}, {13: other}, str,
+                           noise_bound=0.1)
+    assert d is not None and d.near_tie and d.gap_moved == pytest.approx(0.04 + 0.03)
+    # the same flip with the emitted token far behind in the plain run is not the kernels'
+    far = top_two(np.array([-1.0, -1.0, -1.0, -1.0, -1.0, 1.00, -0.5, 0.98, -3.0]))
+    d = explain_divergence(10, [1, 2, 3, 5], [1, 2, 3, 6], {13: far}, {13: other}, str,
+                           noise_bound=0.1)
+    assert d is not None and not d.near_tie and d.gap_moved == pytest.approx(1.5 + 0.03)
+    # a token outside the best noted in one run: no figure to judge by
+    vocab = np.linspace(0.5, 0.0, 40)
+    vocab[6] = -5.0
+    d = explain_divergence(10, [1, 2, 3, 0], [1, 2, 3, 6], {13: top_two(vocab)},
+                           {13: other}, str, noise_bound=10.0)
+    assert d is not None and not d.near_tie and d.gap_moved is None
+
+
+def test_the_best_tokens_are_noted_as_argmax_ranks_them():
+    from app.analysis.divergence import LEADERS, top_two
+
+    rng = np.random.default_rng(3)
+    row = rng.normal(size=500).astype(np.float32)
+    row[[10, 20]] = row.max() + 1.0  # an exact tie for the best: argmax takes the lower id
+    top = top_two(row)
+    assert (top.first, top.second) == (10, 20) == (int(np.argmax(row)), 20)
+    assert list(top.leaders) == [int(t) for t in np.argsort(-row, kind="stable")[:LEADERS]]
+    assert top.logit(int(np.argsort(row)[0])) is None
+
+
 def test_identical_texts_need_no_explanation():
     assert explain_divergence(10, [1, 2], [1, 2], {}, {}, str, noise_bound=0.0) is None
 
