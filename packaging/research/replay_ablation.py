@@ -15,7 +15,7 @@ import argparse
 import json
 import sys
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -156,15 +156,21 @@ for _name in PATCHES:
 
 
 @contextmanager
-def patched(name: str) -> Iterator[None]:
-    saved = {attr: getattr(adaptive, attr) for attr in PATCHES.get(name, {})}
-    for attr, value in PATCHES.get(name, {}).items():
+def constants_set(values: dict[str, Any]) -> Iterator[None]:
+    """app.engine.adaptive's named constants set to `values` for the block (replay_draft.py
+    moves them too)."""
+    saved = {attr: getattr(adaptive, attr) for attr in values}
+    for attr, value in values.items():
         setattr(adaptive, attr, value)
     try:
         yield
     finally:
         for attr, value in saved.items():
             setattr(adaptive, attr, value)
+
+
+def patched(name: str) -> AbstractContextManager[None]:
+    return constants_set(PATCHES.get(name, {}))
 
 
 def full_cost(n: int) -> float:

@@ -23,8 +23,8 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -35,6 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from replay_ablation import PATCHES as ESTIMATE_PATCHES  # noqa: E402
+from replay_ablation import constants_set  # noqa: E402
 from replay_lookup import DEMO_CURVE  # noqa: E402
 
 from app.engine import adaptive  # noqa: E402
@@ -279,16 +280,8 @@ for _name in PATCHES:
     VARIANTS[_name] = (_app, True)
 
 
-@contextmanager
-def patched(name: str) -> Iterator[None]:
-    saved = {attr: getattr(adaptive, attr) for attr in PATCHES.get(name, {})}
-    for attr, value in PATCHES.get(name, {}).items():
-        setattr(adaptive, attr, value)
-    try:
-        yield
-    finally:
-        for attr, value in saved.items():
-            setattr(adaptive, attr, value)
+def patched(name: str) -> AbstractContextManager[None]:
+    return constants_set(PATCHES.get(name, {}))
 
 
 def main(argv: list[str] | None = None) -> int:
