@@ -21,6 +21,7 @@ from app.analysis.stats import g_test
 from app.engine.decode_config import DecodeConfig
 from app.engine.protocol import LanguageModel
 from app.engine.sampling import SamplingParams, process
+from app.engine.session import prefill
 from app.models.loading import LoadedPair
 from app.runs import build_session
 
@@ -67,9 +68,7 @@ def first_step_logits(target: LanguageModel, prompt_ids: list[int]) -> np.ndarra
     gives that row other bits wherever kernels depend on the pass's size, and at a top-k
     boundary other tokens: a correct sampler then fails the G-test (p = 0 on the demo target,
     where a token 4% of plain runs draw was outside that pass's top 20)."""
-    target.truncate(0)
-    if len(prompt_ids) > 1:
-        target.extend(prompt_ids[:-1], 0)
+    prefill(target, prompt_ids)
     return np.asarray(target.extend(prompt_ids[-1:], 1)[0])
 
 

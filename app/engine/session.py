@@ -109,9 +109,7 @@ class Session:
         target, config = self.target, self.config
         budget = min(config.n_predict, target.n_ctx - len(prompt_ids) - 1)
         start = time.perf_counter()
-        target.truncate(0)
-        if len(prompt_ids) > 1:
-            target.extend(prompt_ids[:-1], 0)
+        prefill(target, prompt_ids)
         if self.drafter is not None:
             self.drafter.begin(prompt_ids)
         self.prefill_seconds = time.perf_counter() - start
@@ -333,3 +331,11 @@ class ShadowCheck:
             self.pending = None
             return held.kind, verdicts
         return None
+
+
+def prefill(target: LanguageModel, prompt_ids: Sequence[int]) -> None:
+    """The prompt but its last token into the target's empty cache: the first step then
+    passes the last token (with any draft), so its row is scored as every later one is."""
+    target.truncate(0)
+    if len(prompt_ids) > 1:
+        target.extend(prompt_ids[:-1], 0)
