@@ -5,7 +5,7 @@ applies the rename again wherever the copy meets the old tokens.
 
 Past the first disagreement, an edit may be skipped once: up to two tokens on either side
 (context, source), since a renamed identifier is often another number of tokens, if at least
-_AGREE_PAST_EDIT tokens agree beyond it. A copy resumed past an edit the target just made is
+AGREE_PAST_EDIT tokens agree beyond it. A copy resumed past an edit the target just made is
 its own kind (NGRAM_EDIT): it guesses where the edit ends.
 """
 
@@ -33,8 +33,8 @@ from app.engine.protocol import LanguageModel
 # learnt apart from copies and guesses, from the free kinds' prior (docs/ablation.md)
 NGRAM_EDIT = DraftKind("ngram-edit", free=True)
 
-_EDIT_SKIPS = ((1, 1), (2, 1), (1, 2), (2, 2), (1, 0), (0, 1), (2, 0), (0, 2))
-_AGREE_PAST_EDIT = 4
+EDIT_SKIPS = ((1, 1), (2, 1), (1, 2), (2, 2), (1, 0), (0, 1), (2, 0), (0, 2))
+AGREE_PAST_EDIT = 4
 # source tokens read beyond k, so a copy with renames applied still has k tokens
 _RENAME_SLACK = 8
 
@@ -114,15 +114,15 @@ class EditFinder:
         return found
 
     def agreement(self, context: list[int], start: int, n: int) -> int:
-        """As the lookup's, allowing one edit (_EDIT_SKIPS)."""
+        """As the lookup's, allowing one edit (EDIT_SKIPS)."""
         a, b = start - 1, len(context) - n - 1
         before = run_back(context, a, context, b, AGREEMENT_WINDOW)
         a, b = a - before, b - before  # the first disagreement
         beyond = 0
-        for skip_context, skip_source in _EDIT_SKIPS:
+        for skip_context, skip_source in EDIT_SKIPS:
             run = run_back(context, a - skip_source, context, b - skip_context,
                            AGREEMENT_WINDOW - before)
-            if run >= _AGREE_PAST_EDIT:
+            if run >= AGREE_PAST_EDIT:
                 beyond = max(beyond, run)
         return before + beyond
 
@@ -145,12 +145,12 @@ class EditFinder:
     def _past_edit(self, index: NgramIndex, context: list[int]) -> Match | None:
         """Where a copy goes on after the target replaced its last one or two tokens (a
         rename): the occurrence of the tokens before them that agrees longest, resumed past
-        one to two source tokens or none (_EDIT_SKIPS). None unless it is a long copy."""
-        span = _AGREE_PAST_EDIT
+        one to two source tokens or none (EDIT_SKIPS). None unless it is a long copy."""
+        span = AGREE_PAST_EDIT
         if not index.n_min <= span <= index.n_max:
             return None
         found: EditMatch | None = None
-        for skip_context, skip_source in _EDIT_SKIPS:
+        for skip_context, skip_source in EDIT_SKIPS:
             if skip_context == 0 or len(context) < skip_context + span + 1:
                 continue
             end = len(context) - skip_context
@@ -184,7 +184,7 @@ class EditFinder:
     def _settle_edit(self, context: list[int]) -> None:
         """Replacing one source token or two by the target's may fit the tokens before
         equally well (`get_total` of two tokens renamed `total` of one); _past_edit takes
-        the first of _EDIT_SKIPS. Once the target has written the token after its edit, the
+        the first of EDIT_SKIPS. Once the target has written the token after its edit, the
         source tokens it replaced are those the source has before that token (renamed as
         known), and a wrong guess is replaced by them."""
         edit = self._unsettled
@@ -193,7 +193,7 @@ class EditFinder:
         after = edit.new_at + len(edit.new)
         self._unsettled = None
         self._learn_edit(edit.old, edit.before)  # judged on the renames known without it
-        skips = sorted({skip for _, skip in _EDIT_SKIPS}, key=lambda skip: skip != len(edit.old))
+        skips = sorted({skip for _, skip in EDIT_SKIPS}, key=lambda skip: skip != len(edit.old))
         for skip in skips:
             at = edit.source_at + skip
             old = tuple(context[edit.source_at : at])

@@ -12,7 +12,8 @@ A copy of the prompt is drafted by the edit-aware prompt lookup (app.engine.look
 tokens, where a suffix match breaks at each of them (the edit tasks: 1.72x plain modelled
 against 1.44x, packaging/research/replay_suffix.py). Its kinds are --ngram's, learnt apart from the
 suffix kinds, and a lookup's run since the last edit is its evidence as it is --ngram's.
-The renames it learns apply to copies from the memory too (lookup_edits.replaced).
+The renames it learns apply to copies from the memory too (lookup_edits.replaced), as do the
+renames the target makes to copies from the memory (app.engine.memory_edits).
 
 Where neither tree holds a suffix of the context of MIN_MATCH (2) tokens or more, the outlook
 says so at once (nothing available: no pass is priced, no shadow draft, no tree grown).
@@ -121,7 +122,7 @@ class SuffixDrafter(Drafter):
         self.options = options or SuffixOptions()
         self.memory = memory if memory is not None else SuffixTree(self.options.max_depth)
         self.limit = limit
-        self._cache = SuffixCache(self.memory, self.options.max_depth)
+        self._cache = SuffixCache(self.memory, self.options.max_depth, _STRONG_MATCH)
         self._clear()
 
     def _clear(self) -> None:
@@ -203,11 +204,12 @@ class SuffixDrafter(Drafter):
         return self._chain[1], self._chain[2]
 
     def _renamed(self, tree: CandidateTree, tokens: list[int]) -> list[int]:
-        """A copy from the memory with the renames the target made to copies of the prompt
-        applied (the edit layer's), cut to the candidate's length."""
+        """A copy from the memory with the renames the target made to copies of it
+        (app.engine.memory_edits) and to copies of the prompt (the edit layer's) applied,
+        cut to the candidate's length."""
         if not tree.tokens or tree.node(0).label.kind != COPIED_FROM_MEMORY:
             return tokens
-        return self._prompt_copy.renamed(tokens)[: len(tokens)]
+        return self._prompt_copy.renamed(self._cache.edits.renamed(tokens))[: len(tokens)]
 
     def propose(
         self, context: list[int], budget: Budget, params: SamplingParams,

@@ -22,6 +22,7 @@ import heapq
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from app.engine.memory_edits import MemoryEdits
 from app.engine.records import COPIED_FROM_MEMORY, COPIED_FROM_OUTPUT, COPIED_FROM_PROMPT
 from app.engine.suffix_tree import Cursor, Matcher, SuffixTree
 from app.engine.token_buffer import Label
@@ -257,13 +258,17 @@ def memory_label(run: int, position: int) -> Label:
 
 class SuffixCache:
     """One request at a time over a shared global tree (the memory), behind suffix
-    decoding's four calls: start_request, add_active_response, speculate, stop_request."""
+    decoding's four calls: start_request, add_active_response, speculate, stop_request.
+    The memory is also matched across the renames the target made to copies from it
+    (app.engine.memory_edits: learnt from a match of `strong` tokens or more)."""
 
-    def __init__(self, memory: SuffixTree | None = None, max_depth: int = 64) -> None:
+    def __init__(self, memory: SuffixTree | None = None, max_depth: int = 64,
+                 strong: int = 6) -> None:
         self.memory = memory if memory is not None else SuffixTree(max_depth)
         self.max_depth = max_depth
         self.local = SuffixTree(max_depth)
         self._in_memory = Matcher(self.memory)
+        self.edits = MemoryEdits(self.memory, strong)
         self.prompt_length = 0
         self.length = 0  # tokens of this request indexed so far
 
@@ -271,11 +276,15 @@ class SuffixCache:
         self.local = SuffixTree(self.max_depth)
         self.local.extend(LOCAL, prompt_ids)
         self._in_memory.reset(prompt_ids)
+        self.edits.reset()
         self.prompt_length = self.length = len(prompt_ids)
 
     def add_active_response(self, token_ids: Sequence[int]) -> None:
-        self.local.extend(LOCAL, token_ids)
-        self._in_memory.extend(token_ids)
+        for token in token_ids:
+            before = self._in_memory.cursors[0] if self._in_memory.cursors else None
+            self.local.append(LOCAL, token)
+            self._in_memory.extend((token,))
+            self.edits.see(before, self._context)
         self.length += len(token_ids)
 
     def stop_request(self) -> None:
@@ -283,7 +292,12 @@ class SuffixCache:
         (app.runs keeps it with the run's id)."""
         self.local = SuffixTree(self.max_depth)
         self._in_memory.cursors = []
+        self.edits.reset()
         self.prompt_length = self.length = 0
+
+    @property
+    def _context(self) -> list[int]:
+        return self.local.seqs.get(LOCAL, [])
 
     def has_match(self) -> bool:
         """Whether either tree holds a suffix of the context of MIN_MATCH tokens or more."""
@@ -292,17 +306,26 @@ class SuffixCache:
     def longest_match(self) -> int:
         lengths = [self.local.depth(c) for c in self.local.active_cursors(LOCAL)[:1]]
         lengths += [self.memory.depth(c) for c in self._in_memory.cursors[:1]]
+        lengths += [self.memory.depth(c) for c in self.edits.cursors(self._context)[:1]]
         return max(lengths, default=0)
 
     def speculate(self, budget: TreeBudget) -> CandidateTree:
+        """The best-scoring candidate: the local tree's, the memory's, or (a chain only) the
+        memory's across renames, whose tokens are the memory's (edits.renamed() makes them
+        the target's)."""
         # the local tree holds the context itself: its occurrence at each match is counted
         # there and has no continuation yet, so it is left out of the frequencies (the
         # ArcticInference tree counts it, which halves a copy seen once before)
-        local = best_candidate(self.local, self.local.active_cursors(LOCAL), budget,
-                               self._local_label, own=1)
-        remembered = best_candidate(self.memory, self._in_memory.cursors, budget,
-                                    memory_label)
-        return local if local.score >= remembered.score else remembered
+        best = best_candidate(self.local, self.local.active_cursors(LOCAL), budget,
+                              self._local_label, own=1)
+        found = [best_candidate(self.memory, self._in_memory.cursors, budget, memory_label)]
+        if budget.width == 1:
+            found.append(best_candidate(self.memory, self.edits.cursors(self._context),
+                                        budget, memory_label))
+        for remembered in found:
+            if remembered.score > best.score:
+                best = remembered
+        return best
 
     def _local_label(self, seq_id: int, position: int) -> Label:
         return _FROM_PROMPT if position < self.prompt_length else _FROM_OUTPUT
