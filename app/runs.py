@@ -129,12 +129,15 @@ class HeldMemory:
 
 # the draft memories this process has read, by file and target: the engine host (one per
 # window session; a new one after the window forgets a memory) and a benchmark read a file
-# once and keep its tree while they run
+# once and keep its tree while they run; only the current target's are kept
 _HELD: dict[tuple[str, str], HeldMemory] = {}
 
 
 def held_memory(pair: LoadedPair, path: str) -> HeldMemory:
-    key = (str(Path(path).resolve()), memory_key(pair))
+    target = memory_key(pair)
+    for stale in [key for key in _HELD if key[1] != target]:
+        del _HELD[stale]  # another target's trees: never read by this pair
+    key = (str(Path(path).resolve()), target)
     if key not in _HELD:
         _HELD[key] = HeldMemory(DraftMemory.load(path))
     return _HELD[key]

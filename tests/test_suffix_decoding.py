@@ -167,3 +167,20 @@ def test_the_memorys_suffix_tree_takes_each_run_in_place_and_is_rebuilt_only_whe
         assert new_drafter(pair, config, avoid_prompt=prompts[0]).memory is not tree
     finally:
         pair.close()
+
+
+def test_a_memory_held_for_one_target_is_let_go_when_another_target_reads_one(
+        gguf_files, tmp_path):
+    path = str(tmp_path / "m.json")
+    first = load_pair(ModelSpec(str(gguf_files[0])))
+    try:
+        held = held_memory(first, path)
+        assert held_memory(first, path) is held  # read once while its target runs
+    finally:
+        first.close()
+    second = load_pair(ModelSpec(str(gguf_files[1])))
+    try:
+        held_memory(second, path)
+        assert held_memory(first, path) is not held  # the first target's was let go
+    finally:
+        second.close()
