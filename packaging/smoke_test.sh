@@ -197,12 +197,7 @@ ok "exit 0 in $(python3 -c "print(f'{$t1 - $t0:.1f}')") s; screenshot $SHOT ($(d
 
 # --- nothing written into the install folder ------------------------------------------------------------
 step "the install tree is unchanged; files went to the platformdirs folders"
-snapshot > "$WORK/tree-after.txt"
-if ! diff -u "$WORK/tree-before.txt" "$WORK/tree-after.txt" > "$WORK/tree.diff"; then
-  head -n 40 "$WORK/tree.diff" >&2
-  fail "the packaged app changed its install folder"
-fi
-[ -z "$(ls -A "$WORK/cwd")" ] || fail "the app wrote into its working folder: $(ls -A "$WORK/cwd")"
+check_install_folder_unchanged "$WORK"
 WRITTEN="$(cd "$HOME" && find . -type f | sort)"
 echo "$WRITTEN" | sed 's/^/   $HOME\//; s/\/\.\//\//'
 echo "$WRITTEN" | grep -q '^\./\.cache/DraftLens/preflight\.json$' \

@@ -226,3 +226,16 @@ run_self_test() {
       || die "$shot is not a PNG"
   fi
 }
+
+# After the app ran: the install folder lists as `snapshot` (the caller's) listed it into
+# WORK/tree-before.txt, and the folder the app ran in (WORK/cwd) is empty. A packaged app
+# writes only to its platformdirs folders.
+check_install_folder_unchanged() {  # WORK
+  local work="$1"
+  snapshot > "$work/tree-after.txt"
+  if ! diff -u "$work/tree-before.txt" "$work/tree-after.txt" > "$work/tree.diff"; then
+    head -n 40 "$work/tree.diff" >&2
+    die "the app changed its install folder"
+  fi
+  [ -z "$(ls -A "$work/cwd")" ] || die "the app wrote into its working folder: $(ls -A "$work/cwd")"
+}

@@ -205,12 +205,7 @@ ok "exit 0 in $(python3 -c "print(f'{$t1 - $t0:.1f}')") s; screenshot $SHOT ($(d
 # --- nothing written into the install folder ----------------------------------------------------------------
 step "the install folder is unchanged; files went to the platformdirs folders"
 "$WINESERVER" -w
-snapshot > "$WORK/tree-after.txt"
-if ! diff -u "$WORK/tree-before.txt" "$WORK/tree-after.txt" > "$WORK/tree.diff"; then
-  head -n 40 "$WORK/tree.diff" >&2
-  fail "the app changed its install folder"
-fi
-[ -z "$(ls -A "$WORK/cwd")" ] || fail "the app wrote into its working folder: $(ls -A "$WORK/cwd")"
+check_install_folder_unchanged "$WORK"
 profile > "$WORK/profile-after.txt"
 WRITTEN="$(comm -13 "$WORK/profile-before.txt" "$WORK/profile-after.txt")"
 echo "$WRITTEN" | sed 's/^\./   %USERPROFILE%/'
