@@ -36,7 +36,7 @@ NGRAM_EDIT = DraftKind("ngram-edit", free=True)
 EDIT_SKIPS = ((1, 1), (2, 1), (1, 2), (2, 2), (1, 0), (0, 1), (2, 0), (0, 2))
 AGREE_PAST_EDIT = 4
 # source tokens read beyond k, so a copy with renames applied still has k tokens
-_RENAME_SLACK = 8
+RENAME_SLACK = 8
 
 Tokens = tuple[int, ...]
 
@@ -59,6 +59,14 @@ def replaced(tokens: list[int], edits: dict[Tokens, Tokens]) -> list[int]:
             out.append(tokens[i])
             i += 1
     return out
+
+
+def renamed_by(tokens: list[int], edits: dict[Tokens, Tokens]) -> list[int]:
+    """replaced(), or the tokens themselves where no key can start in them (the common case,
+    checked first since it is checked every step)."""
+    if not edits or not {old[0] for old in edits if old} & set(tokens):
+        return tokens
+    return replaced(tokens, edits)
 
 
 @dataclass
@@ -199,7 +207,7 @@ class EditFinder:
             old = tuple(context[edit.source_at : at])
             if at >= edit.new_at or old == edit.new:
                 continue
-            following = self.renamed(context[at : min(at + _RENAME_SLACK, edit.new_at)])[0]
+            following = self.renamed(context[at : min(at + RENAME_SLACK, edit.new_at)])[0]
             if following == context[after] and not self._ends_block([*edit.new, following]):
                 self._learn_edit(old, edit.new)
                 return
@@ -211,13 +219,11 @@ class EditFinder:
         return self.limit is not None and self.limit(edit_and_next) < len(edit_and_next)
 
     def continuation(self, context: list[int], start: int, k: int) -> list[int]:
-        return self.renamed(context[start : start + k + _RENAME_SLACK])[:k]
+        return self.renamed(context[start : start + k + RENAME_SLACK])[:k]
 
     def renamed(self, tokens: list[int]) -> list[int]:
         """The tokens with every edit the target made to a copy applied again."""
-        if not self._renames or not {old[0] for old in self._renames if old} & set(tokens):
-            return tokens
-        return replaced(tokens, self._renames)
+        return renamed_by(tokens, self._renames)
 
 
 

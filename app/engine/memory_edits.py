@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from app.engine.lookup_edits import AGREE_PAST_EDIT, EDIT_SKIPS, replaced
+from app.engine.lookup_edits import AGREE_PAST_EDIT, EDIT_SKIPS, RENAME_SLACK, renamed_by
 from app.engine.suffix_tree import Cursor, Matcher, SuffixTree
 
 Tokens = tuple[int, ...]
@@ -93,7 +93,8 @@ class MemoryEdits:
         tree_seq = self.memory.seqs[edit.seq]
         for skip_context, skip_source in RENAME_SKIPS:
             resume = edit.source_at + skip_source
-            source = self.renamed(list(tree_seq[resume : resume + AGREE_PAST_EDIT + 4]))
+            source = self.renamed(list(tree_seq[resume : resume + AGREE_PAST_EDIT
+                                                     + RENAME_SLACK]))
             ours = list(context[edit.at + skip_context : edit.at + skip_context
                                 + AGREE_PAST_EDIT])
             if len(ours) == AGREE_PAST_EDIT and source[:AGREE_PAST_EDIT] == ours:
@@ -120,9 +121,7 @@ class MemoryEdits:
 
     def renamed(self, tokens: list[int]) -> list[int]:
         """The memory's tokens as the target writes them in this request."""
-        if not self.renames or not {old[0] for old in self.renames} & set(tokens):
-            return tokens
-        return replaced(tokens, self.renames)
+        return renamed_by(tokens, self.renames)
 
     def cursors(self, context: Sequence[int]) -> list[Cursor]:
         """The memory's matches of the context's last TAIL tokens with the renames undone,
@@ -132,13 +131,12 @@ class MemoryEdits:
         if self._matched_at != len(context):
             self._matched_at = len(context)
             tail = list(context[-TAIL:])
+            undone = renamed_by(tail, self._undo)
             self._cursors = []
-            if {new[0] for new in self._undo if new} & set(tail):
-                undone = replaced(tail, self._undo)
-                if undone != tail:
-                    matcher = Matcher(self.memory)
-                    matcher.reset(undone)
-                    self._cursors = matcher.cursors
+            if undone != tail:
+                matcher = Matcher(self.memory)
+                matcher.reset(undone)
+                self._cursors = matcher.cursors
         return self._cursors
 
 

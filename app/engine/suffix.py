@@ -46,18 +46,18 @@ from app.engine.lookup_edits import EditAwareLookup
 from app.engine.protocol import LanguageModel
 from app.engine.records import COPIED_FROM_MEMORY, COPIED_FROM_PROMPT, CopySource
 from app.engine.sampling import SamplingParams
-from app.engine.suffix_index import CandidateTree, SuffixCache, TreeBudget
+from app.engine.suffix_index import STRONG_MATCH, CandidateTree, SuffixCache, TreeBudget
 from app.engine.suffix_tree import SuffixTree
 from app.engine.tree import DraftTree
 from app.errors import SettingsError
 
 SUFFIX_LABEL = "suffix decoding"
-# a match of at least this many tokens is a copy (SUFFIX_COPY), a shorter one a guess
-# (SUFFIX_GUESS): the controller learns their acceptance apart (as lookup._STRONG_ANCHOR)
-_STRONG_MATCH = 6
+# a match of at least STRONG_MATCH tokens (suffix_index) is a copy (SUFFIX_COPY), a shorter
+# one a guess (SUFFIX_GUESS): the controller learns their acceptance apart (as
+# lookup._STRONG_ANCHOR)
 # The two kinds of draft suffix decoding makes, declared as the lookup's are (from the free
 # kinds' prior, docs/ablation.md): a guess from a short match, and a copy (a match of at
-# least _STRONG_MATCH tokens). A copy's match is no evidence: a match recalled from an earlier
+# least STRONG_MATCH tokens). A copy's match is no evidence: a match recalled from an earlier
 # answer says little of how far it goes on (packaging/research/replay_suffix.py: of the
 # repetitive suite's copies from memory with a 6+ token match, 35% agree for 8 tokens, 6% for
 # 16); it learns from its verdicts alone
@@ -109,7 +109,7 @@ class SuffixDrafter(Drafter):
     begin()) and a global one, the memory of earlier runs (read only here). `limit` says how
     many of a copy's tokens a draft may take (lookup.block_limit).
 
-    Its outlook names a copy (SUFFIX_COPY: a match of at least _STRONG_MATCH tokens) or a
+    Its outlook names a copy (SUFFIX_COPY: a match of at least STRONG_MATCH tokens) or a
     guess (SUFFIX_GUESS: a shorter one), so the controller learns the two apart."""
 
     kind = SUFFIX_COPY
@@ -122,7 +122,7 @@ class SuffixDrafter(Drafter):
         self.options = options or SuffixOptions()
         self.memory = memory if memory is not None else SuffixTree(self.options.max_depth)
         self.limit = limit
-        self._cache = SuffixCache(self.memory, self.options.max_depth, _STRONG_MATCH)
+        self._cache = SuffixCache(self.memory, self.options.max_depth)
         self._clear()
 
     def _clear(self) -> None:
@@ -173,7 +173,7 @@ class SuffixDrafter(Drafter):
         if not self._cache.has_match():
             return Outlook(SUFFIX_GUESS, 0, 0)  # nothing to copy: nothing to price
         tree, available = self._likeliest(context)
-        if tree.match >= _STRONG_MATCH:
+        if tree.match >= STRONG_MATCH:
             # a copy's evidence is its match: a draft follows its match length (as
             # SuffixDecoding's)
             return Outlook(SUFFIX_COPY, tree.match, available)

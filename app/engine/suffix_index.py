@@ -34,6 +34,9 @@ LOCAL = 0  # the local tree's one sequence: the prompt, then the output
 # longer matches. Replayed (packaging/replay_suffix.py, 7 repetitive tasks): 1.087x plain
 # trying them, 1.108x from two tokens; fresh code 0.999x and 1.003x
 MIN_MATCH = 2
+# a match of at least this many tokens is a copy, a shorter one a guess (the suffix drafter's
+# two kinds, app.engine.suffix); renames are learnt only where a copy breaks (memory_edits)
+STRONG_MATCH = 6
 
 
 @dataclass(slots=True)
@@ -260,15 +263,14 @@ class SuffixCache:
     """One request at a time over a shared global tree (the memory), behind suffix
     decoding's four calls: start_request, add_active_response, speculate, stop_request.
     The memory is also matched across the renames the target made to copies from it
-    (app.engine.memory_edits: learnt from a match of `strong` tokens or more)."""
+    (app.engine.memory_edits: learnt where a match of STRONG_MATCH tokens or more breaks)."""
 
-    def __init__(self, memory: SuffixTree | None = None, max_depth: int = 64,
-                 strong: int = 6) -> None:
+    def __init__(self, memory: SuffixTree | None = None, max_depth: int = 64) -> None:
         self.memory = memory if memory is not None else SuffixTree(max_depth)
         self.max_depth = max_depth
         self.local = SuffixTree(max_depth)
         self._in_memory = Matcher(self.memory)
-        self.edits = MemoryEdits(self.memory, strong)
+        self.edits = MemoryEdits(self.memory, STRONG_MATCH)
         self.prompt_length = 0
         self.length = 0  # tokens of this request indexed so far
 
