@@ -30,10 +30,15 @@ TEMPERATURE = 0.3  # the tiny draft is then sure of some tokens and unsure of ot
 N_RUNS = 1500
 
 
+def straight(limit: int, per_token: float, base: float = 1.0) -> list[float]:
+    """Pass seconds for m = 0..limit drafted tokens, on a straight line."""
+    return [base + per_token * m for m in range(limit + 1)]
+
+
 def a_stop(limit: int = 3) -> ConfidenceStop:
     # one more token pays while the chance that all drafted pass (the product of their q's)
     # is at least 0.2: the draft ends after a token it gave less than 0.2
-    return ConfidenceStop(limit, next_accept=1.0, rate=1.0, token_seconds=0.2)
+    return ConfidenceStop(limit, next_accept=1.0, rate=1.0, seconds=straight(limit, 0.2))
 
 
 class StopsOnConfidence(ModelDrafter):
@@ -86,11 +91,24 @@ def test_power_leaving_out_the_unsure_token_is_caught(hf_pair):
 
 
 def test_one_more_token_must_earn_what_its_time_earns_at_the_expected_rate():
-    sure = ConfidenceStop(8, next_accept=0.9, rate=10.0, token_seconds=0.05)
+    sure = ConfidenceStop(8, next_accept=0.9, rate=10.0, seconds=straight(8, 0.05))
     assert all(sure.keep_drafting(n, 0.999) for n in range(1, 6))  # 0.9 * 0.995 >= 0.5
     assert not sure.keep_drafting(6, 0.3) and sure.stopped  # the chance falls to ~0.3
-    busy = ConfidenceStop(8, next_accept=0.9, rate=10.0, token_seconds=0.1)
+    busy = ConfidenceStop(8, next_accept=0.9, rate=10.0, seconds=straight(8, 0.1))
     assert not busy.keep_drafting(1, 0.999)  # a token costing a whole expected token: no
+
+
+def test_a_draft_runs_on_to_a_longer_pass_that_costs_little_more():
+    # the demo target on 2 threads: a 4-token pass (3 drafted) costs less than a 3-token one,
+    # so one token more costs 0.06 s at 14 tok/s (0.84 tokens' time) but two cost 0.02 s
+    seconds = [0.075, 0.153, 0.228, 0.250, 0.340, 0.420]
+    stop = ConfidenceStop(5, next_accept=0.9, rate=14.0, seconds=seconds)
+    assert stop.keep_drafting(1, 0.95)  # 0.95 * (0.9 + 0.81) = 1.62 tokens for 0.10 s
+    assert stop.keep_drafting(2, 0.95)  # 0.81 for 0.02 s
+    assert not stop.keep_drafting(3, 0.95) and stop.stopped  # 0.77 for 0.09 s (1.26 tokens' time)
+    # the slope alone said stop after the first token: 0.95 * 0.9 < 14 * (0.228 - 0.153)
+    line = ConfidenceStop(5, next_accept=0.9, rate=14.0, seconds=straight(5, 0.075, 0.075))
+    assert not line.keep_drafting(1, 0.95)
 
 
 def test_adaptive_session_ends_drafts_on_confidence_and_stays_greedy_exact(hf_pair):

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from app.engine.cost_curve import RECENT_PASSES, VerifyCostCurve, interpolate, verify_slope
+from app.engine.cost_curve import RECENT_PASSES, VerifyCostCurve, interpolate
 from app.engine.drafters import DraftKind
 from app.engine.metrics import expected_tokens_for_each_k
 from app.engine.records import (
@@ -234,11 +234,18 @@ class _Probes:
 @dataclass
 class ConfidenceStop:
     """Where a draft model's draft should end: after the token where its own confidence says
-    the next one would not pay for itself. A pass keeps drafting while
+    that no longer draft would pay for its time. With c the chance that every token drafted so
+    far passes (their q's multiplied), a the kind's pooled acceptance for the tokens not yet
+    drawn, and R the rate the controller expects, a pass that has drafted j tokens keeps
+    drafting while some longer draft m <= limit earns its extra time at that rate:
 
-        q(each token drafted so far, multiplied) * a_next  >=  rate * (draft step + extra verify)
+        c * (a + a^2 + ... + a^(m-j))  >=  R * (seconds[m] - seconds[j])
 
-    (a_next: the kind's pooled acceptance; rate: the tokens per second the controller expects).
+    `seconds` are the pass times the controller priced k on (drafting plus the verify curve),
+    not a straight line: on a CPU whose 4-token pass costs less than its 3-token one (the demo
+    target, 2 threads: 0.118 against 0.140 s) a one-token slope stopped every draft after its
+    first token, at a pass that loses to plain decoding, where the k it had priced paid.
+    On a straight line the first extra token decides alone, as it did before.
     Each q is taken at face value as the chance its token passes: on the demo pair 99.6% of
     the tokens drafted with q >= 0.9 passed, and learning a calibration of q in 9 bins made
     the replayed drafts no faster (docs/ablation.md). Ending the draft keeps sampling exact:
@@ -248,7 +255,7 @@ class ConfidenceStop:
     limit: int  # the most tokens this pass may draft
     next_accept: float
     rate: float
-    token_seconds: float  # what one more drafted token costs: its draft step, its verifying
+    seconds: Sequence[float]  # a pass that drafts m tokens, m = 0..limit
     chance: float = 1.0  # that every token drafted so far passes
     stopped: bool = False  # the last answer was to stop: the confidence ended the draft
 
@@ -256,8 +263,17 @@ class ConfidenceStop:
         """`drafted` tokens so far, the last of them drawn with probability q."""
         self.chance *= q
         # the last answer counts: a drafter held to a minimum length may draft on after a no
-        self.stopped = self.chance * self.next_accept < self.rate * self.token_seconds
+        longest = min(self.limit, len(self.seconds) - 1)
+        spent = self.seconds[min(drafted, longest)]
+        self.stopped = not any(
+            self._extra_tokens(m - drafted) >= self.rate * (self.seconds[m] - spent)
+            for m in range(drafted + 1, longest + 1))
         return not self.stopped
+
+    def _extra_tokens(self, more: int) -> float:
+        """Expected accepted tokens among `more` further draft tokens."""
+        a = self.next_accept
+        return self.chance * sum(a ** i for i in range(1, more + 1))
 
 
 class DraftLengthController:
@@ -329,12 +345,9 @@ class DraftLengthController:
         if not self.adaptive or not kind.confident:
             return None
         limit = max(0, min(self.draft_max, remaining - 1))
-        rates = self.rates(kind, limit)
-        cost = self.pass_cost(kind)
-        token_seconds = cost.draft_cost + verify_slope(self.curve.current(),
-                                                       cost.pass_size(limit))
+        priced = self._pricing(kind, limit)
         return ConfidenceStop(limit, self.estimate(kind).pooled(),
-                              float(rates.max()), token_seconds)
+                              float(priced.rates.max()), priced.seconds)
 
     # -- deciding --
 

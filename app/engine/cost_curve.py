@@ -116,17 +116,6 @@ def interpolate(points: dict[int, float], n: int) -> float:
     return float(np.interp(n, sizes, values))
 
 
-def verify_slope(points: dict[int, float], up_to: int) -> float:
-    """Seconds one more token adds to a verify pass, fitted over the pass sizes up to
-    `up_to`: neighbouring sizes, some live and some calibrated, differ by noise larger than
-    the step between them (a bfloat16 CPU adds ~9 ms per token to a ~230 ms pass)."""
-    sizes = sorted(n for n in points if n <= max(up_to, 2))
-    if len(sizes) < 2:
-        return 0.0
-    slope = np.polyfit(sizes, [points[n] for n in sizes], 1)[0]
-    return max(0.0, float(slope))
-
-
 # -- calibration: measuring the curve once per model file and device, and caching it --
 _CONTEXT_TOKENS = 48  # the context a calibration pass follows (not measured)
 # pass sizes timed over more rounds (measure_verify_curve): 43836f7, 3-round calibrations put
