@@ -136,7 +136,7 @@ V5_SIZES = (1, 2, 3, 4, 5, 8, 9, 16, 17, 32, 33, 64, 65)
 @variant("calibration sizes before 85fe594 (1-5, 8, 9, 16, 17, 32, ...)")
 def _v5_sizes(draft_max: int) -> DraftLengthController:
     return DraftLengthController(draft_max, adaptive=True, curve=VerifyCostCurve(
-        {n: DEMO_CURVE[n] for n in V5_SIZES}), free_kinds_shadowed=True)
+        {n: DEMO_CURVE[n] for n in V5_SIZES if n in DEMO_CURVE}), free_kinds_shadowed=True)
 
 
 # the estimate's constants, each moved one way and the other (module globals, set while the
@@ -144,6 +144,7 @@ def _v5_sizes(draft_max: int) -> DraftLengthController:
 PATCHES: dict[str, dict[str, float]] = {
     "pool memory 16 tokens (not 32)": {"POOL_DECAY_PER_TOKEN": 1 - 1 / 16, "POOL_MEMORY": 16},
     "pool memory 64 tokens": {"POOL_DECAY_PER_TOKEN": 1 - 1 / 64, "POOL_MEMORY": 64},
+    "pool memory 128 tokens": {"POOL_DECAY_PER_TOKEN": 1 - 1 / 128, "POOL_MEMORY": 128},
     "position decay 0.6 (not 0.8)": {"_POSITION_DECAY": 0.6},
     "position decay 0.9": {"_POSITION_DECAY": 0.9},
     "prior weight 0.5 token (not 1)": {"_PRIOR_WEIGHT": 0.5},
@@ -224,7 +225,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("files", type=Path, nargs="+", help="recordings, read in order")
     parser.add_argument("--variant", action="append", choices=tuple(VARIANTS))
     parser.add_argument("--draft-max", type=int, default=32)
+    parser.add_argument("--curve", type=Path,
+                        help="price passes on this verify curve instead of the demo target's: "
+                             "a JSON object of pass size -> seconds")
     args = parser.parse_args(argv)
+    if args.curve:
+        measured = {int(n): float(s) for n, s in json.loads(args.curve.read_text()).items()}
+        DEMO_CURVE.clear()  # every variant and the pricing read this one dict
+        DEMO_CURVE.update(measured)
     rows = [row for file in args.files for row in json.loads(file.read_text())]
     limit = merged_limit(args.files)
     suites = [s for s in SUITES if any(r["suite"] == s for r in rows)]

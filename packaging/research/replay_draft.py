@@ -205,7 +205,7 @@ class _WithQBins(DraftLengthController):
         stop = super().confidence_stop(kind, remaining)
         if stop is None:
             return None
-        binned = _BinnedStop(stop.limit, stop.next_accept, stop.rate, stop.token_seconds)
+        binned = _BinnedStop(stop.limit, stop.next_accept, stop.rate, stop.seconds)
         binned.bins = self.bins
         return binned
 
@@ -293,12 +293,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--profile", choices=("cpu", "gpu"), default="cpu",
                         help="cpu: the demo target's calibrated curve, the draft at its quiet "
                              "ratio to it; gpu: an assumed GPU-like one (see GPU_SLOPE)")
+    parser.add_argument("--curve", type=Path,
+                        help="with --profile cpu: the target's verify curve from this JSON "
+                             "object of pass size -> seconds, not the demo target's")
     args = parser.parse_args(argv)
     if args.mode == "record":
         record(args.files[0], args.files[1], args.suite)
         return 0
     data = json.loads(args.files[0].read_text())
     target_curve, ratio = dict(DEMO_CURVE), CPU_DRAFT_RATIO
+    if args.curve:
+        target_curve = {int(n): float(t) for n, t in json.loads(args.curve.read_text()).items()}
     if args.profile == "gpu":
         target_curve = {n: GPU_STEP * (1 + GPU_SLOPE * (n - 1)) for n in range(1, 18)}
         ratio = GPU_DRAFT_RATIO
