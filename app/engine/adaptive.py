@@ -340,7 +340,7 @@ class DraftLengthController:
 
     def confidence_stop(self, kind: DraftKind, remaining: int) -> ConfidenceStop | None:
         """In adaptive mode, for a draft model: the rule that ends this pass's draft where
-        one more token would earn less than its time does at the expected rate; the pass may
+        no longer draft would earn its extra time at the expected rate; the pass may
         then draft up to draft_max (within what is left). None: draft the k chosen."""
         if not self.adaptive or not kind.confident:
             return None
