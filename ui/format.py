@@ -49,7 +49,7 @@ def step_summary(step: StepRecord, total: int | None = None) -> str:
         head = f"Step {step.index + 1}{of} · k = {step.k} · accepted {step.n_accepted}"
         if step.stop_chance is not None:
             head += (f" · ended on the draft's confidence (all pass: {prob(step.stop_chance)};"
-                     " one more would not pay)")
+                     " no longer draft would pay)")
     return (
         f"{head} · +{len(step.emitted)} token{'s' if len(step.emitted) != 1 else ''} · "
         f"draft {seconds_ms(step.t_draft)} · verify {seconds_ms(step.t_verify)} · "

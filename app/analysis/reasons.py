@@ -107,7 +107,8 @@ def describe_decision(d: Decision | None) -> str:
         other = (f"; next best k = {d.alternative_k} at {_x(d.alternative_gain)}"
                  if d.alternative_k is not None else "")
         stop = (f" The draft may run to {d.stop_limit} tokens, ending where the draft "
-                "model's confidence says one more would not pay." if d.stop_limit else "")
+                "model's confidence says no longer draft would pay for its time."
+                if d.stop_limit else "")
         return (f"k = {d.k}{kind}: the best expected rate, {_x(d.gain)} plain decoding "
                 f"(≥ {_margin(d)}){other}; acceptance priced at {priced_acceptance(d)}, "
                 f"this pass {_ms(d.pass_seconds)}{_tokens(d.expected_tokens)} against "
