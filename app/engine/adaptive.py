@@ -265,15 +265,14 @@ class ConfidenceStop:
         # the last answer counts: a drafter held to a minimum length may draft on after a no
         longest = min(self.limit, len(self.seconds) - 1)
         spent = self.seconds[min(drafted, longest)]
-        self.stopped = not any(
-            self._extra_tokens(m - drafted) >= self.rate * (self.seconds[m] - spent)
-            for m in range(drafted + 1, longest + 1))
+        self.stopped = True
+        reach = 0.0  # a + a^2 + ... up to the longer draft m: its further tokens' chances
+        for m in range(drafted + 1, longest + 1):
+            reach += self.next_accept ** (m - drafted)
+            if self.chance * reach >= self.rate * (self.seconds[m] - spent):
+                self.stopped = False
+                break
         return not self.stopped
-
-    def _extra_tokens(self, more: int) -> float:
-        """Expected accepted tokens among `more` further draft tokens."""
-        a = self.next_accept
-        return self.chance * sum(a ** i for i in range(1, more + 1))
 
 
 class DraftLengthController:
