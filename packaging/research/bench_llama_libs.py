@@ -18,15 +18,16 @@ Build the shared one first (the same CMake flags as setup.sh, from the vendored 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
-import subprocess
 import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from bench_threadpool import llama_bench  # noqa: E402
 
 from app.models.demo import demo_paths  # noqa: E402
 
@@ -35,15 +36,6 @@ def wheel_libs() -> Path:
     import llama_cpp
 
     return Path(llama_cpp.__file__).parent / "lib"
-
-
-def tg_rate(binary: Path, env: dict[str, str], model: str, threads: int, depth: int,
-            n: int) -> float:
-    out = subprocess.run(
-        [str(binary), "-m", model, "-t", str(threads), "-p", "0", "-n", str(n), "-d", str(depth),
-         "-r", "1", "-o", "json"],
-        env=dict(os.environ, **env), capture_output=True, text=True, check=True).stdout
-    return float(next(r for r in json.loads(out) if r.get("n_gen", 0) > 0)["avg_ts"])
 
 
 def main() -> int:
@@ -59,16 +51,16 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=5)
     args = parser.parse_args()
     model = args.target or str(demo_paths()[0])
-    sides = {"static": (args.tools / "bin" / "llama-bench", {}),
-             "shared": (args.shared / "llama-bench", {}),
-             "shared + wheel": (args.shared / "llama-bench",
-                                {"LD_LIBRARY_PATH": str(wheel_libs())})}
+    sides = {"static": (args.tools / "bin", {}),
+             "shared": (args.shared, {}),
+             "shared + wheel": (args.shared, {"LD_LIBRARY_PATH": str(wheel_libs())})}
     names = list(sides)
     rates: dict[str, list[float]] = {name: [] for name in names}
     for round_ in range(args.rounds):
         for name in names[round_ % 3:] + names[: round_ % 3]:
-            binary, env = sides[name]
-            rate = tg_rate(binary, env, model, args.threads, args.depth, args.n)
+            folder, env = sides[name]
+            n, seconds = llama_bench(folder, model, args.threads, args.depth, args.n, env)
+            rate = n / seconds
             rates[name].append(rate)
             print(f"round {round_ + 1} {name}: {rate:.2f} tok/s", flush=True)
     static = statistics.fmean(rates["static"])

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -45,10 +46,14 @@ def draftlens_plain(model: LlamaCppModel, prompt: list[int], n: int) -> tuple[in
     return len(session.output_ids), time.perf_counter() - start - session.prefill_seconds
 
 
-def llama_bench(tools: Path, model: str, threads: int, depth: int, n: int) -> tuple[int, float]:
+def llama_bench(tools: Path, model: str, threads: int, depth: int, n: int,
+                env: dict[str, str] | None = None) -> tuple[int, float]:
+    """llama-bench tg from the `tools` folder: n tokens after `depth`, and their seconds
+    (`env`: variables added to this process's environment for it)."""
     out = subprocess.run(
         [str(tools / "llama-bench"), "-m", model, "-t", str(threads), "-p", "0", "-n", str(n),
          "-d", str(depth), "-r", "1", "-o", "json"],
+        env=None if env is None else {**os.environ, **env},
         capture_output=True, text=True, check=True).stdout
     row = next(r for r in json.loads(out) if r.get("n_gen", 0) > 0)
     return n, n / float(row["avg_ts"])
