@@ -160,36 +160,66 @@ class LlamaCppModel:
         threads = n_threads or max(1, os.cpu_count() or 1)
         self.n_threads = threads
 
-        ctx_params = llama_cpp.llama_context_default_params()
-        ctx_params.n_ctx = self.n_ctx
-        ctx_params.n_batch = self.n_batch
-        ctx_params.n_ubatch = self.n_batch
-        ctx_params.n_threads = threads
-        ctx_params.n_threads_batch = threads
-        ctx_params.no_perf = True
-        # tree passes put tokens shared by several paths in several sequences at once,
-        # which llama.cpp allows only in a unified KV cache
-        ctx_params.n_seq_max = MAX_TREE_LEAVES
-        ctx_params.kv_unified = True
-        if batch_invariant:
-            ctx_params.flash_attn_type = llama_cpp.LLAMA_FLASH_ATTN_TYPE_DISABLED
-        self._ctx = llama_cpp.llama_init_from_model(self._model, ctx_params)
-        if not self._ctx:
-            llama_cpp.llama_model_free(self._model)
-            raise BackendError(
-                f"llama.cpp could not create a context of {self.n_ctx} tokens for {path.name} "
-                "— lower the context size or GPU layers (out of memory?)"
-            )
-        self._memory = llama_cpp.llama_get_memory(self._ctx)
+        self._ctx = None
+        self._memory: Any = None
+        self._tree_ready = False
+        # an MTP drafter's context shares this one's, so it cannot be remade later
+        self._make_context(tree_ready=load_mtp)
         self._threadpool: Threadpool | None = None
         self.use_threadpool(threadpool)
         self._batch = llama_cpp.llama_batch_init(self.n_batch, 0, MAX_TREE_LEAVES)
         self._n_cached = 0
+        self._cached_ids: list[int] = []  # what the cache holds, to fill a remade context
         self._tree: tuple[int, int, int] | None = None  # (cached before, first path, leaves)
         self._text_cache: dict[int, str] = {}
         self.eos_ids = frozenset(
             t for t in range(self.n_vocab) if llama_cpp.llama_vocab_is_eog(self._vocab, t)
         )
+
+    def _make_context(self, tree_ready: bool) -> None:
+        """A context with one sequence, as llama-bench makes: plain decoding and chains run
+        faster there (docs/benchmarks.md). A tree-ready one holds a sequence per root-to-leaf
+        path in a unified KV cache, which llama.cpp needs for tokens shared by several paths."""
+        ll = self._ll
+        params = ll.llama_context_default_params()
+        params.n_ctx = self.n_ctx
+        params.n_batch = self.n_batch
+        params.n_ubatch = self.n_batch
+        params.n_threads = self.n_threads
+        params.n_threads_batch = self.n_threads
+        params.no_perf = True
+        if tree_ready:
+            params.n_seq_max = MAX_TREE_LEAVES
+            params.kv_unified = True
+        if self.batch_invariant:
+            params.flash_attn_type = ll.LLAMA_FLASH_ATTN_TYPE_DISABLED
+        self._ctx = ll.llama_init_from_model(self._model, params)
+        if not self._ctx:
+            ll.llama_model_free(self._model)
+            self._model = None
+            raise BackendError(
+                f"llama.cpp could not create a context of {self.n_ctx} tokens for {self.name} "
+                "— lower the context size or GPU layers (out of memory?)"
+            )
+        self._memory = ll.llama_get_memory(self._ctx)
+        self._tree_ready = tree_ready
+
+    def prepare_tree_passes(self) -> None:
+        """Remakes the context tree-ready, once; what the cache held is decoded again (a
+        session calls this with an empty cache, before its prefill)."""
+        if self._tree_ready:
+            return
+        ids = list(self._cached_ids)
+        pool = self._threadpool is not None
+        self.use_threadpool(False)
+        self._ll.llama_free(self._ctx)
+        self._ctx = None
+        self._make_context(tree_ready=True)
+        self.use_threadpool(pool)
+        self._n_cached = 0
+        self._cached_ids = []
+        if ids:
+            self.extend(ids, 0)
 
     @property
     def n_cached(self) -> int:
@@ -354,6 +384,7 @@ class LlamaCppModel:
                 f"llama_decode failed (status {status}) — the context may be full or out of memory"
             )
         self._n_cached += n
+        self._cached_ids.extend(ids)
         if n_logits == 0 or not read:
             return np.zeros((0, self.n_vocab), dtype=np.float32)
         pointer = self._ll.llama_get_logits(self._ctx)
@@ -365,6 +396,7 @@ class LlamaCppModel:
             self._drop_other_paths(n_leaves)
             self._ll.llama_memory_seq_rm(self._memory, 0, n_before, -1)
             self._n_cached = n_before
+            del self._cached_ids[n_before:]
             self._tree = None
         if n >= self._n_cached:
             return
@@ -374,6 +406,7 @@ class LlamaCppModel:
                 "(recurrent architecture) — speculative decoding needs a transformer model"
             )
         self._n_cached = n
+        del self._cached_ids[n:]
 
     def extend_tree(
         self, ids: Sequence[int], parents: Sequence[int], n_skip: int
@@ -388,6 +421,7 @@ class LlamaCppModel:
             )
         if n > self.n_batch:
             raise BackendError(f"a tree of {n} tokens does not fit one batch ({self.n_batch})")
+        self.prepare_tree_passes()
         seqs, depths = _path_sequences(parents)
         n_leaves = 1 + max(max(s) for s in seqs)
         if n_leaves > MAX_TREE_LEAVES:
@@ -414,6 +448,7 @@ class LlamaCppModel:
             first_path += 1
         self._tree = (self._n_cached, first_path, n_leaves)
         self._n_cached += first_path  # what keep_path can keep at most
+        self._cached_ids.extend(ids[:first_path])
         pointer = self._ll.llama_get_logits(self._ctx)
         rows = np.array(np.ctypeslib.as_array(pointer, shape=(n - n_skip, self.n_vocab)))
         # fast kernels sum a batch in another order than one token: no row is bit-exact then
@@ -438,6 +473,7 @@ class LlamaCppModel:
         self._drop_other_paths(n_leaves)
         self._ll.llama_memory_seq_rm(self._memory, 0, n_before + kept, -1)
         self._n_cached = n_before + kept
+        del self._cached_ids[n_before + kept:]
         self._tree = None
 
     def use_threadpool(self, on: bool) -> None:

@@ -354,6 +354,9 @@ class TorchModel:
         rows = np.asarray(out.logits[0, -(n - n_skip):].float().cpu().numpy())
         return rows, [False] * (n - n_skip)
 
+    def prepare_tree_passes(self) -> None:
+        """A tree pass needs nothing made in advance here."""
+
     def keep_path(self, path: Sequence[int]) -> None:
         """Keeps exactly the path: the cache's tensors are re-indexed, nothing is recomputed."""
         if self._tree_start is None:

@@ -65,6 +65,11 @@ class LanguageModel(Protocol):
         in another order). Until keep_path, the cache holds the whole tree."""
         ...
 
+    def prepare_tree_passes(self) -> None:
+        """Called before a run that verifies trees, with the cache empty: a runtime whose
+        chains run faster without room for trees makes that room now, not in a timed pass."""
+        ...
+
     def keep_path(self, path: Sequence[int]) -> None:
         """After extend_tree: keep the nodes of `path` (indexes into ids, a chain from 0) as
         the continuation of the cache and drop the rest. A runtime may keep only a leading

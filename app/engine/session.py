@@ -109,6 +109,9 @@ class Session:
         target, config = self.target, self.config
         budget = min(config.n_predict, target.n_ctx - len(prompt_ids) - 1)
         start = time.perf_counter()
+        if self._trees:
+            target.truncate(0)
+            target.prepare_tree_passes()
         prefill(target, prompt_ids)
         if self.drafter is not None:
             self.drafter.begin(prompt_ids)

@@ -1,7 +1,8 @@
-"""Does the context DraftLens creates for tree passes (n_seq_max = MAX_TREE_LEAVES, a unified
-KV cache) slow plain decoding? DraftLens plain decoding on a context made as the app makes it and
-on one with n_seq_max = 1 (as llama-bench's), beside llama-bench tg at the same depth and
-threads; interleaved, the order rotated each round (a benchmark, not a test).
+"""Does a context ready for tree passes (n_seq_max = MAX_TREE_LEAVES, a unified KV cache) slow
+plain decoding? DraftLens plain decoding on one made tree-ready (prepare_tree_passes, as a tree
+run makes it) and on the one-sequence context a model starts with (as llama-bench's), beside
+llama-bench tg at the same depth and threads; interleaved, the order rotated each round (a
+benchmark, not a test).
 
   .venv/bin/python packaging/research/bench_seq_max.py [--rounds 6]
 """
@@ -32,13 +33,12 @@ def main() -> int:
                         default=Path.home() / ".cache/draftlens-ci/llama-tools/bin")
     args = parser.parse_args()
     target = str(demo_paths()[0])
-    leaves = llamacpp.MAX_TREE_LEAVES
-    app_context = llamacpp.LlamaCppModel(target, n_threads=args.threads, batch_invariant=False)
-    llamacpp.MAX_TREE_LEAVES = 1  # read when the context is made
+    tree_ready = llamacpp.LlamaCppModel(target, n_threads=args.threads, batch_invariant=False)
+    tree_ready.prepare_tree_passes()
     one_sequence = llamacpp.LlamaCppModel(target, n_threads=args.threads, batch_invariant=False)
-    llamacpp.MAX_TREE_LEAVES = leaves
-    models = {f"n_seq_max {leaves} (the app's)": app_context, "n_seq_max 1": one_sequence}
-    prompt = app_context.tokenize("def f(x):\n    return x + 1\n" * (args.depth // 8 + 1))
+    models = {f"n_seq_max {llamacpp.MAX_TREE_LEAVES} (tree-ready)": tree_ready,
+              "n_seq_max 1 (the default)": one_sequence}
+    prompt = tree_ready.tokenize("def f(x):\n    return x + 1\n" * (args.depth // 8 + 1))
     prompt = prompt[: args.depth]
     for model in models.values():
         draftlens_plain(model, prompt, 8)  # first decodes allocate buffers
