@@ -1,6 +1,8 @@
 """The bench's built-in tasks: code to complete, code asked back with one edit (a rename, or
-an edit that renames nothing), free text, and a repetitive session (prompts in order whose
-answers repeat earlier answers). Chat prompts for all but code completion (--chat)."""
+an edit that renames nothing), free text, a repetitive session (prompts in order whose
+answers repeat earlier answers' structure) and a verbatim one (answers that repeat text word
+for word: files rewritten, logs quoted, requests retried). Chat prompts for all but code
+completion (--chat)."""
 
 from __future__ import annotations
 
@@ -187,5 +189,40 @@ REPETITIVE_PROMPTS = {
         REPORT_SOURCE_3, "Add a one-line docstring to each function; change nothing else.",
         "file"),
 }
+
+# A workload of verbatim repetition, in order, as an agent loop sends it: a config file
+# rewritten turn after turn (each turn shows the file as the turn before left it), tool calls,
+# a log whose lines are quoted back, and requests retried as they were sent (after a timeout
+# or a failed tool run, say). What is copied is text, not only structure: the file from the
+# prompt, a retried answer from the memory of earlier runs.
+CONFIG_SOURCE_2 = CONFIG_SOURCE.replace('"timeout": 30', '"timeout": 60')
+CONFIG_SOURCE_3 = CONFIG_SOURCE_2.replace('"retries": 3', '"retries": 5')
+SERVICE_LOG = """2026-11-20 09:14:02 INFO  worker-1 started job 4411 (resize_images)
+2026-11-20 09:14:05 ERROR worker-1 job 4411 failed: FileNotFoundError: /data/in/photo_118.png
+2026-11-20 09:14:06 INFO  worker-2 started job 4412 (send_digest)
+2026-11-20 09:14:09 WARN  worker-2 job 4412 slow: smtp answered after 2.8 s
+2026-11-20 09:14:11 ERROR worker-3 job 4413 failed: TimeoutError: db pool exhausted after 30 s
+2026-11-20 09:14:12 INFO  worker-2 finished job 4412 in 6.1 s
+2026-11-20 09:14:15 ERROR worker-1 job 4414 failed: PermissionError: /data/out is read-only
+"""
+FILE_TURN_1 = edit_prompt(CONFIG_SOURCE, "Change the timeout to 60 seconds; change nothing "
+                          "else.", "module")
+FILE_TURN_2 = edit_prompt(CONFIG_SOURCE_2, "Change the retries to 5; change nothing else.",
+                          "module")
+TOOL_CALLS = agent_prompt("run tests/test_config.py, then read src/config.py and src/app.py.")
+QUOTE_LOG = (f"Here is a service log:\n\n```\n{SERVICE_LOG}```\n\nQuote every ERROR line "
+             "exactly as it is written, one per line, in one ``` block, and nothing else.")
+VERBATIM_PROMPTS = {
+    "file turn 1: timeout": FILE_TURN_1,
+    "tool calls: run the tests": TOOL_CALLS,
+    "retry: file turn 1": FILE_TURN_1,
+    "file turn 2: retries": FILE_TURN_2,
+    "retry: tool calls": TOOL_CALLS,
+    "quote the log's errors": QUOTE_LOG,
+    "file turn 3: log level": edit_prompt(CONFIG_SOURCE_3, "Change the log level to debug; "
+                                          "change nothing else.", "module"),
+    "retry: quote the log's errors": QUOTE_LOG,
+}
 SUITES = {"code": CODE_PROMPTS, "edit": list(EDIT_PROMPTS.values()), "text": TEXT_PROMPTS,
-          "repetitive": list(REPETITIVE_PROMPTS.values())}
+          "repetitive": list(REPETITIVE_PROMPTS.values()),
+          "verbatim": list(VERBATIM_PROMPTS.values())}

@@ -13,19 +13,21 @@ prompts, same threads, greedy:
                         in order)                   ngram-mod; llama-lookup ngram-cache (its
                                                     dynamic cache file filled in order)
 
-The draftless rows run four workloads (--workloads): a repetitive session
+The draftless rows run five workloads (--workloads): a repetitive session
 (app.cli.bench_tasks.REPETITIVE_PROMPTS: agent JSON tool calls, similar code requests, one file
-edited over turns), the edit tasks (EDIT_PROMPTS), free prose (TEXT_PROMPTS) and fresh code
-(CODE_PROMPTS, no chat template). Each workload's prompts run in order, every runner on a
-prompt before the next prompt (the order of runners rotated prompt by prompt, since this kind
-of machine drifts by 10-20% within minutes), and both memories start empty: DraftLens's
-suffix run of a prompt drafts from the earlier prompts' suffix runs (never from its own plain
-run), llama-lookup reads the dynamic cache the earlier prompts' llama-lookup runs wrote (it
-merges in their prompts' n-grams as well as their outputs'). llama-speculative-simple runs one
-prompt per process, so its n-gram modes (ngram-mod's hash table included, which llama-server
-keeps across requests) start from the prompt alone. Beside each row: the verify-curve limit,
-max over n of n / t_verify(n) (a pass over n tokens yields n tokens at best), as tok/s and as
-× plain. DraftLens's greedy output is checked against its plain run of the same prompt.
+edited over turns), a verbatim one (VERBATIM_PROMPTS: a file rewritten turn after turn, tool
+calls, a log's lines quoted, requests retried as sent), the edit tasks (EDIT_PROMPTS), free
+prose (TEXT_PROMPTS) and fresh code (CODE_PROMPTS, no chat template). Each workload's prompts
+run in order, every runner on a prompt before the next prompt (the order of runners rotated
+prompt by prompt, since this kind of machine drifts by 10-20% within minutes), and both
+memories start empty: DraftLens's suffix run of a prompt drafts from the earlier prompts'
+suffix runs (never from its own plain run), llama-lookup reads the dynamic cache the earlier
+prompts' llama-lookup runs wrote (it merges in their prompts' n-grams as well as their
+outputs'). llama-speculative-simple runs one prompt per process, so its n-gram modes
+(ngram-mod's hash table included, which llama-server keeps across requests) start from the
+prompt alone. Beside each row: the verify-curve limit, max over n of n / t_verify(n) (a pass
+over n tokens yields n tokens at best), as tok/s and as × plain. DraftLens's greedy output is
+checked against its plain run of the same prompt.
 
 Every draft-model row alternates plain and speculative runs in one process (the ratio and the
 greedy identity come from the same run). A child process repeats the k = 4 row and the
@@ -33,7 +35,8 @@ DraftLens draftless rows with the batch-invariant kernels (a process can hold on
 --no-exact skips it.
 
   .venv/bin/python packaging/research/bench_vs_llamacpp.py [--quick] [--draftless-only]
-      [--threads 2] [--workloads repetitive,edit,prose,fresh code] [--rounds 1] [--json FILE]
+      [--threads 2] [--workloads repetitive,verbatim,edit,prose,fresh code] [--rounds 1]
+      [--json FILE]
 """
 
 from __future__ import annotations
@@ -71,6 +74,7 @@ from app.cli.bench_tasks import (  # noqa: E402
     EDIT_PROMPTS,
     REPETITIVE_PROMPTS,
     TEXT_PROMPTS,
+    VERBATIM_PROMPTS,
 )
 from app.engine.cost_curve import (  # noqa: E402  # noqa: E402
     VerifyCostCurve,
@@ -285,12 +289,14 @@ def draftless_workloads(args: argparse.Namespace) -> dict[str, list[tuple[str, s
     """Each workload's tasks, in the order they run: (name, prompt, chat template?)."""
     every = {
         "repetitive": [(name, text, True) for name, text in REPETITIVE_PROMPTS.items()],
+        "verbatim": [(name, text, True) for name, text in VERBATIM_PROMPTS.items()],
         "edit": [(name, text, True) for name, text in EDIT_PROMPTS.items()],
         "prose": [(f"prose {i}", text, True) for i, text in enumerate(TEXT_PROMPTS, start=1)],
         "fresh code": [(f"code {i}", text, False)
                        for i, text in enumerate(CODE_PROMPTS, start=1)],
     }
-    quick = {"repetitive": len(REPETITIVE_PROMPTS), "edit": 3, "prose": 1, "fresh code": 2}
+    quick = {"repetitive": len(REPETITIVE_PROMPTS), "verbatim": len(VERBATIM_PROMPTS),
+             "edit": 3, "prose": 1, "fresh code": 2}
     chosen = {}
     for name in args.workloads.split(","):
         name = name.strip()
@@ -532,7 +538,7 @@ def main() -> int:
                         help="skip the exact-kernel child run")
     parser.add_argument("--draftless-only", action="store_true",
                         help="only the draftless rows (no draft model, no llama-bench)")
-    parser.add_argument("--workloads", default="repetitive,edit,prose,fresh code",
+    parser.add_argument("--workloads", default="repetitive,verbatim,edit,prose,fresh code",
                         help="draftless workloads, comma-separated, run in this order "
                              "(default: %(default)s)")
     parser.add_argument("--rounds", type=int, default=1,

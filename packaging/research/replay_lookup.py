@@ -31,6 +31,7 @@ from app.cli.bench_tasks import (  # noqa: E402
     EDIT_PROMPTS,
     REPETITIVE_PROMPTS,
     TEXT_PROMPTS,
+    VERBATIM_PROMPTS,
 )
 from app.engine.adaptive import DraftLengthController, PassOutcome  # noqa: E402
 from app.engine.cost_curve import VerifyCostCurve  # noqa: E402
@@ -46,7 +47,7 @@ DEMO_CURVE = {1: .0314, 2: .0547, 3: .0716, 4: .0857, 5: .1095, 6: .1353, 7: .15
               9: .2567, 10: .2713, 11: .2863, 12: .2903, 13: .3048, 14: .3228, 15: .3343,
               16: .2815, 17: .3481, 32: .4719, 33: .5438, 64: .8518, 65: .9253}
 _NEVER_DRAWN = np.random.default_rng(0)  # lookups and copies sample nothing
-TOKENS = {"code": 128, "edit": 360, "text": 200, "repetitive": 256}
+TOKENS = {"code": 128, "edit": 360, "text": 200, "repetitive": 256, "verbatim": 256}
 
 
 def record(out: Path, suites: list[str] | None = None, threads: int | None = None,
@@ -63,6 +64,7 @@ def record(out: Path, suites: list[str] | None = None, threads: int | None = Non
     pair = load_pair(ModelSpec(str(target_path), n_threads=threads))
     # in order: suffix decoding's memory of earlier runs fills as a session's would
     tasks = [("repetitive", name, p, True) for name, p in REPETITIVE_PROMPTS.items()]
+    tasks += [("verbatim", name, p, True) for name, p in VERBATIM_PROMPTS.items()]
     tasks += [("code", f"code {i}", p, False) for i, p in enumerate(CODE_PROMPTS)]
     tasks += [("edit", name, p, True) for name, p in EDIT_PROMPTS.items()]
     tasks += [("text", f"text {i}", p, True) for i, p in enumerate(TEXT_PROMPTS)]

@@ -37,7 +37,7 @@ from app.engine.sampling import SamplingParams  # noqa: E402
 from app.engine.suffix import RememberedRun, memory_buffer  # noqa: E402
 from app.runs import remembered_tokens  # noqa: E402
 
-SUITES = ("repetitive", "edit", "code", "text")
+SUITES = ("repetitive", "verbatim", "edit", "code", "text")
 GREEDY = SamplingParams()
 RNG = np.random.default_rng(0)  # never drawn from: a copy samples nothing
 
@@ -158,7 +158,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--suite", action="append", choices=SUITES)
     parser.add_argument("--oracle", action="store_true",
                         help="the bound a controller that knew each draft's agreement earns")
+    parser.add_argument("--curve", type=Path,
+                        help="price passes on this verify curve instead of the demo target's: "
+                             "a JSON object of pass size -> seconds")
     args = parser.parse_args(argv)
+    if args.curve:
+        measured = {int(n): float(s) for n, s in json.loads(args.curve.read_text()).items()}
+        DEMO_CURVE.clear()  # the variants and the pricing read this one dict
+        DEMO_CURVE.update(measured)
     rows = json.loads(args.file.read_text())
     limit = load_limit(args.file)
     if args.oracle:
