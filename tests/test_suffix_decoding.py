@@ -147,6 +147,25 @@ def test_a_benchmarked_prompt_never_drafts_from_its_own_earlier_answer(gguf_file
         pair.close()
 
 
+def test_a_retried_prompt_drafts_from_the_answer_it_got_before(gguf_files, tmp_path):
+    """A workload that sends a prompt again on purpose (a retry) times what the app does:
+    the retry copies its earlier answer from the memory, whole."""
+    path = tmp_path / "m.json"
+    pair = load_pair(ModelSpec(str(gguf_files[0])))
+    try:
+        config = DecodeConfig(n_predict=24, draft_max=8, drafter=DrafterChoice(
+            ("suffix",), DrafterOptions(memory=str(path))))
+        prompt = pair.target.tokenize("a tiny prompt")
+        timed_run(pair, config, prompt, plain=False, tally=Tally())
+        avoided, retried = Tally(), Tally()
+        timed_run(pair, config, prompt, plain=False, tally=avoided)
+        timed_run(pair, config, prompt, plain=False, tally=retried, retried=True)
+        assert avoided.outputs == retried.outputs
+        assert retried.stats.accepted > avoided.stats.accepted
+    finally:
+        pair.close()
+
+
 def test_the_memorys_suffix_tree_takes_each_run_in_place_and_is_rebuilt_only_when_it_must(
         gguf_files, tmp_path):
     path = tmp_path / "m.json"

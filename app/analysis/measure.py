@@ -37,13 +37,15 @@ class Tally:
 
 
 def timed_run(pair: LoadedPair, config: DecodeConfig, prompt_ids: list[int], plain: bool,
-              tally: Tally) -> None:
+              tally: Tally, retried: bool = False) -> None:
     """One generation into `tally` (decoding time only: the prompt's prefill is left out).
     With a draft memory, a speculative run drafts from earlier prompts' speculative runs,
-    never from an answer to its own prompt, and is remembered for the prompts after it."""
+    never from an answer to its own prompt, and is remembered for the prompts after it;
+    `retried`: a prompt a workload sends again on purpose drafts from the answers it got
+    before, as a retry in the app does."""
     # timing runs show no per-token alternatives or entropies: none are computed
     session = build_session(pair, config, plain=plain, diagnostics=False,
-                            avoid_prompt=prompt_ids)
+                            avoid_prompt=None if retried else prompt_ids)
     start = time.perf_counter()
     for step in session.steps(prompt_ids):
         tally.stats.add(step)

@@ -21,13 +21,13 @@ prose (TEXT_PROMPTS) and fresh code (CODE_PROMPTS, no chat template). Each workl
 run in order, every runner on a prompt before the next prompt (the order of runners rotated
 prompt by prompt, since this kind of machine drifts by 10-20% within minutes), and both
 memories start empty: DraftLens's suffix run of a prompt drafts from the earlier prompts'
-suffix runs (never from its own plain run), llama-lookup reads the dynamic cache the earlier
-prompts' llama-lookup runs wrote (it merges in their prompts' n-grams as well as their
-outputs'). llama-speculative-simple runs one prompt per process, so its n-gram modes
-(ngram-mod's hash table included, which llama-server keeps across requests) start from the
-prompt alone. Beside each row: the verify-curve limit, max over n of n / t_verify(n) (a pass
-over n tokens yields n tokens at best), as tok/s and as × plain. DraftLens's greedy output is
-checked against its plain run of the same prompt.
+suffix runs (never from its own plain run; a retried prompt from its earlier answer, as in the
+app), llama-lookup reads the dynamic cache the earlier prompts' llama-lookup runs wrote (it
+merges in their prompts' n-grams as well as their outputs'). llama-speculative-simple runs one
+prompt per process, so its n-gram modes (ngram-mod's hash table included, which llama-server
+keeps across requests) start from the prompt alone. Beside each row: the verify-curve limit,
+max over n of n / t_verify(n) (a pass over n tokens yields n tokens at best), as tok/s and as ×
+plain. DraftLens's greedy output is checked against its plain run of the same prompt.
 
 Every draft-model row alternates plain and speculative runs in one process (the ratio and the
 greedy identity come from the same run). A child process repeats the k = 4 row and the
@@ -419,10 +419,12 @@ def draftless_workload(pair: LoadedPair, base: ModelSpec, config: DecodeConfig,
         drafters[DRAFTLENS_SUFFIX] = DrafterChoice(("suffix",),
                                                    DrafterOptions(memory=str(memory)))
         for task_index, (name, ids, text) in enumerate(encoded):
+            # a prompt the workload sends again drafts from its earlier answer, as in the app
+            retried = any(ids == earlier for _, earlier, _ in encoded[:task_index])
             runners: list[tuple[str, Callable[[], tuple[int, float, int, int]]]] = [
                 (label, _draftlens_runner(pair, replace(config, drafter=drafters[label]),
                                           ids, tallies[label],
-                                          label == DRAFTLENS_PLAIN))
+                                          label == DRAFTLENS_PLAIN, retried))
                 for label in (DRAFTLENS_PLAIN, DRAFTLENS_NGRAM, DRAFTLENS_SUFFIX)]
             if tools is not None:
                 common = (tools, args.target, text, args.tokens, args.threads)
@@ -489,10 +491,10 @@ def draftless_workload(pair: LoadedPair, base: ModelSpec, config: DecodeConfig,
 
 
 def _draftlens_runner(pair: LoadedPair, config: DecodeConfig, ids: list[int], tally: Tally,
-                      plain: bool) -> Callable[[], tuple[int, float, int, int]]:
+                      plain: bool, retried: bool) -> Callable[[], tuple[int, float, int, int]]:
     def run() -> tuple[int, float, int, int]:
         before = (tally.tokens, tally.seconds, tally.stats.drafted, tally.stats.accepted)
-        timed_run(pair, config, ids, plain, tally)
+        timed_run(pair, config, ids, plain, tally, retried)
         return (tally.tokens - before[0], tally.seconds - before[1],
                 tally.stats.drafted - before[2], tally.stats.accepted - before[3])
     return run
