@@ -67,7 +67,16 @@ def test_cost_view_verdict_and_cost_model_line(hf_dirs, window, qtbot, dialogs):
     why = window.why
     view = why.cost.view_data
     assert view is not None and view.points and view.t_plain > 0
-    assert why.verdict.isVisible() and "On this device this pair can reach" in why.verdict.text()
+    # which verdict depends on this run's timings (a busy machine widens the interval); the
+    # window shows the view's own, opened as its settled state says, with the run's count
+    text = why.verdict.text()
+    assert why.verdict.isVisible() and text == "<b>Cost view:</b> " + view.verdict()
+    assert view.interval is not None
+    opening = {True: "On this device this pair can reach ",
+               False: "On this device this pair can reach at most ",
+               None: "Not settled yet: between "}[view.settled]
+    assert opening in text
+    assert f"95% interval from {view.alpha_tokens} draft tokens" in text
     stats = window.run.stats
     assert view.alpha_measured and view.alpha == pytest.approx(stats.alpha)
     assert (view.seen.accepted, view.seen.judged) == (stats.accepted, stats.judged)
