@@ -109,10 +109,7 @@ class Session:
         target, config = self.target, self.config
         budget = min(config.n_predict, target.n_ctx - len(prompt_ids) - 1)
         start = time.perf_counter()
-        if self._trees:
-            target.truncate(0)
-            target.prepare_tree_passes()
-        prefill(target, prompt_ids)
+        prefill(target, prompt_ids, trees=self._trees)
         if self.drafter is not None:
             self.drafter.begin(prompt_ids)
         self.prefill_seconds = time.perf_counter() - start
@@ -336,9 +333,12 @@ class ShadowCheck:
         return None
 
 
-def prefill(target: LanguageModel, prompt_ids: Sequence[int]) -> None:
+def prefill(target: LanguageModel, prompt_ids: Sequence[int], trees: bool = False) -> None:
     """The prompt but its last token into the target's empty cache: the first step then
-    passes the last token (with any draft), so its row is scored as every later one is."""
+    passes the last token (with any draft), so its row is scored as every later one is.
+    `trees`: the run will verify trees, and the target makes room for them first."""
     target.truncate(0)
+    if trees:
+        target.prepare_tree_passes()
     if len(prompt_ids) > 1:
         target.extend(prompt_ids[:-1], 0)
