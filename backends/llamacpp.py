@@ -169,7 +169,9 @@ class LlamaCppModel:
         self.use_threadpool(threadpool)
         self._batch = llama_cpp.llama_batch_init(self.n_batch, 0, MAX_TREE_LEAVES)
         self._n_cached = 0
-        self._cached_ids: list[int] = []  # what the cache holds, to fill a remade context
+        # what the cache holds while the context is not tree-ready: a remade one is filled
+        # from it (tree passes and keep_path happen only once the context is tree-ready)
+        self._cached_ids: list[int] = []
         self._tree: tuple[int, int, int] | None = None  # (cached before, first path, leaves)
         self._text_cache: dict[int, str] = {}
         self.eos_ids = frozenset(
@@ -209,7 +211,7 @@ class LlamaCppModel:
         session calls this with an empty cache, before its prefill)."""
         if self._tree_ready:
             return
-        ids = list(self._cached_ids)
+        ids, self._cached_ids = self._cached_ids, []  # no longer kept once tree-ready
         pool = self._threadpool is not None
         self.use_threadpool(False)
         self._ll.llama_free(self._ctx)
@@ -217,7 +219,6 @@ class LlamaCppModel:
         self._make_context(tree_ready=True)
         self.use_threadpool(pool)
         self._n_cached = 0
-        self._cached_ids = []
         if ids:
             self.extend(ids, 0)
 
@@ -384,7 +385,8 @@ class LlamaCppModel:
                 f"llama_decode failed (status {status}) — the context may be full or out of memory"
             )
         self._n_cached += n
-        self._cached_ids.extend(ids)
+        if not self._tree_ready:
+            self._cached_ids.extend(ids)
         if n_logits == 0 or not read:
             return np.zeros((0, self.n_vocab), dtype=np.float32)
         pointer = self._ll.llama_get_logits(self._ctx)
@@ -396,7 +398,6 @@ class LlamaCppModel:
             self._drop_other_paths(n_leaves)
             self._ll.llama_memory_seq_rm(self._memory, 0, n_before, -1)
             self._n_cached = n_before
-            del self._cached_ids[n_before:]
             self._tree = None
         if n >= self._n_cached:
             return
@@ -448,7 +449,6 @@ class LlamaCppModel:
             first_path += 1
         self._tree = (self._n_cached, first_path, n_leaves)
         self._n_cached += first_path  # what keep_path can keep at most
-        self._cached_ids.extend(ids[:first_path])
         pointer = self._ll.llama_get_logits(self._ctx)
         rows = np.array(np.ctypeslib.as_array(pointer, shape=(n - n_skip, self.n_vocab)))
         # fast kernels sum a batch in another order than one token: no row is bit-exact then
@@ -473,7 +473,6 @@ class LlamaCppModel:
         self._drop_other_paths(n_leaves)
         self._ll.llama_memory_seq_rm(self._memory, 0, n_before + kept, -1)
         self._n_cached = n_before + kept
-        del self._cached_ids[n_before + kept:]
         self._tree = None
 
     def use_threadpool(self, on: bool) -> None:
