@@ -129,12 +129,17 @@ def test_bench_prompts_draft_from_earlier_prompts_never_their_own(gguf_files, ca
     assert len(kept.outputs) == 2
 
 
+def memory_config(path, n_predict: int) -> DecodeConfig:
+    """Suffix decoding that reads and writes the draft memory file at `path`."""
+    return DecodeConfig(n_predict=n_predict, draft_max=8, drafter=DrafterChoice(
+        ("suffix",), DrafterOptions(memory=str(path))))
+
+
 def test_a_benchmarked_prompt_never_drafts_from_its_own_earlier_answer(gguf_files, tmp_path):
     path = tmp_path / "m.json"
     pair = load_pair(ModelSpec(str(gguf_files[0])))
     try:
-        config = DecodeConfig(n_predict=12, draft_max=8, drafter=DrafterChoice(
-            ("suffix",), DrafterOptions(memory=str(path))))
+        config = memory_config(path, n_predict=12)
         mine = pair.target.tokenize("a tiny prompt")
         other = pair.target.tokenize("another prompt")
         timed_run(pair, config, mine, plain=True, tally=Tally())
@@ -153,8 +158,7 @@ def test_a_retried_prompt_drafts_from_the_answer_it_got_before(gguf_files, tmp_p
     path = tmp_path / "m.json"
     pair = load_pair(ModelSpec(str(gguf_files[0])))
     try:
-        config = DecodeConfig(n_predict=24, draft_max=8, drafter=DrafterChoice(
-            ("suffix",), DrafterOptions(memory=str(path))))
+        config = memory_config(path, n_predict=24)
         prompt = pair.target.tokenize("a tiny prompt")
         timed_run(pair, config, prompt, plain=False, tally=Tally())
         avoided, retried = Tally(), Tally()
@@ -171,8 +175,7 @@ def test_the_memorys_suffix_tree_takes_each_run_in_place_and_is_rebuilt_only_whe
     path = tmp_path / "m.json"
     pair = load_pair(ModelSpec(str(gguf_files[0])))
     try:
-        config = DecodeConfig(n_predict=12, draft_max=8, drafter=DrafterChoice(
-            ("suffix",), DrafterOptions(memory=str(path))))
+        config = memory_config(path, n_predict=12)
         prompts = [pair.target.tokenize(text) for text in ("one prompt", "two", "three")]
         timed_run(pair, config, prompts[0], plain=False, tally=Tally())
         timed_run(pair, config, prompts[1], plain=False, tally=Tally())
