@@ -15,6 +15,7 @@ from app.engine.drafters import Drafter
 from app.engine.heads import HeadsWeights
 from app.engine.protocol import LanguageModel
 from app.engine.registry import DrafterChoice, build_drafter
+from app.engine.retry_copy import EarlierAnswer
 from app.engine.session import Session
 from app.engine.suffix import RememberedRun, SuffixOptions, memory_buffer
 from app.engine.suffix_tree import SuffixTree
@@ -114,6 +115,20 @@ class PairSources:
             held.tree = memory_buffer([RememberedRun(o.run, o.tokens) for o in runs], max_depth)
             held.holds = holds
         return held.tree
+
+    def answer_to(self, path: str, prompt_ids: Sequence[int]) -> EarlierAnswer | None:
+        """The latest answer the memory file kept for this very prompt (a retried request),
+        or None; None too where this prompt's answers are left out (avoid_prompt)."""
+        if self.avoid_prompt is not None and list(self.avoid_prompt) == list(prompt_ids):
+            return None
+        fingerprint = prompt_fingerprint(prompt_ids)
+        held = held_memory(self.pair, path)
+        for output in reversed(held.memory.runs(memory_key(self.pair),
+                                                n_vocab=self.pair.target.n_vocab)):
+            if output.prompt == fingerprint:
+                lead = len(prompt_ids[-MEMORY_LEAD_TOKENS:])
+                return EarlierAnswer(output.run, output.tokens[lead:])
+        return None
 
 
 @dataclass

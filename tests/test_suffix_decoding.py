@@ -12,7 +12,7 @@ from app.cli.main import main
 from app.draft_memory import DraftMemory
 from app.engine.decode_config import DecodeConfig
 from app.engine.drafters import DrafterOptions
-from app.engine.records import COPIED_FROM_MEMORY
+from app.engine.records import COPIED_FROM_MEMORY, COPIED_ON_RETRY
 from app.engine.registry import DrafterChoice
 from app.engine.sampling import SamplingParams
 from app.engine.session import Session
@@ -89,7 +89,8 @@ def test_cli_run_remembers_outputs_and_the_next_run_drafts_from_them(gguf_files,
     assert len(kept.outputs) == 2
     sources = [t.copied_from for s in read_trace(tmp_path / "run1.jsonl").steps
                for t in s.tokens]
-    assert any(s and s.kind == COPIED_FROM_MEMORY and s.run == kept.outputs[0].run
+    # the same prompt again is a retry: it drafts the first run's answer to it
+    assert any(s and s.kind == COPIED_ON_RETRY and s.run == kept.outputs[0].run
                for s in sources)
 
 

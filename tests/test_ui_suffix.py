@@ -8,7 +8,7 @@ import pytest
 pytest.importorskip("pytestqt")
 
 from app.draft_memory import DraftMemory, default_memory_path  # noqa: E402
-from app.engine.records import COPIED_FROM_MEMORY  # noqa: E402
+from app.engine.records import COPIED_FROM_MEMORY, COPIED_ON_RETRY  # noqa: E402
 from app.settings import RecentPair  # noqa: E402
 from tests.helpers import run, set_decoding  # noqa: E402
 from ui.step_table import COLUMNS  # noqa: E402
@@ -65,14 +65,15 @@ def test_a_second_run_drafts_from_the_first_and_the_inspector_says_so_until_forg
     run(window, qtbot)
     assert window.run.text == first_text
     steps = window.run.steps
+    # the same prompt again is a retry: it copies the first run's answer to it
     copied = [(i, j) for i, s in enumerate(steps) for j, t in enumerate(s.tokens)
-              if t.copied_from is not None and t.copied_from.kind == COPIED_FROM_MEMORY]
+              if t.copied_from is not None and t.copied_from.kind == COPIED_ON_RETRY]
     assert copied, "the second run copied nothing from the first"
     index, row = copied[0]
     window.select_step(index)
     table = window.inspector.model
     cell = table.data(table.index(row, COLUMNS.index("drafted from")))
-    assert cell.startswith(f"run {memory.outputs[0].run} · ")
+    assert cell == f"run {memory.outputs[0].run}'s answer to this prompt"
 
     window.picker.forget_button.click()
     assert len(asked) == 1 and str(default_memory_path()) in asked[0]
@@ -81,5 +82,6 @@ def test_a_second_run_drafts_from_the_first_and_the_inspector_says_so_until_forg
     run(window, qtbot)  # a new host: it must not write the forgotten output back
     after = DraftMemory.load(default_memory_path())
     assert len(after.outputs) == 1 and after.outputs[0].run > memory.outputs[0].run
-    assert not any(t.copied_from is not None and t.copied_from.kind == COPIED_FROM_MEMORY
+    assert not any(t.copied_from is not None
+                   and t.copied_from.kind in (COPIED_FROM_MEMORY, COPIED_ON_RETRY)
                    for s in window.run.steps for t in s.tokens)

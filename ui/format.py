@@ -7,6 +7,7 @@ import math
 from app.engine.records import (
     COPIED_FROM_OUTPUT,
     COPIED_FROM_PROMPT,
+    COPIED_ON_RETRY,
     CopySource,
     StepRecord,
     TokenRecord,
@@ -106,6 +107,8 @@ def copy_source(source: CopySource | None) -> str:
     that was not copied."""
     if source is None:
         return ""
+    if source.kind == COPIED_ON_RETRY:
+        return f"run {source.run}'s answer to this prompt"
     where = {COPIED_FROM_PROMPT: "prompt", COPIED_FROM_OUTPUT: "this output"}.get(
         source.kind, f"run {source.run}" if source.run is not None else source.kind)
     return f"{where} · {source.count} of {source.of}"

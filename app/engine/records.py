@@ -26,6 +26,7 @@ class Alternative:
 COPIED_FROM_PROMPT = "prompt"
 COPIED_FROM_OUTPUT = "output"  # this run's output so far
 COPIED_FROM_MEMORY = "memory"  # an earlier run's output (CopySource.run says which)
+COPIED_ON_RETRY = "retry"  # an earlier run's answer to this very prompt (CopySource.run)
 
 
 @dataclass
@@ -35,7 +36,7 @@ class CopySource:
     `match` tokens of the context) went on this way, through this token."""
 
     kind: str
-    run: int | None = None  # the earlier run's id, for COPIED_FROM_MEMORY
+    run: int | None = None  # the earlier run's id, for COPIED_FROM_MEMORY and _ON_RETRY
     count: int = 1
     of: int = 1
     match: int = 0

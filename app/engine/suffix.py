@@ -15,6 +15,9 @@ suffix kinds, and a lookup's run since the last edit is its evidence as it is --
 The renames it learns apply to copies from the memory too (lookup_edits.replaced), as do the
 renames the target makes to copies from the memory (app.engine.memory_edits).
 
+A retried request (its prompt the same as a remembered run's) drafts the answer that run got,
+from its first token, ahead of everything else (app.engine.retry_copy), until it departs.
+
 Where neither tree holds a suffix of the context of MIN_MATCH (2) tokens or more, the outlook
 says so at once (nothing available: no pass is priced, no shadow draft, no tree grown).
 
@@ -45,6 +48,7 @@ from app.engine.lookup import NGRAM_GUESS, block_limit
 from app.engine.lookup_edits import EditAwareLookup
 from app.engine.protocol import LanguageModel
 from app.engine.records import COPIED_FROM_MEMORY, COPIED_FROM_PROMPT, CopySource
+from app.engine.retry_copy import EarlierAnswer, Recall, RetryCopy
 from app.engine.sampling import SamplingParams
 from app.engine.suffix_index import STRONG_MATCH, CandidateTree, SuffixCache, TreeBudget
 from app.engine.suffix_tree import SuffixTree
@@ -107,7 +111,8 @@ def memory_buffer(runs: Sequence[RememberedRun], max_depth: int = 64) -> SuffixT
 class SuffixDrafter(Drafter):
     """Drafts from a local suffix tree over the prompt and output (a new one at every
     begin()) and a global one, the memory of earlier runs (read only here). `limit` says how
-    many of a copy's tokens a draft may take (lookup.block_limit).
+    many of a copy's tokens a draft may take (lookup.block_limit); `recall` finds the answer
+    the memory kept for a prompt, for a retried one (app.engine.retry_copy).
 
     Its outlook names a copy (SUFFIX_COPY: a match of at least STRONG_MATCH tokens) or a
     guess (SUFFIX_GUESS: a shorter one), so the controller learns the two apart."""
@@ -117,8 +122,9 @@ class SuffixDrafter(Drafter):
 
     def __init__(self, memory: SuffixTree | None = None,
                  limit: Callable[[list[int]], int] | None = None,
-                 options: SuffixOptions | None = None) -> None:
+                 options: SuffixOptions | None = None, recall: Recall | None = None) -> None:
         self.name = SUFFIX_LABEL
+        self.recall = recall
         self.options = options or SuffixOptions()
         self.memory = memory if memory is not None else SuffixTree(self.options.max_depth)
         self.limit = limit
@@ -129,11 +135,15 @@ class SuffixDrafter(Drafter):
         self._prompt_copy = EditAwareLookup(limit=self.limit)
         self._last = -1  # the last token indexed
         self._chain: tuple[int, CandidateTree, int] | None = None  # (context length, tree, kept)
+        self._retry: RetryCopy | None = None
 
     def begin(self, prompt_ids: Sequence[int]) -> None:
         """A new generation: forget the last run's prompt and output (never the memory) and
         index this prompt, whose tokens are copied as the prompt's; what follows is output."""
         self._clear()
+        answer = self.recall(prompt_ids) if self.recall is not None else None
+        if answer is not None:
+            self._retry = RetryCopy(answer, len(prompt_ids))
         self._cache.start_request(prompt_ids)
         self._last = prompt_ids[-1] if len(prompt_ids) else -1
 
@@ -166,7 +176,15 @@ class SuffixDrafter(Drafter):
         kind = self._prompt_copy.kind_for(context)
         return None if kind is NGRAM_GUESS else Outlook(kind, self._prompt_copy.copied(context))
 
+    def _retry_outlook(self, context: list[int]) -> Outlook | None:
+        """The retry copy's outlook while this output follows the earlier answer, else None."""
+        self._catch_up(context)
+        return None if self._retry is None else self._retry.outlook(context)
+
     def outlook(self, context: list[int]) -> Outlook:
+        retry = self._retry_outlook(context)
+        if retry is not None:
+            return retry
         prompt_copy = self._copy_of_prompt(context)
         if prompt_copy is not None:
             return prompt_copy
@@ -215,6 +233,10 @@ class SuffixDrafter(Drafter):
         self, context: list[int], budget: Budget, params: SamplingParams,
         rng: np.random.Generator,
     ) -> Draft:
+        retry = self._retry_outlook(context)
+        if retry is not None and self._retry is not None:
+            tokens = self._retry.tokens(budget.max_tokens)
+            return Draft(tokens, None, copied_from=[self._retry.source(context)] * len(tokens))
         prompt_copy = self._copy_of_prompt(context)
         if prompt_copy is not None:
             draft = self._prompt_copy.propose(context, budget, params, rng)
@@ -234,7 +256,13 @@ class SuffixDrafter(Drafter):
         rng: np.random.Generator,
     ) -> DraftTree:
         """The continuations merged, likeliest first, within the shape's width and nodes (a
-        copy of the prompt: the edit-aware lookup's tree of its best matches)."""
+        copy of the prompt: the edit-aware lookup's tree of its best matches; a retry: the
+        earlier answer, a chain)."""
+        retry = self._retry_outlook(context)
+        if retry is not None and self._retry is not None:
+            tokens = self._retry.tokens(depth)
+            return DraftTree(tokens, list(range(-1, len(tokens) - 1)), [None] * len(tokens),
+                             [self._retry.source(context)] * len(tokens))
         prompt_copy = self._copy_of_prompt(context)
         if prompt_copy is not None:
             lookup_tree = self._prompt_copy.propose_tree(context, depth, shape, params, rng)
@@ -267,9 +295,9 @@ def _source(tree: CandidateTree, i: int) -> CopySource:
 
 
 class MemorySource(Protocol):
-    """What suffix decoding reads of a run: the target, the run's suffix options, and the
+    """What suffix decoding reads of a run: the target, the run's suffix options, the
     memory's earlier outputs of the target in one suffix tree (leaving out answers to the
-    run's own prompt)."""
+    run's own prompt), and the answer the memory kept for a prompt (a retried request)."""
 
     @property
     def target(self) -> LanguageModel: ...
@@ -279,12 +307,18 @@ class MemorySource(Protocol):
 
     def memory(self, path: str, max_depth: int) -> SuffixTree: ...
 
+    def answer_to(self, path: str, prompt_ids: Sequence[int]) -> EarlierAnswer | None: ...
+
 
 def suffix_drafter(sources: MemorySource, options: DrafterOptions, rule: StopRule,
                    fallback: bool) -> SuffixDrafter:
     reach = sources.suffix_options
-    memory = sources.memory(options.memory, reach.max_depth) if options.memory else None
-    return SuffixDrafter(memory, limit=block_limit(sources.target), options=reach)
+    path = options.memory
+    if not path:
+        return SuffixDrafter(limit=block_limit(sources.target), options=reach)
+    return SuffixDrafter(sources.memory(path, reach.max_depth), limit=block_limit(sources.target),
+                         options=reach, recall=lambda prompt_ids: sources.answer_to(path,
+                                                                                  prompt_ids))
 
 
 ENTRY = Entry("suffix", suffix_drafter, lambda options, draft_file: SUFFIX_LABEL, free=True)

@@ -16,7 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -33,6 +33,7 @@ from app.engine.adaptive import DraftLengthController  # noqa: E402
 from app.engine.cost_curve import VerifyCostCurve  # noqa: E402
 from app.engine.drafters import Budget, Drafter  # noqa: E402
 from app.engine.lookup import block_limit  # noqa: E402
+from app.engine.retry_copy import EarlierAnswer, Recall  # noqa: E402
 from app.engine.sampling import SamplingParams  # noqa: E402
 from app.engine.suffix import RememberedRun, memory_buffer  # noqa: E402
 from app.runs import remembered_tokens  # noqa: E402
@@ -97,6 +98,18 @@ def replay(prompt: list[int], output: list[int], drafter: Drafter,
     tally.plain += len(output) * cost(1)
 
 
+def recall(rows: list[dict[str, Any]], runs: list[RememberedRun]) -> Recall:
+    """The app's retry copy over the suite's earlier answers (app.runs.PairSources.answer_to):
+    the latest answer to the same prompt among the rows already remembered."""
+    def answer_to(prompt_ids: Sequence[int]) -> EarlierAnswer | None:
+        for run in reversed(runs):
+            row = rows[run.run - 1]
+            if row["prompt"] == list(prompt_ids):
+                return EarlierAnswer(run.run, row["output"])
+        return None
+    return answer_to
+
+
 def replay_suite(rows: list[dict[str, Any]], variant: str, limit: Limit, draft_max: int,
                  by_task: bool = False) -> dict[str, Tally]:
     """Each task in order, the memory holding the suite's earlier answers (none at first)."""
@@ -104,6 +117,7 @@ def replay_suite(rows: list[dict[str, Any]], variant: str, limit: Limit, draft_m
     runs: list[RememberedRun] = []
     for row in rows:
         drafter, controller = VARIANTS[variant](memory_buffer(runs), limit, draft_max)
+        drafter.recall = recall(rows, runs)
         tally = tallies.setdefault(row["name"] if by_task else row["suite"], Tally())
         cost = VerifyCostCurve(dict(DEMO_CURVE)).cost
         replay(row["prompt"], row["output"], drafter, controller, cost, tally)
@@ -121,6 +135,7 @@ def agreement(rows: list[dict[str, Any]], variant: str, limit: Limit,
     runs: list[RememberedRun] = []
     for row in rows:
         drafter, _ = VARIANTS[variant](memory_buffer(runs), limit, depth)
+        drafter.recall = recall(rows, runs)
         prompt, output = row["prompt"], row["output"]
         drafter.begin(prompt)
         per: list[tuple[int, int]] = []

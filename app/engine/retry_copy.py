@@ -1,0 +1,74 @@
+"""A retried request: the same prompt sent again to the same target (an agent loop after a
+timeout, a person pressing retry). The draft memory kept the answer it got before; suffix
+decoding (app.engine.suffix) drafts that answer from its first token, ahead of any match.
+
+Greedy decoding is a function of the context, so on the same target the answer comes back
+as it was: it departs only where the fast kernels break a near-tie the other way. Sampled, it
+departs early. So the kind starts from a high prior, and its evidence is a copy's
+(Outlook.copied): the output tokens so far, all of which agreed with the answer. At the
+first token that departs the copy is over for the rest of the run, and suffix decoding
+drafts as it would without it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from app.engine.drafters import DraftKind, Outlook
+from app.engine.records import COPIED_ON_RETRY, CopySource
+
+# learnt apart from suffix decoding's own kinds; its run is evidence, as a prompt copy's is.
+# Its prior lets the first pass draft long at once (about 31 tokens on the demo target's
+# curve, where the free kinds' even odds draft none and wait for shadowed verdicts): in the
+# verbatim workload (app.cli.bench_tasks) the three retries' answers came back whole, token
+# for token. A sampled retry that departs costs that one pass; its verdicts then rule
+RETRY_COPY = DraftKind("suffix-retry", free=True, prior=0.98)
+
+
+@dataclass(frozen=True)
+class EarlierAnswer:
+    """The output a remembered run wrote for this very prompt."""
+
+    run: int
+    tokens: Sequence[int]
+
+
+# the latest answer the memory kept for a prompt, or None (app.runs.PairSources.answer_to)
+Recall = Callable[[Sequence[int]], EarlierAnswer | None]
+
+
+class RetryCopy:
+    """Follows this run's output along an earlier answer to its prompt."""
+
+    def __init__(self, answer: EarlierAnswer, prompt_length: int) -> None:
+        self.answer = answer
+        self.prompt_length = prompt_length
+        self.agreed = 0  # output tokens that equal the answer's, from the first
+        self.departed = False
+
+    def _follow(self, context: Sequence[int]) -> None:
+        written = len(context) - self.prompt_length
+        while not self.departed and self.agreed < written:
+            at = self.agreed
+            if at >= len(self.answer.tokens) or context[self.prompt_length + at] != \
+                    self.answer.tokens[at]:
+                self.departed = True
+            else:
+                self.agreed += 1
+
+    def outlook(self, context: Sequence[int]) -> Outlook | None:
+        """RETRY_COPY, with the output so far as its evidence, while the output is still the
+        answer's beginning and the answer goes on; else None."""
+        self._follow(context)
+        if self.departed or len(context) - self.prompt_length != self.agreed:
+            return None
+        available = len(self.answer.tokens) - self.agreed
+        return Outlook(RETRY_COPY, self.agreed, available) if available > 0 else None
+
+    def tokens(self, n: int) -> list[int]:
+        """The answer's next n tokens (after outlook() said it goes on)."""
+        return list(self.answer.tokens[self.agreed: self.agreed + n])
+
+    def source(self, context: Sequence[int]) -> CopySource:
+        return CopySource(kind=COPIED_ON_RETRY, run=self.answer.run, match=len(context))
