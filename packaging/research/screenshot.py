@@ -185,12 +185,13 @@ def pick_rejection_step(window: MainWindow) -> int:
 
 
 def pick_memory_step(window: MainWindow) -> int | None:
-    """The step that copied the most draft tokens from an earlier run."""
-    from app.engine.records import COPIED_FROM_MEMORY
+    """The step that copied the most draft tokens from an earlier run (a retry's included:
+    --earlier-prompt the same as --prompt)."""
+    from app.engine.records import COPIED_FROM_MEMORY, COPIED_ON_RETRY
 
     def copied(step: StepRecord) -> int:
-        return sum(1 for t in step.tokens
-                   if t.copied_from is not None and t.copied_from.kind == COPIED_FROM_MEMORY)
+        return sum(1 for t in step.tokens if t.copied_from is not None
+                   and t.copied_from.kind in (COPIED_FROM_MEMORY, COPIED_ON_RETRY))
 
     best = max(window.run.steps if window.run else [], key=copied, default=None)
     return best.index if best is not None and copied(best) else None
