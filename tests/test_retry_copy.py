@@ -4,6 +4,8 @@ memory file, as the app runs it."""
 
 from __future__ import annotations
 
+import pytest
+
 from app.engine.adaptive import DraftLengthController
 from app.engine.cost_curve import VerifyCostCurve
 from app.engine.decode_config import DecodeConfig
@@ -52,16 +54,17 @@ def test_the_suffix_drafter_drafts_a_retry_ahead_of_its_matches_and_says_where_f
     assert drafter.outlook(other).kind is not RETRY_COPY
 
 
-def memory_config(path, n_predict: int, adaptive: bool = False) -> DecodeConfig:
-    return DecodeConfig(n_predict=n_predict, draft_max=8, adaptive=adaptive,
+def memory_config(path, n_predict: int, tree_width: int = 1) -> DecodeConfig:
+    return DecodeConfig(n_predict=n_predict, draft_max=8, tree_width=tree_width,
                         drafter=DrafterChoice(("suffix",), DrafterOptions(memory=str(path))))
 
 
+@pytest.mark.parametrize("tree_width", [1, 2])
 def test_a_retried_prompt_drafts_its_earlier_answer_whole_and_writes_plain_output(
-        gguf_files, tmp_path):
+        gguf_files, tmp_path, tree_width):
     pair = load_pair(ModelSpec(str(gguf_files[0])))
     try:
-        config = memory_config(tmp_path / "m.json", n_predict=40)
+        config = memory_config(tmp_path / "m.json", n_predict=40, tree_width=tree_width)
         prompt = pair.target.tokenize("the cat sat on")
         plain = Session(pair.target, None, config)
         list(plain.steps(prompt))
