@@ -25,8 +25,11 @@ import app.engine.speculative as speculative
 from app.engine.decode_config import DecodeConfig
 from app.engine.draft_model import ModelDrafter
 from app.engine.lookup_edits import EditAwareLookup
+from app.engine.records import COPIED_ON_RETRY
+from app.engine.retry_copy import EarlierAnswer
 from app.engine.sampling import SamplingParams
 from app.engine.session import Session
+from app.engine.suffix import SuffixDrafter
 from tests.helpers import (
     BROKEN_P,
     EXACT_P,
@@ -291,6 +294,27 @@ def test_session_with_ngram_drafter_matches_target_distribution(hf_pair, session
     first_step = next(session.steps(target.tokenize(NGRAM_PROMPT)))
     assert first_step.k > 0 and first_step.tokens[0].q == 1.0  # a one-hot draft is judged
     exact, tokens = session_runs("t1.0", "ngram")
+    assert gof_pvalue(tokens[:, 0], exact.first) > EXACT_P
+    assert gof_pvalue(tokens[:, 1], exact.second) > EXACT_P
+
+
+def test_session_with_a_retry_copy_matches_target_distribution(hf_pair):
+    """A retried prompt drafts its remembered answer whole and one-hot
+    (app.engine.retry_copy); sampled, the answer is judged as any copy is, so the output
+    keeps the target's distribution whether the copy passes or departs."""
+    target, _ = hf_pair
+    params = SESSION_CONFIGS["t1.0"]
+    prompt_ids = target.tokenize(PROMPT)
+    exact = exact_distributions(target, prompt_ids, params)
+    likeliest = int(np.argmax(exact.first))
+    answer = EarlierAnswer(1, [likeliest, int(np.argmax(exact.second)), likeliest])
+    drafter = SuffixDrafter(recall=lambda ids: answer if list(ids) == list(prompt_ids) else None)
+    config = DecodeConfig(n_predict=4, draft_max=3, sampling=SamplingParams(1.0, seed=1))
+    first_step = next(Session(target, drafter, config).steps(prompt_ids))
+    assert first_step.k == 3 and all(t.copied_from is not None
+                                     and t.copied_from.kind == COPIED_ON_RETRY
+                                     for t in first_step.tokens)
+    tokens = first_two_tokens(target, drafter, prompt_ids, params, N_SESSION, 20_000)
     assert gof_pvalue(tokens[:, 0], exact.first) > EXACT_P
     assert gof_pvalue(tokens[:, 1], exact.second) > EXACT_P
 
