@@ -181,6 +181,10 @@ class SuffixDrafter(Drafter):
         self._catch_up(context)
         return None if self._retry is None else self._retry.outlook(context)
 
+    def _retry_on_track(self, context: list[int]) -> RetryCopy | None:
+        """The retry copy, while it drafts (see _retry_outlook)."""
+        return self._retry if self._retry_outlook(context) is not None else None
+
     def outlook(self, context: list[int]) -> Outlook:
         retry = self._retry_outlook(context)
         if retry is not None:
@@ -233,10 +237,10 @@ class SuffixDrafter(Drafter):
         self, context: list[int], budget: Budget, params: SamplingParams,
         rng: np.random.Generator,
     ) -> Draft:
-        retry = self._retry_outlook(context)
-        if retry is not None and self._retry is not None:
-            tokens = self._retry.tokens(budget.max_tokens)
-            return Draft(tokens, None, copied_from=[self._retry.source(context)] * len(tokens))
+        retry = self._retry_on_track(context)
+        if retry is not None:
+            tokens = retry.tokens(budget.max_tokens)
+            return Draft(tokens, None, copied_from=[retry.source(context)] * len(tokens))
         prompt_copy = self._copy_of_prompt(context)
         if prompt_copy is not None:
             draft = self._prompt_copy.propose(context, budget, params, rng)
@@ -258,11 +262,11 @@ class SuffixDrafter(Drafter):
         """The continuations merged, likeliest first, within the shape's width and nodes (a
         copy of the prompt: the edit-aware lookup's tree of its best matches; a retry: the
         earlier answer, a chain)."""
-        retry = self._retry_outlook(context)
-        if retry is not None and self._retry is not None:
-            tokens = self._retry.tokens(depth)
+        retry = self._retry_on_track(context)
+        if retry is not None:
+            tokens = retry.tokens(depth)
             return DraftTree(tokens, list(range(-1, len(tokens) - 1)), [None] * len(tokens),
-                             [self._retry.source(context)] * len(tokens))
+                             [retry.source(context)] * len(tokens))
         prompt_copy = self._copy_of_prompt(context)
         if prompt_copy is not None:
             lookup_tree = self._prompt_copy.propose_tree(context, depth, shape, params, rng)
