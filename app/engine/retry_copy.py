@@ -44,24 +44,18 @@ class RetryCopy:
     def __init__(self, answer: EarlierAnswer, prompt_length: int) -> None:
         self.answer = answer
         self.prompt_length = prompt_length
-        self.agreed = 0  # output tokens that equal the answer's, from the first
-        self.departed = False
-
-    def _follow(self, context: Sequence[int]) -> None:
-        written = len(context) - self.prompt_length
-        while not self.departed and self.agreed < written:
-            at = self.agreed
-            if at >= len(self.answer.tokens) or context[self.prompt_length + at] != \
-                    self.answer.tokens[at]:
-                self.departed = True
-            else:
-                self.agreed += 1
+        # output tokens that equal the answer's, from the first: it stops growing at the first
+        # that departs, so from there on the output is never again the answer's beginning
+        self.agreed = 0
 
     def outlook(self, context: Sequence[int]) -> Outlook | None:
         """RETRY_COPY, with the output so far as its evidence, while the output is still the
         answer's beginning and the answer goes on; else None."""
-        self._follow(context)
-        if self.departed or len(context) - self.prompt_length != self.agreed:
+        written, answer = len(context) - self.prompt_length, self.answer.tokens
+        while (self.agreed < min(written, len(answer))
+               and context[self.prompt_length + self.agreed] == answer[self.agreed]):
+            self.agreed += 1
+        if written != self.agreed:
             return None
         available = len(self.answer.tokens) - self.agreed
         return Outlook(RETRY_COPY, self.agreed, available) if available > 0 else None
