@@ -116,19 +116,18 @@ class PairSources:
             held.holds = holds
         return held.tree
 
-    def answer_to(self, path: str, prompt_ids: Sequence[int]) -> EarlierAnswer | None:
-        """The latest answer the memory file kept for this very prompt (a retried request),
-        or None; None too where this prompt's answers are left out (avoid_prompt)."""
+    def answers_to(self, path: str, prompt_ids: Sequence[int]) -> list[EarlierAnswer]:
+        """The answers the memory file kept for this very prompt (a retried request), the
+        latest first; none where this prompt's answers are left out (avoid_prompt)."""
         if self.avoid_prompt is not None and list(self.avoid_prompt) == list(prompt_ids):
-            return None
+            return []
         fingerprint = prompt_fingerprint(prompt_ids)
+        lead = len(prompt_ids[-MEMORY_LEAD_TOKENS:])
         held = held_memory(self.pair, path)
-        for output in reversed(held.memory.runs(memory_key(self.pair),
-                                                n_vocab=self.pair.target.n_vocab)):
-            if output.prompt == fingerprint:
-                lead = len(prompt_ids[-MEMORY_LEAD_TOKENS:])
-                return EarlierAnswer(output.run, output.tokens[lead:])
-        return None
+        return [EarlierAnswer(output.run, output.tokens[lead:])
+                for output in reversed(held.memory.runs(memory_key(self.pair),
+                                                        n_vocab=self.pair.target.n_vocab))
+                if output.prompt == fingerprint]
 
 
 @dataclass

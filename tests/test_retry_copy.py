@@ -9,7 +9,7 @@ import pytest
 from app.engine.adaptive import DraftLengthController
 from app.engine.cost_curve import VerifyCostCurve
 from app.engine.decode_config import DecodeConfig
-from app.engine.drafters import Budget, DrafterOptions
+from app.engine.drafters import Budget, DrafterOptions, TreeShape
 from app.engine.records import COPIED_FROM_MEMORY, COPIED_ON_RETRY, CopySource
 from app.engine.registry import DrafterChoice
 from app.engine.retry_copy import RETRY_COPY, EarlierAnswer, RetryCopy
@@ -25,22 +25,35 @@ ANSWER = EarlierAnswer(run=7, tokens=[5, 6, 7, 8])
 
 
 def test_a_retry_copy_follows_the_answer_and_is_over_at_the_first_token_that_departs():
-    copy = RetryCopy(ANSWER, len(PROMPT))
+    copy = RetryCopy([ANSWER], len(PROMPT))
     seen = copy.outlook(PROMPT)
     assert seen is not None and seen.kind is RETRY_COPY
     assert (seen.copied, seen.available) == (0, 4)
-    assert copy.tokens(2) == [5, 6]
-    seen = copy.outlook([*PROMPT, 5, 6])
+    assert copy.tokens(PROMPT, 2) == [5, 6]
+    context = [*PROMPT, 5, 6]
+    seen = copy.outlook(context)
     assert seen is not None and (seen.copied, seen.available) == (2, 2)
-    assert copy.tokens(8) == [7, 8]
+    assert copy.tokens(context, 8) == [7, 8]
     assert copy.outlook([*PROMPT, 5, 6, 7, 8]) is None  # the answer is used up
-    departed = RetryCopy(ANSWER, len(PROMPT))
+    departed = RetryCopy([ANSWER], len(PROMPT))
     assert departed.outlook([*PROMPT, 5, 9]) is None
     assert departed.outlook([*PROMPT, 5, 9, 7]) is None  # over for the rest of the run
 
 
+def test_a_retry_copy_goes_on_with_an_older_answer_where_the_latest_stops_or_departs():
+    stopped_early = EarlierAnswer(run=9, tokens=[5, 6])
+    sampled = EarlierAnswer(run=8, tokens=[5, 9, 9, 9])
+    copy = RetryCopy([stopped_early, sampled, ANSWER], len(PROMPT))
+    assert copy.outlook(PROMPT) is not None
+    assert copy.source(PROMPT).run == 9  # the latest first
+    context = [*PROMPT, 5, 6]
+    seen = copy.outlook(context)
+    assert seen is not None and (seen.copied, seen.available) == (2, 2)
+    assert copy.source(context).run == 7 and copy.tokens(context, 4) == [7, 8]
+
+
 def test_the_suffix_drafter_drafts_a_retry_ahead_of_its_matches_and_says_where_from():
-    drafter = SuffixDrafter(recall=lambda ids: ANSWER if list(ids) == PROMPT else None)
+    drafter = SuffixDrafter(recall=lambda ids: [ANSWER] if list(ids) == PROMPT else [])
     drafter.begin(PROMPT)
     assert drafter.outlook(PROMPT).kind is RETRY_COPY
     draft = drafter.propose(PROMPT, Budget(3), SamplingParams(), None)  # type: ignore[arg-type]
@@ -49,6 +62,8 @@ def test_the_suffix_drafter_drafts_a_retry_ahead_of_its_matches_and_says_where_f
     assert copy_source(draft.copied_from[0]) == "run 7's answer to this prompt"
     assert copy_source(CopySource(kind=COPIED_FROM_MEMORY, run=7, count=2, of=5)) == \
         "run 7 · 2 of 5"  # a copy of an answer to another prompt
+    tree = drafter.propose_tree(PROMPT, 4, TreeShape(2, 3), SamplingParams(), None)  # type: ignore[arg-type]
+    assert tree.tokens == [5, 6, 7] and tree.parents == [-1, 0, 1]  # within --tree-nodes
     other = [1, 2, 4]
     drafter.begin(other)
     assert drafter.outlook(other).kind is not RETRY_COPY
@@ -71,7 +86,7 @@ def test_a_retried_prompt_drafts_its_earlier_answer_whole_and_writes_plain_outpu
         first = Session(pair.target, new_drafter(pair, config), config)
         list(first.steps(prompt))
         remember_output(pair, first, prompt)
-        assert PairSources(pair).answer_to(str(tmp_path / "m.json"), prompt) is not None
+        assert len(PairSources(pair).answers_to(str(tmp_path / "m.json"), prompt)) == 1
         retry = Session(pair.target, new_drafter(pair, config), config)
         steps = list(retry.steps(prompt))
         assert retry.output_ids == first.output_ids == plain.output_ids

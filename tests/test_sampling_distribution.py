@@ -308,7 +308,7 @@ def test_session_with_a_retry_copy_matches_target_distribution(hf_pair):
     exact = exact_distributions(target, prompt_ids, params)
     likeliest = int(np.argmax(exact.first))
     answer = EarlierAnswer(1, [likeliest, int(np.argmax(exact.second)), likeliest])
-    drafter = SuffixDrafter(recall=lambda ids: answer if list(ids) == list(prompt_ids) else None)
+    drafter = SuffixDrafter(recall=lambda ids: [answer] if list(ids) == list(prompt_ids) else [])
     config = DecodeConfig(n_predict=4, draft_max=3, sampling=SamplingParams(1.0, seed=1))
     first_step = next(Session(target, drafter, config).steps(prompt_ids))
     assert first_step.k == 3 and all(t.copied_from is not None

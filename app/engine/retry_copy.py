@@ -2,6 +2,9 @@
 timeout, a person pressing retry). The draft memory kept the answer it got before; suffix
 decoding (app.engine.suffix) drafts that answer from its first token, ahead of any match.
 
+The memory may hold several answers to the prompt (a run stopped early, one sampled): the
+copy follows the latest that the output still agrees with and that goes on.
+
 Greedy decoding is a function of the context, so on the same target the answer comes back
 as it was: it departs only where the fast kernels break a near-tie the other way. Sampled, it
 departs early. So the kind starts from a high prior, and its evidence is a copy's
@@ -37,35 +40,43 @@ class EarlierAnswer:
     tokens: Sequence[int]
 
 
-# the latest answer the memory kept for a prompt, or None (app.runs.PairSources.answer_to)
-Recall = Callable[[Sequence[int]], EarlierAnswer | None]
+# the answers the memory kept for a prompt, the latest first (app.runs.PairSources.answers_to)
+Recall = Callable[[Sequence[int]], list[EarlierAnswer]]
 
 
 class RetryCopy:
-    """Follows this run's output along an earlier answer to its prompt."""
+    """Follows this run's output along the earlier answers to its prompt."""
 
-    def __init__(self, answer: EarlierAnswer, prompt_length: int) -> None:
-        self.answer = answer
+    def __init__(self, answers: Sequence[EarlierAnswer], prompt_length: int) -> None:
+        self.answers = list(answers)  # the latest first
         self.prompt_length = prompt_length
-        # output tokens that equal the answer's, from the first: it stops growing at the first
-        # that departs, so from there on the output is never again the answer's beginning
-        self.agreed = 0
+        # per answer, output tokens that equal its own, from the first: a count stops growing
+        # at the first token that departs, so from there on that answer is never copied again
+        self.agreed = [0] * len(self.answers)
+        self._following: EarlierAnswer | None = None
 
     def outlook(self, context: Sequence[int]) -> Outlook | None:
-        """RETRY_COPY, with the output so far as its evidence, while the output is still the
-        answer's beginning and the answer goes on; else None."""
-        written, answer = len(context) - self.prompt_length, self.answer.tokens
-        while (self.agreed < min(written, len(answer))
-               and context[self.prompt_length + self.agreed] == answer[self.agreed]):
-            self.agreed += 1
-        if written != self.agreed:
+        """RETRY_COPY, with the output so far as its evidence, while the output is still an
+        answer's beginning and that answer goes on; else None."""
+        written = len(context) - self.prompt_length
+        self._following = None
+        for i, answer in enumerate(self.answers):
+            tokens = answer.tokens
+            while (self.agreed[i] < min(written, len(tokens))
+                   and context[self.prompt_length + self.agreed[i]] == tokens[self.agreed[i]]):
+                self.agreed[i] += 1
+            if self.agreed[i] == written < len(tokens) and self._following is None:
+                self._following = answer
+        if self._following is None:
             return None
-        available = len(self.answer.tokens) - self.agreed
-        return Outlook(RETRY_COPY, self.agreed, available) if available > 0 else None
+        return Outlook(RETRY_COPY, written, len(self._following.tokens) - written)
 
-    def tokens(self, n: int) -> list[int]:
-        """The answer's next n tokens (after outlook() said it goes on)."""
-        return list(self.answer.tokens[self.agreed: self.agreed + n])
+    def tokens(self, context: Sequence[int], n: int) -> list[int]:
+        """The next n tokens of the answer that outlook(context) followed."""
+        assert self._following is not None, "outlook() found no answer to follow"
+        written = len(context) - self.prompt_length
+        return list(self._following.tokens[written: written + n])
 
     def source(self, context: Sequence[int]) -> CopySource:
-        return CopySource(kind=COPIED_ON_RETRY, run=self.answer.run, match=len(context))
+        assert self._following is not None, "outlook() found no answer to follow"
+        return CopySource(kind=COPIED_ON_RETRY, run=self._following.run, match=len(context))

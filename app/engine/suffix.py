@@ -141,9 +141,9 @@ class SuffixDrafter(Drafter):
         """A new generation: forget the last run's prompt and output (never the memory) and
         index this prompt, whose tokens are copied as the prompt's; what follows is output."""
         self._clear()
-        answer = self.recall(prompt_ids) if self.recall is not None else None
-        if answer is not None:
-            self._retry = RetryCopy(answer, len(prompt_ids))
+        answers = self.recall(prompt_ids) if self.recall is not None else []
+        if answers:
+            self._retry = RetryCopy(answers, len(prompt_ids))
         self._cache.start_request(prompt_ids)
         self._last = prompt_ids[-1] if len(prompt_ids) else -1
 
@@ -239,7 +239,7 @@ class SuffixDrafter(Drafter):
     ) -> Draft:
         retry = self._retry_on_track(context)
         if retry is not None:
-            tokens = retry.tokens(budget.max_tokens)
+            tokens = retry.tokens(context, budget.max_tokens)
             return Draft(tokens, None, copied_from=[retry.source(context)] * len(tokens))
         prompt_copy = self._copy_of_prompt(context)
         if prompt_copy is not None:
@@ -264,7 +264,7 @@ class SuffixDrafter(Drafter):
         earlier answer, a chain)."""
         retry = self._retry_on_track(context)
         if retry is not None:
-            tokens = retry.tokens(depth)
+            tokens = retry.tokens(context, min(depth, shape.max_nodes))
             return DraftTree(tokens, list(range(-1, len(tokens) - 1)), [None] * len(tokens),
                              [retry.source(context)] * len(tokens))
         prompt_copy = self._copy_of_prompt(context)
@@ -301,7 +301,7 @@ def _source(tree: CandidateTree, i: int) -> CopySource:
 class MemorySource(Protocol):
     """What suffix decoding reads of a run: the target, the run's suffix options, the
     memory's earlier outputs of the target in one suffix tree (leaving out answers to the
-    run's own prompt), and the answer the memory kept for a prompt (a retried request)."""
+    run's own prompt), and the answers the memory kept for a prompt (a retried request)."""
 
     @property
     def target(self) -> LanguageModel: ...
@@ -311,7 +311,7 @@ class MemorySource(Protocol):
 
     def memory(self, path: str, max_depth: int) -> SuffixTree: ...
 
-    def answer_to(self, path: str, prompt_ids: Sequence[int]) -> EarlierAnswer | None: ...
+    def answers_to(self, path: str, prompt_ids: Sequence[int]) -> list[EarlierAnswer]: ...
 
 
 def suffix_drafter(sources: MemorySource, options: DrafterOptions, rule: StopRule,
@@ -321,8 +321,8 @@ def suffix_drafter(sources: MemorySource, options: DrafterOptions, rule: StopRul
     if not path:
         return SuffixDrafter(limit=block_limit(sources.target), options=reach)
     return SuffixDrafter(sources.memory(path, reach.max_depth), limit=block_limit(sources.target),
-                         options=reach, recall=lambda prompt_ids: sources.answer_to(path,
-                                                                                  prompt_ids))
+                         options=reach, recall=lambda prompt_ids: sources.answers_to(path,
+                                                                                   prompt_ids))
 
 
 ENTRY = Entry("suffix", suffix_drafter, lambda options, draft_file: SUFFIX_LABEL, free=True)

@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from replay_lookup import DEMO_CURVE, replay  # noqa: E402
-from replay_suffix import SUITES, Tally, _Vocab  # noqa: E402
+from replay_suffix import SUITES, Tally, _Vocab, recall  # noqa: E402
 from replay_suffix import replay as replay_tally  # noqa: E402
 
 from app.engine import adaptive  # noqa: E402
@@ -196,8 +196,10 @@ def run_suffix(rows: list[dict[str, Any]], make: Make, draft_max: int,
     tallies: dict[str, Tally] = {}
     for suite in SUITES:
         runs: list[RememberedRun] = []  # each suite's memory starts empty
-        for row in (r for r in rows if r["suite"] == suite):
-            drafter = SuffixDrafter(memory_buffer(runs), limit=limit)
+        suite_rows = [r for r in rows if r["suite"] == suite]
+        for row in suite_rows:
+            drafter = SuffixDrafter(memory_buffer(runs), limit=limit,
+                                    recall=recall(suite_rows, runs))
             replay_tally(row["prompt"], row["output"], drafter, make(draft_max), full_cost,
                          tallies.setdefault(suite, Tally()))
             runs.append(RememberedRun(len(runs) + 1,

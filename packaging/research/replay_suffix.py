@@ -35,7 +35,7 @@ from app.engine.drafters import Budget, Drafter  # noqa: E402
 from app.engine.lookup import block_limit  # noqa: E402
 from app.engine.retry_copy import EarlierAnswer, Recall  # noqa: E402
 from app.engine.sampling import SamplingParams  # noqa: E402
-from app.engine.suffix import RememberedRun, memory_buffer  # noqa: E402
+from app.engine.suffix import RememberedRun, SuffixDrafter, memory_buffer  # noqa: E402
 from app.runs import remembered_tokens  # noqa: E402
 
 SUITES = ("repetitive", "verbatim", "edit", "code", "text")
@@ -99,15 +99,13 @@ def replay(prompt: list[int], output: list[int], drafter: Drafter,
 
 
 def recall(rows: list[dict[str, Any]], runs: list[RememberedRun]) -> Recall:
-    """The app's retry copy over the suite's earlier answers (app.runs.PairSources.answer_to):
-    the latest answer to the same prompt among the rows already remembered."""
-    def answer_to(prompt_ids: Sequence[int]) -> EarlierAnswer | None:
-        for run in reversed(runs):
-            row = rows[run.run - 1]
-            if row["prompt"] == list(prompt_ids):
-                return EarlierAnswer(run.run, row["output"])
-        return None
-    return answer_to
+    """The app's retry copy over the suite's earlier answers (app.runs.PairSources.answers_to):
+    the answers to the same prompt among the rows already remembered (`runs`, numbered from
+    1 in the order of `rows`), the latest first."""
+    def answers_to(prompt_ids: Sequence[int]) -> list[EarlierAnswer]:
+        return [EarlierAnswer(run.run, rows[run.run - 1]["output"]) for run in reversed(runs)
+                if rows[run.run - 1]["prompt"] == list(prompt_ids)]
+    return answers_to
 
 
 def replay_suite(rows: list[dict[str, Any]], variant: str, limit: Limit, draft_max: int,
@@ -117,7 +115,8 @@ def replay_suite(rows: list[dict[str, Any]], variant: str, limit: Limit, draft_m
     runs: list[RememberedRun] = []
     for row in rows:
         drafter, controller = VARIANTS[variant](memory_buffer(runs), limit, draft_max)
-        drafter.recall = recall(rows, runs)
+        if isinstance(drafter, SuffixDrafter):  # the memory-lookup variants have no retry copy
+            drafter.recall = recall(rows, runs)
         tally = tallies.setdefault(row["name"] if by_task else row["suite"], Tally())
         cost = VerifyCostCurve(dict(DEMO_CURVE)).cost
         replay(row["prompt"], row["output"], drafter, controller, cost, tally)
@@ -135,7 +134,8 @@ def agreement(rows: list[dict[str, Any]], variant: str, limit: Limit,
     runs: list[RememberedRun] = []
     for row in rows:
         drafter, _ = VARIANTS[variant](memory_buffer(runs), limit, depth)
-        drafter.recall = recall(rows, runs)
+        if isinstance(drafter, SuffixDrafter):  # the memory-lookup variants have no retry copy
+            drafter.recall = recall(rows, runs)
         prompt, output = row["prompt"], row["output"]
         drafter.begin(prompt)
         per: list[tuple[int, int]] = []

@@ -20,6 +20,7 @@ from app.engine.drafters import Budget, Draft, Drafter, DraftKind, Outlook  # no
 from app.engine.lookup import NGRAM_COPY  # noqa: E402
 from app.engine.lookup_edits import EditAwareLookup  # noqa: E402
 from app.engine.records import COPIED_FROM_MEMORY, COPIED_FROM_PROMPT  # noqa: E402
+from app.engine.retry_copy import RETRY_COPY  # noqa: E402
 from app.engine.suffix import SUFFIX_COPY, SUFFIX_GUESS, SuffixDrafter, SuffixOptions  # noqa: E402
 from app.engine.suffix_index import CandidateTree  # noqa: E402
 from app.engine.suffix_tree import SuffixTree  # noqa: E402
@@ -69,6 +70,8 @@ class ByMatch(SuffixDrafter):
 
     def outlook(self, context: list[int]) -> Outlook:
         seen = super().outlook(context)
+        if seen.kind is RETRY_COPY:
+            return seen
         match = self.match_length(context)
         kind = [k for i, (b, k) in enumerate(self.classes) if match >= b or i == 0][-1]
         return Outlook(kind, seen.copied, seen.available)
