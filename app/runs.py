@@ -8,7 +8,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from app.draft_memory import DraftMemory, prompt_fingerprint
+from app.draft_memory import DraftMemory, RememberedOutput, prompt_fingerprint
 from app.engine.cost_curve import cached_verify_curve
 from app.engine.decode_config import DecodeConfig
 from app.engine.drafters import Drafter
@@ -108,8 +108,7 @@ class PairSources:
         once, extended as runs end (remember_output), rebuilt only when the runs it must
         hold change otherwise (the oldest dropped, another prompt's answers left out)."""
         held = held_memory(self.pair, path)
-        avoid = prompt_fingerprint(self.avoid_prompt) if self.avoid_prompt is not None else ""
-        runs = held.memory.runs(memory_key(self.pair), avoid, n_vocab=self.pair.target.n_vocab)
+        runs = self._remembered(held)
         holds = (tuple(o.run for o in runs), max_depth)
         if held.tree is None or held.holds != holds:
             held.tree = memory_buffer([RememberedRun(o.run, o.tokens) for o in runs], max_depth)
@@ -119,15 +118,17 @@ class PairSources:
     def answers_to(self, path: str, prompt_ids: Sequence[int]) -> list[EarlierAnswer]:
         """The answers the memory file kept for this very prompt (a retried request), the
         latest first; none where this prompt's answers are left out (avoid_prompt)."""
-        if self.avoid_prompt is not None and list(self.avoid_prompt) == list(prompt_ids):
-            return []
         fingerprint = prompt_fingerprint(prompt_ids)
         lead = len(prompt_ids[-MEMORY_LEAD_TOKENS:])
-        held = held_memory(self.pair, path)
         return [EarlierAnswer(output.run, output.tokens[lead:])
-                for output in reversed(held.memory.runs(memory_key(self.pair),
-                                                        n_vocab=self.pair.target.n_vocab))
+                for output in reversed(self._remembered(held_memory(self.pair, path)))
                 if output.prompt == fingerprint]
+
+    def _remembered(self, held: HeldMemory) -> list[RememberedOutput]:
+        """The memory's outputs of this target that this run may read (not those answering
+        avoid_prompt), oldest first."""
+        avoid = prompt_fingerprint(self.avoid_prompt) if self.avoid_prompt is not None else ""
+        return held.memory.runs(memory_key(self.pair), avoid, n_vocab=self.pair.target.n_vocab)
 
 
 @dataclass

@@ -29,12 +29,13 @@ def test_a_retry_copy_follows_the_answer_and_is_over_at_the_first_token_that_dep
     seen = copy.outlook(PROMPT)
     assert seen is not None and seen.kind is RETRY_COPY
     assert (seen.copied, seen.available) == (0, 4)
-    assert copy.tokens(PROMPT, 2) == [5, 6]
+    assert copy.draft(PROMPT, 2) == ([5, 6], CopySource(kind=COPIED_ON_RETRY, run=7, match=3))
     context = [*PROMPT, 5, 6]
     seen = copy.outlook(context)
     assert seen is not None and (seen.copied, seen.available) == (2, 2)
-    assert copy.tokens(context, 8) == [7, 8]
+    assert copy.draft(context, 8) == ([7, 8], CopySource(kind=COPIED_ON_RETRY, run=7, match=5))
     assert copy.outlook([*PROMPT, 5, 6, 7, 8]) is None  # the answer is used up
+    assert copy.draft([*PROMPT, 5, 6, 7, 8], 2) is None
     departed = RetryCopy([ANSWER], len(PROMPT))
     assert departed.outlook([*PROMPT, 5, 9]) is None
     assert departed.outlook([*PROMPT, 5, 9, 7]) is None  # over for the rest of the run
@@ -45,11 +46,12 @@ def test_a_retry_copy_goes_on_with_an_older_answer_where_the_latest_stops_or_dep
     sampled = EarlierAnswer(run=8, tokens=[5, 9, 9, 9])
     copy = RetryCopy([stopped_early, sampled, ANSWER], len(PROMPT))
     assert copy.outlook(PROMPT) is not None
-    assert copy.source(PROMPT).run == 9  # the latest first
+    # the latest first
+    assert copy.draft(PROMPT, 1) == ([5], CopySource(kind=COPIED_ON_RETRY, run=9, match=3))
     context = [*PROMPT, 5, 6]
     seen = copy.outlook(context)
     assert seen is not None and (seen.copied, seen.available) == (2, 2)
-    assert copy.source(context).run == 7 and copy.tokens(context, 4) == [7, 8]
+    assert copy.draft(context, 4) == ([7, 8], CopySource(kind=COPIED_ON_RETRY, run=7, match=5))
 
 
 def test_the_suffix_drafter_drafts_a_retry_ahead_of_its_matches_and_says_where_from():

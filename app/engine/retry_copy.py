@@ -53,30 +53,35 @@ class RetryCopy:
         # per answer, output tokens that equal its own, from the first: a count stops growing
         # at the first token that departs, so from there on that answer is never copied again
         self.agreed = [0] * len(self.answers)
-        self._following: EarlierAnswer | None = None
 
-    def outlook(self, context: Sequence[int]) -> Outlook | None:
-        """RETRY_COPY, with the output so far as its evidence, while the output is still an
-        answer's beginning and that answer goes on; else None."""
+    def _following(self, context: Sequence[int]) -> EarlierAnswer | None:
+        """The latest answer the output so far still begins and that goes on, else None."""
         written = len(context) - self.prompt_length
-        self._following = None
+        following = None
         for i, answer in enumerate(self.answers):
             tokens = answer.tokens
             while (self.agreed[i] < min(written, len(tokens))
                    and context[self.prompt_length + self.agreed[i]] == tokens[self.agreed[i]]):
                 self.agreed[i] += 1
-            if self.agreed[i] == written < len(tokens) and self._following is None:
-                self._following = answer
-        if self._following is None:
+            if self.agreed[i] == written < len(tokens) and following is None:
+                following = answer
+        return following
+
+    def outlook(self, context: Sequence[int]) -> Outlook | None:
+        """RETRY_COPY, with the output so far as its evidence, while the output is still an
+        answer's beginning and that answer goes on; else None."""
+        answer = self._following(context)
+        if answer is None:
             return None
-        return Outlook(RETRY_COPY, written, len(self._following.tokens) - written)
-
-    def tokens(self, context: Sequence[int], n: int) -> list[int]:
-        """The next n tokens of the answer that outlook(context) followed."""
-        assert self._following is not None, "outlook() found no answer to follow"
         written = len(context) - self.prompt_length
-        return list(self._following.tokens[written: written + n])
+        return Outlook(RETRY_COPY, written, len(answer.tokens) - written)
 
-    def source(self, context: Sequence[int]) -> CopySource:
-        assert self._following is not None, "outlook() found no answer to follow"
-        return CopySource(kind=COPIED_ON_RETRY, run=self._following.run, match=len(context))
+    def draft(self, context: Sequence[int], n: int) -> tuple[list[int], CopySource] | None:
+        """The next n tokens of the answer the output follows, and where they come from;
+        None where it follows none."""
+        answer = self._following(context)
+        if answer is None:
+            return None
+        written = len(context) - self.prompt_length
+        return (list(answer.tokens[written: written + n]),
+                CopySource(kind=COPIED_ON_RETRY, run=answer.run, match=len(context)))

@@ -26,6 +26,7 @@ Each drafted token says where it was copied from (records.CopySource), for the i
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
@@ -181,9 +182,11 @@ class SuffixDrafter(Drafter):
         self._catch_up(context)
         return None if self._retry is None else self._retry.outlook(context)
 
-    def _retry_on_track(self, context: list[int]) -> RetryCopy | None:
-        """The retry copy, while it drafts (see _retry_outlook)."""
-        return self._retry if self._retry_outlook(context) is not None else None
+    def _retry_draft(self, context: list[int], n: int) -> tuple[list[int], CopySource] | None:
+        """The retry copy's next n tokens and their source, while this output follows an
+        earlier answer; else None."""
+        self._catch_up(context)
+        return None if self._retry is None else self._retry.draft(context, n)
 
     def outlook(self, context: list[int]) -> Outlook:
         retry = self._retry_outlook(context)
@@ -237,10 +240,10 @@ class SuffixDrafter(Drafter):
         self, context: list[int], budget: Budget, params: SamplingParams,
         rng: np.random.Generator,
     ) -> Draft:
-        retry = self._retry_on_track(context)
+        retry = self._retry_draft(context, budget.max_tokens)
         if retry is not None:
-            tokens = retry.tokens(context, budget.max_tokens)
-            return Draft(tokens, None, copied_from=[retry.source(context)] * len(tokens))
+            tokens, source = retry
+            return Draft(tokens, None, copied_from=[source] * len(tokens))
         prompt_copy = self._copy_of_prompt(context)
         if prompt_copy is not None:
             draft = self._prompt_copy.propose(context, budget, params, rng)
@@ -262,11 +265,11 @@ class SuffixDrafter(Drafter):
         """The continuations merged, likeliest first, within the shape's width and nodes (a
         copy of the prompt: the edit-aware lookup's tree of its best matches; a retry: the
         earlier answer, a chain)."""
-        retry = self._retry_on_track(context)
+        retry = self._retry_draft(context, min(depth, shape.max_nodes))
         if retry is not None:
-            tokens = retry.tokens(context, min(depth, shape.max_nodes))
+            tokens, source = retry
             return DraftTree(tokens, list(range(-1, len(tokens) - 1)), [None] * len(tokens),
-                             [retry.source(context)] * len(tokens))
+                             [source] * len(tokens))
         prompt_copy = self._copy_of_prompt(context)
         if prompt_copy is not None:
             lookup_tree = self._prompt_copy.propose_tree(context, depth, shape, params, rng)
@@ -321,8 +324,7 @@ def suffix_drafter(sources: MemorySource, options: DrafterOptions, rule: StopRul
     if not path:
         return SuffixDrafter(limit=block_limit(sources.target), options=reach)
     return SuffixDrafter(sources.memory(path, reach.max_depth), limit=block_limit(sources.target),
-                         options=reach, recall=lambda prompt_ids: sources.answers_to(path,
-                                                                                   prompt_ids))
+                         options=reach, recall=functools.partial(sources.answers_to, path))
 
 
 ENTRY = Entry("suffix", suffix_drafter, lambda options, draft_file: SUFFIX_LABEL, free=True)
