@@ -61,7 +61,7 @@ def test_the_suffix_drafter_drafts_a_retry_ahead_of_its_matches_and_says_where_f
     draft = drafter.propose(PROMPT, Budget(3), SamplingParams(), None)  # type: ignore[arg-type]
     assert draft.tokens == [5, 6, 7]
     assert draft.copied_from == [CopySource(kind=COPIED_ON_RETRY, run=7, match=3)] * 3
-    assert copy_source(draft.copied_from[0]) == "run 7's answer to this prompt"
+    assert copy_source(draft.copied_from[0]) == "retry of run 7"
     assert copy_source(CopySource(kind=COPIED_FROM_MEMORY, run=7, count=2, of=5)) == \
         "run 7 · 2 of 5"  # a copy of an answer to another prompt
     tree = drafter.propose_tree(PROMPT, 4, TreeShape(2, 3), SamplingParams(), None)  # type: ignore[arg-type]

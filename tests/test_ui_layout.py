@@ -132,3 +132,70 @@ def test_the_charts_wait_for_the_first_step_instead_of_drawing_empty_axes(window
     window.inspector.table.clearSelection()
     window.inspector.bars.show_record(None, None)
     assert not window.inspector.bars.getPlotItem().getAxis("left").isVisible()
+
+
+def test_a_copied_step_at_1366x768_shows_several_rows_and_where_each_came_from(
+        window, qtbot, gguf_files, dialogs):
+    """A retried prompt copies the earlier answer: the step's rows and their drafted-from
+    column fit the inspector on a laptop screen, no row wraps to two lines, and the cell's
+    tooltip says in a sentence where its token came from."""
+    from PySide6.QtCore import Qt
+
+    from app.engine.records import COPIED_ON_RETRY
+    from app.settings import RecentPair
+    from ui.step_inspector import MIN_ROWS_SHOWN
+    from ui.step_table import COL_DRAFTED_FROM
+
+    show_on_screen(window, qtbot, 1366, 768)
+    window.picker.set_pair(RecentPair(str(gguf_files[0]), "", suffix=True, backend="llamacpp",
+                                      device="cpu"))
+    qtbot.waitUntil(lambda: not window.picker.checking, timeout=30_000)
+    set_decoding(window, tokens=40, k=6, prompt="def add(x, y):\n    return x + y\n\n")
+    run(window, qtbot)
+    run(window, qtbot)
+    assert dialogs == []
+    steps = window.run.steps
+    index = next(i for i, s in enumerate(steps) if len(s.tokens) >= 6 and any(
+        t.copied_from is not None and t.copied_from.kind == COPIED_ON_RETRY for t in s.tokens))
+    window.select_step(index)
+    qtbot.wait(50)
+    table = window.inspector.table
+    assert not table.isColumnHidden(COL_DRAFTED_FROM)
+    selected = table.selectionModel().selectedRows()[0]
+    assert table.viewport().rect().contains(table.visualRect(selected)), "selected row hidden"
+    header = table.horizontalHeader()
+    widths = [header.sectionSize(i) for i in range(header.count())]
+    assert sum(widths) <= table.viewport().width(), f"{widths} > {table.viewport().width()}"
+    third = 2
+    assert table.rowViewportPosition(third) + table.rowHeight(third) \
+        <= table.viewport().height(), ([table.rowHeight(r) for r in range(3)],
+                                       table.viewport().height())
+    assert table.rowHeight(0) <= table.fontMetrics().height() * 1.8
+    model = window.inspector.model
+    row = next(r for r, t in enumerate(steps[index].tokens)
+               if t.copied_from is not None and t.copied_from.kind == COPIED_ON_RETRY)
+    cell = model.index(row, COL_DRAFTED_FROM)
+    text = model.data(cell)
+    assert text.startswith("retry of run ")
+    assert widths[COL_DRAFTED_FROM] >= table.fontMetrics().horizontalAdvance(text)
+    assert "answer to this same prompt (a retry)" in model.data(cell, Qt.ItemDataRole.ToolTipRole)
+    # a source too long for the room left is cut short, whole in its tooltip
+    from dataclasses import replace
+
+    from app.engine.records import COPIED_FROM_MEMORY, CopySource
+    long_source = CopySource(kind=COPIED_FROM_MEMORY, run=123456, count=4321, of=98765)
+    step = steps[index]
+    tokens = [replace(t, copied_from=long_source) for t in step.tokens]
+    tokens[-1] = replace(tokens[-1], accepted=False)  # the row shown first: scrolled to
+    window.inspector.steps[index] = replace(step, tokens=tokens)
+    window.inspector.show_step(index)
+    selected = table.selectionModel().selectedRows()[0]
+    assert selected.row() == len(tokens) - 1 > MIN_ROWS_SHOWN
+    assert table.viewport().rect().contains(table.visualRect(selected)), "selected row hidden"
+    widths = [header.sectionSize(i) for i in range(header.count())]
+    text = model.data(model.index(0, COL_DRAFTED_FROM))
+    assert widths[COL_DRAFTED_FROM] < table.fontMetrics().horizontalAdvance(text)
+    assert sum(widths) <= table.viewport().width(), f"{widths} > {table.viewport().width()}"
+    assert "run 123456: 4321 of the 98765" in model.data(model.index(0, COL_DRAFTED_FROM),
+                                                         Qt.ItemDataRole.ToolTipRole)
+    assert cut_off(window, window) == []

@@ -73,7 +73,7 @@ def test_a_second_run_drafts_from_the_first_and_the_inspector_says_so_until_forg
     window.select_step(index)
     table = window.inspector.model
     cell = table.data(table.index(row, COLUMNS.index("drafted from")))
-    assert cell == f"run {memory.outputs[0].run}'s answer to this prompt"
+    assert cell == f"retry of run {memory.outputs[0].run}"
 
     window.picker.forget_button.click()
     assert len(asked) == 1 and str(default_memory_path()) in asked[0]

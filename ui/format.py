@@ -108,7 +108,25 @@ def copy_source(source: CopySource | None) -> str:
     if source is None:
         return ""
     if source.kind == COPIED_ON_RETRY:
-        return f"run {source.run}'s answer to this prompt"
-    where = {COPIED_FROM_PROMPT: "prompt", COPIED_FROM_OUTPUT: "this output"}.get(
+        return f"retry of run {source.run}"
+    return f"{_copied_where(source)} · {source.count} of {source.of}"
+
+
+def drafted_from_detail(record: TokenRecord) -> str:
+    """drafted_from in a sentence, for the cell's tooltip."""
+    source = record.copied_from
+    if source is None:
+        return (f"proposed by the target's own MTP head {record.head + 1}"
+                if record.head is not None else "")
+    if source.kind == COPIED_ON_RETRY:
+        return (f"run {source.run}'s answer to this same prompt (a retry), copied while this "
+                "output follows it")
+    matched = f"the last {source.match} tokens" if source.match else "the matched text"
+    where = "the prompt" if source.kind == COPIED_FROM_PROMPT else _copied_where(source)
+    return (f"copied from {where}: {source.count} of the {source.of} "
+            f"continuations of {matched} found there went on with this token")
+
+
+def _copied_where(source: CopySource) -> str:
+    return {COPIED_FROM_PROMPT: "prompt", COPIED_FROM_OUTPUT: "this output"}.get(
         source.kind, f"run {source.run}" if source.run is not None else source.kind)
-    return f"{where} · {source.count} of {source.of}"

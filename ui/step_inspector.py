@@ -33,6 +33,10 @@ from ui.step_table import COL_DRAFTED_FROM, StepTableModel
 from ui.theme import LIGHT, Colours
 from ui.tree_view import TreeView
 
+MIN_DRAFTED_FROM_WIDTH = 90
+MIN_ROWS_SHOWN = 3
+ROW_PADDING = 6
+
 
 class StepInspector(QWidget):
     """Shows `steps[index]`; the list is shared with the window and grows during a run."""
@@ -74,6 +78,9 @@ class StepInspector(QWidget):
         split.addWidget(self.table)
         split.addWidget(self.views)
         split.setSizes([220, 200])
+        split.setStretchFactor(0, 3)  # a short pane's height goes to the table's rows first
+        split.setStretchFactor(1, 2)
+        split.setCollapsible(0, False)
         self.splitter = split
         layout = QVBoxLayout(self)
         layout.setContentsMargins(4, 4, 4, 4)
@@ -94,6 +101,13 @@ class StepInspector(QWidget):
         table.verticalHeader().setVisible(False)
         table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.Interactive)
         table.horizontalHeader().setStretchLastSection(True)
+        table.setWordWrap(False)  # one line a row, so a short pane still shows several
+        rows = table.verticalHeader()
+        rows.setSectionResizeMode(QHeaderView.ResizeMode.Fixed)
+        rows.setDefaultSectionSize(table.fontMetrics().height() + ROW_PADDING)
+        table.setMinimumHeight(table.horizontalHeader().sizeHint().height()
+                               + MIN_ROWS_SHOWN * rows.defaultSectionSize()
+                               + 2 * table.frameWidth())
         table.selectionModel().selectionChanged.connect(self._row_selected)
         self._show_empty(table)
         return table
@@ -181,13 +195,28 @@ class StepInspector(QWidget):
         table.setColumnHidden(COL_DRAFTED_FROM, not any(
             t.copied_from is not None or t.head is not None for t in step.tokens))
         table.resizeColumnsToContents()
+        self._fit_drafted_from()
         rejected = next((i for i, r in enumerate(step.tokens) if r.accepted is False), None)
         if model.rows:
-            table.selectRow(rejected if rejected is not None else 0)
+            shown = rejected if rejected is not None else 0
+            table.selectRow(shown)
+            table.scrollTo(model.index(shown, 0))
         selection.blockSignals(False)
         if step.is_tree and self.views.currentWidget() is self.bars and self._follow:
             self.views.setCurrentWidget(self.tree)
         self._row_selected()
+
+    def _fit_drafted_from(self) -> None:
+        """The drafted-from column (the last) takes the width its neighbours leave, its text
+        cut short with the whole in its tooltip, rather than push the table past its pane."""
+        table = self.table
+        if table.isColumnHidden(COL_DRAFTED_FROM):
+            return
+        header = table.horizontalHeader()
+        others = sum(header.sectionSize(c) for c in range(COL_DRAFTED_FROM))
+        room = table.viewport().width() - others
+        if header.sectionSize(COL_DRAFTED_FROM) > room:
+            header.resizeSection(COL_DRAFTED_FROM, max(room, MIN_DRAFTED_FROM_WIDTH))
 
     def row_texts(self) -> list[list[str]]:
         """What the table shows, cell by cell (for tests and copying)."""
@@ -219,7 +248,7 @@ class _AlternativesChart(pg.PlotWidget):
 
     def __init__(self) -> None:
         super().__init__()
-        self.setMinimumHeight(150)
+        self.setMinimumHeight(100)
         self._colours = LIGHT
         self.setMouseEnabled(x=False, y=False)
         self.hideButtons()
@@ -227,7 +256,8 @@ class _AlternativesChart(pg.PlotWidget):
         plot = self.getPlotItem()
         plot.setLabel("left", "probability")
         plot.getAxis("left").enableAutoSIPrefix(False)
-        self.legend = plot.addLegend(offset=(-4, 4), labelTextSize="8pt")
+        # one row of entries: the chart is short on a laptop screen
+        self.legend = plot.addLegend(offset=(-4, 4), labelTextSize="8pt", colCount=3)
         # p and q are named (always in the legend); the residual joins it only when shown
         self.bars = [pg.BarGraphItem(x=[], height=[], width=0.3, pen=pg.mkPen(None), name=name)
                      for name in (*self.SERIES[:2], None)]  # fmt: skip

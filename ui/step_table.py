@@ -19,6 +19,10 @@ from ui.theme import LIGHT, Colours
 COLUMNS = ("pos", "draft token", "q (draft)", "p (target)", "min(1, p/q)", "u", "decision",
            "replacement", "drafted from")  # fmt: skip
 COL_Q, COL_P, COL_U, COL_DECISION, COL_REPLACEMENT, COL_DRAFTED_FROM = 2, 3, 5, 6, 7, 8
+# the titles on two lines where the cells are narrower than the words, so the columns take
+# the width of their figures and a laptop screen shows the drafted-from column beside them
+HEADERS = tuple(c.replace(" ", "\n", 1) if i in (1, 2, 3, 4) else c
+                for i, c in enumerate(COLUMNS))
 RIGHT = Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter
 TIPS = (
     "position of the token in the generated text",
@@ -76,7 +80,7 @@ class StepTableModel(QAbstractTableModel):
         if orientation != Qt.Orientation.Horizontal:
             return None
         if role == Qt.ItemDataRole.DisplayRole:
-            return COLUMNS[section]
+            return HEADERS[section]
         if role == Qt.ItemDataRole.ToolTipRole:
             return TIPS[section]
         return None
@@ -89,6 +93,8 @@ class StepTableModel(QAbstractTableModel):
             return self.cell(row, column)[0]
         if role == Qt.ItemDataRole.UserRole:
             return self.cell(row, column)[1]
+        if role == Qt.ItemDataRole.ToolTipRole and column == COL_DRAFTED_FROM and row.record:
+            return fmt.drafted_from_detail(row.record) or None
         if role == Qt.ItemDataRole.TextAlignmentRole and COL_Q <= column <= COL_U:
             return RIGHT
         if role == Qt.ItemDataRole.BackgroundRole:
