@@ -86,6 +86,16 @@ def _make_cpu_batch_invariant(model_params: Any) -> list[str]:
     return []
 
 
+def weights_read_into_memory(device: str, file_bytes: int, memory_available: int | None
+                             ) -> bool:
+    """Read the weights into the process's memory rather than map the file, where they stay
+    on the CPU and take at most half the memory free: plain decoding ran 1.05-1.09x faster so,
+    in llama-bench and here (docs/benchmarks.md). A GPU reads its own copy either way, and a
+    map lets the system page out a model that barely fits."""
+    return (device == "cpu" and memory_available is not None
+            and file_bytes <= memory_available // 2)
+
+
 class LlamaCppModel:
     backend = "llamacpp"
     sampler_order = "llama.cpp"  # common_sampler's chain: top-k, top-p, min-p, temperature last
@@ -101,11 +111,15 @@ class LlamaCppModel:
         rpc: str = "",
         load_mtp: bool = False,
         threadpool: bool = False,
+        mmap: bool | None = None,
+        memory_available: int | None = None,
     ) -> None:
         """load_mtp: also load the file's multi-token-prediction (NextN) layers, which
         llama.cpp skips otherwise (backends.llamacpp_mtp drafts with them). threadpool:
         decode on a polling threadpool kept for the context, as llama-bench does
-        (backends.llamacpp_threadpool; docs/benchmarks.md has the measurement)."""
+        (backends.llamacpp_threadpool; docs/benchmarks.md has the measurement). mmap: map the
+        file (True) or read the weights into memory (False); None decides by
+        weights_read_into_memory, with `memory_available` the bytes free before loading."""
         ok, why = llamacpp_available()
         if not ok:
             raise BackendError(why)
@@ -133,6 +147,12 @@ class LlamaCppModel:
         model_params = llama_cpp.llama_model_default_params()
         model_params.n_gpu_layers = layers
         model_params.load_mtp = load_mtp
+        if mmap is None:
+            mmap = not weights_read_into_memory(self.device, path.stat().st_size,
+                                                memory_available)
+        self.mmap = mmap
+        if not mmap:  # else llama.cpp's auto: a map, save on devices that cannot use one
+            model_params.load_mode = llama_cpp.LLAMA_LOAD_MODE_NONE
         device_array = device_list(devices) if devices else None
         if device_array is not None:
             model_params.devices = ctypes.cast(device_array, ctypes.c_void_p)

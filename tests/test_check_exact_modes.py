@@ -89,7 +89,7 @@ CHILD_RUNS = {
                   draws("draft")),
     "hybrid": (ModelSpec(target="t.gguf", draft="d.gguf", n_gpu_layers=3, n_ctx=512),
                draws("ngram,draft")),
-    "self-draft": (ModelSpec(target="t.gguf"), draws("self", layers=4)),
+    "self-draft": (ModelSpec(target="t.gguf", mmap=False), draws("self", layers=4)),
     "heads": (ModelSpec(target="t.gguf"), draws("heads", heads="h.safetensors")),
     "suffix": (ModelSpec(target="t.gguf"), draws("suffix", memory="m.json")),
     "suffix,draft": (ModelSpec(target="t.gguf", draft="d.gguf"), draws("suffix,draft")),

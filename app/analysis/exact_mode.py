@@ -69,6 +69,8 @@ def spec_flags(spec: ModelSpec, choice: DrafterChoice) -> list[str]:
         flags += ["-t", str(spec.n_threads)]
     if spec.rpc and not on_cpu:
         flags += ["--rpc", spec.rpc]
+    if spec.mmap is not None:
+        flags.append("--mmap" if spec.mmap else "--no-mmap")
     if spec.trust_remote_code:
         flags.append("--trust-remote-code")
     if spec.allow_pickle:

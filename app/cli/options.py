@@ -78,6 +78,11 @@ def add_model_flags(parser: argparse.ArgumentParser) -> None:
                         "(trusted networks only: the RPC protocol is not secure)")
     g.add_argument("-c", "--ctx-size", dest="n_ctx", type=int, default=4096)
     g.add_argument("-t", "--threads", dest="n_threads", type=int, default=None)
+    g.add_argument("--mmap", action=argparse.BooleanOptionalAction, default=None,
+                   help="llama.cpp: map the model file (--mmap) or read its weights into "
+                        "memory (--no-mmap); default: read where the model runs on the CPU "
+                        "and takes at most half the free memory (plain decoding about 5-9%% "
+                        "faster on the build machine), else map")
     kernels = g.add_mutually_exclusive_group()
     kernels.add_argument("--exact-kernels", action="store_true",
                          help="the exact mode: a verify pass gives bit-identical logits to "
@@ -209,6 +214,7 @@ def model_spec(args: argparse.Namespace, choice: DrafterChoice) -> ModelSpec:
         device=args.device, n_gpu_layers=layers, n_ctx=args.n_ctx, n_threads=args.n_threads,
         trust_remote_code=args.trust_remote_code, allow_pickle=args.allow_pickle,
         batch_invariant=args.exact_kernels, rpc=args.rpc.strip(), with_mtp=choice.uses("mtp"),
+        mmap=args.mmap,
     )
 
 

@@ -43,6 +43,9 @@ class ModelSpec:
     batch_invariant: bool = False
     rpc: str = ""  # the target on llama.cpp rpc-servers: HOST:PORT[,HOST:PORT...]
     with_mtp: bool = False  # load the target's own MTP (NextN) layers too (llama.cpp)
+    # llama.cpp: map the GGUF (True) or read its weights into memory (False); None: read where
+    # the weights stay on the CPU and fit (backends.llamacpp.weights_read_into_memory)
+    mmap: bool | None = None
 
     def resolved_backend(self) -> str:
         backend = self._backend()
@@ -158,13 +161,14 @@ def load_model(path: str, spec: ModelSpec, rpc: str = "", mtp: bool = False) -> 
 
             model = LlamaCppMtpModel(path, n_gpu_layers=spec.n_gpu_layers, n_ctx=spec.n_ctx,
                                      n_threads=spec.n_threads,
-                                     batch_invariant=spec.batch_invariant, rpc=rpc)
+                                     batch_invariant=spec.batch_invariant, rpc=rpc,
+                                     mmap=spec.mmap, memory_available=free)
         elif backend == "llamacpp":
             from backends.llamacpp import LlamaCppModel
 
             model = LlamaCppModel(path, n_gpu_layers=spec.n_gpu_layers, n_ctx=spec.n_ctx,
                                   n_threads=spec.n_threads, batch_invariant=spec.batch_invariant,
-                                  rpc=rpc)
+                                  rpc=rpc, mmap=spec.mmap, memory_available=free)
         else:
             from backends.torch_hf import TorchModel
 

@@ -47,12 +47,13 @@ def draftlens_plain(model: LlamaCppModel, prompt: list[int], n: int) -> tuple[in
 
 
 def llama_bench(tools: Path, model: str, threads: int, depth: int, n: int,
-                env: dict[str, str] | None = None) -> tuple[int, float]:
+                env: dict[str, str] | None = None, extra: tuple[str, ...] = ()
+                ) -> tuple[int, float]:
     """llama-bench tg from the `tools` folder: n tokens after `depth`, and their seconds
-    (`env`: variables added to this process's environment for it)."""
+    (`env`: variables added to this process's environment for it; `extra`: more options)."""
     out = subprocess.run(
         [str(tools / "llama-bench"), "-m", model, "-t", str(threads), "-p", "0", "-n", str(n),
-         "-d", str(depth), "-r", "1", "-o", "json"],
+         "-d", str(depth), "-r", "1", "-o", "json", *extra],
         env=None if env is None else {**os.environ, **env},
         capture_output=True, text=True, check=True).stdout
     row = next(r for r in json.loads(out) if r.get("n_gen", 0) > 0)
