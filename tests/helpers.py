@@ -334,3 +334,36 @@ def run(window, qtbot, step_mode=False):
     with qtbot.waitSignal(window.run_done, timeout=RUN_TIMEOUT_MS):
         window.start_run(step_mode=step_mode)
     window.flush()
+
+
+def cut_off(root, window) -> list[str]:
+    """Widgets narrower (or lower) than their text needs: buttons, check boxes, unwrapped
+    labels and spin boxes against their size hint; combo boxes and line edits against their
+    minimum (their text may scroll or be cut at a set length)."""
+    from PySide6.QtCore import QSize
+    from PySide6.QtWidgets import (
+        QAbstractButton,
+        QAbstractSpinBox,
+        QComboBox,
+        QLabel,
+        QLineEdit,
+        QWidget,
+    )
+
+    found = []
+    for w in root.findChildren(QWidget):
+        if not w.isVisibleTo(window) or isinstance(w.parent(), (QLineEdit, QAbstractSpinBox)):
+            continue  # a line edit's clear button, a spin box's own line edit
+        if isinstance(w, QLabel) and w.wordWrap():
+            hint = QSize(0, w.heightForWidth(w.width()))
+        elif isinstance(w, (QAbstractButton, QLabel, QAbstractSpinBox)):
+            hint = w.sizeHint()
+        elif isinstance(w, (QComboBox, QLineEdit)):
+            hint = w.minimumSizeHint()
+        else:
+            continue
+        if hint.width() > w.width() or hint.height() > w.height() + 1:
+            text = w.text() if hasattr(w, "text") and callable(w.text) else ""
+            found.append(f"{type(w).__name__} {text[:40]!r}: needs {hint.width()}x"
+                         f"{hint.height()}, has {w.width()}x{w.height()}")
+    return found

@@ -14,7 +14,7 @@ import pytest
 pytest.importorskip("pytestqt")
 
 from app.analysis.cost import MIN_RUN_STEPS, measure_pair_costs  # noqa: E402
-from app.analysis.reasons import plain_run_reason  # noqa: E402
+from app.analysis.reasons import plain_run_reason, plain_run_summary  # noqa: E402
 from app.engine.cost_curve import measure_step_costs  # noqa: E402
 from app.engine.registry import DrafterChoice  # noqa: E402
 from app.models.loading import ModelSpec, load_pair  # noqa: E402
@@ -139,10 +139,11 @@ def test_a_plain_adaptive_run_says_why_beside_the_empty_views_and_offers_the_dra
     view = window.why.cost.view_data
     assert not view.pays and stats.spec_steps * 4 < stats.steps
     offered = watch_k(window.run.steps, view, 4)
-    for notice in (window.inspector.notice, window.charts.notice):
+    for notice, say in ((window.inspector.notice, plain_run_summary),
+                        (window.charts.notice, plain_run_reason)):
         assert notice.isVisible()
         # the reason is the controller's recorded decisions, in words (app.analysis.reasons)
-        assert notice.text.text() == plain_run_reason(window.run.steps)
+        assert notice.text.text() == say(window.run.steps)
         assert notice.k == offered and f"k = {offered}" in notice.button.text()
     with qtbot.waitSignal(window.run_done, timeout=60_000):
         window.inspector.notice.button.click()

@@ -9,18 +9,13 @@ import pytest
 
 pytest.importorskip("pytestqt")
 
-from PySide6.QtCore import QPoint, QRect, QSize  # noqa: E402
+from PySide6.QtCore import QPoint, QRect  # noqa: E402
 from PySide6.QtWidgets import (  # noqa: E402
-    QAbstractButton,
-    QAbstractSpinBox,
-    QComboBox,
-    QLabel,
-    QLineEdit,
     QWidget,
 )
 
 from app.settings import Settings  # noqa: E402
-from tests.helpers import choose_pair, run, set_decoding  # noqa: E402
+from tests.helpers import choose_pair, cut_off, run, set_decoding  # noqa: E402
 from ui.charts import EMPTY_TEXT, WAITING_TEXT  # noqa: E402
 from ui.fit import fitted_geometry, window_frame  # noqa: E402
 from ui.main_window import DEFAULT_SIZE, MainWindow  # noqa: E402
@@ -43,29 +38,6 @@ def show_on_screen(window, qtbot, width, height):
     window.show()
     qtbot.waitExposed(window)
     qtbot.wait(50)  # let the layouts settle (word-wrapped labels take a second pass)
-
-
-def cut_off(root: QWidget, window: QWidget) -> list[str]:
-    """Widgets narrower (or lower) than their text needs: buttons, check boxes, unwrapped
-    labels and spin boxes against their size hint; combo boxes and line edits against their
-    minimum (their text may scroll or be cut at a set length)."""
-    found = []
-    for w in root.findChildren(QWidget):
-        if not w.isVisibleTo(window) or isinstance(w.parent(), (QLineEdit, QAbstractSpinBox)):
-            continue  # a line edit's clear button, a spin box's own line edit
-        if isinstance(w, QLabel) and w.wordWrap():
-            hint = QSize(0, w.heightForWidth(w.width()))
-        elif isinstance(w, (QAbstractButton, QLabel, QAbstractSpinBox)):
-            hint = w.sizeHint()
-        elif isinstance(w, (QComboBox, QLineEdit)):
-            hint = w.minimumSizeHint()
-        else:
-            continue
-        if hint.width() > w.width() or hint.height() > w.height() + 1:
-            text = w.text() if hasattr(w, "text") and callable(w.text) else ""
-            found.append(f"{type(w).__name__} {text[:40]!r}: needs {hint.width()}x"
-                         f"{hint.height()}, has {w.width()}x{w.height()}")
-    return found
 
 
 def inside(widget: QWidget, window: QWidget) -> bool:

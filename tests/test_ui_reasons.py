@@ -12,11 +12,15 @@ pytest.importorskip("pytestqt")
 
 from PySide6.QtCore import QRect  # noqa: E402
 
-from app.analysis.reasons import describe_decision, plain_run_reason  # noqa: E402
+from app.analysis.reasons import (  # noqa: E402
+    describe_decision,
+    plain_run_reason,
+    plain_run_summary,
+)
 from app.engine.records import RULE_NO_GAIN, RULE_PROBE  # noqa: E402
 from app.engine.trace import TraceHeader, TraceWriter  # noqa: E402
 from app.settings import Settings  # noqa: E402
-from tests.helpers import choose_pair, set_decoding  # noqa: E402
+from tests.helpers import choose_pair, cut_off, set_decoding  # noqa: E402
 from tests.recorded_decisions import all_accepted_few_drafted  # noqa: E402
 from ui.main_window import DEFAULT_SIZE, MainWindow  # noqa: E402
 
@@ -54,19 +58,25 @@ def test_recorded_decisions_are_replayed_into_the_notice_and_the_inspector(
             writer.step(step)
         writer.summary({})
     small_window.open_trace(path)
-    expected = plain_run_reason(steps)
-    for notice in (small_window.inspector.notice, small_window.charts.notice):
+    # the charts' notice gives the last no-gain decision's figures; the inspector's leaves
+    # them to the step's reason line, which stands beside it
+    inspector = small_window.inspector
+    expected = {inspector.notice: plain_run_summary(steps),
+                small_window.charts.notice: plain_run_reason(steps)}
+    for notice, text in expected.items():
         assert notice.isVisible()
-        assert notice.text.text() == expected
+        assert notice.text.text() == text
         assert "all 10 draft tokens it tried were accepted" in notice.text.text()
         assert "too rarely" not in notice.text.text()
         assert notice.k == steps[-1].decision.alternative_k  # the k the controller priced best
-    inspector = small_window.inspector
+    assert plain_run_reason(steps).startswith(plain_run_summary(steps) + " At its last")
     for rule in (RULE_NO_GAIN, RULE_PROBE):
         shown = next(s for s in steps if s.decision.rule == rule)
         small_window.select_step(shown.index)
         assert inspector.reason.isVisible()
         assert inspector.reason.text() == "Why: " + describe_decision(shown.decision)
+        # at 1366x768 the reason, the notice and the table all have their room
+        assert cut_off(inspector, small_window) == []
 
 
 def test_work_after_a_run_shows_in_the_status_bar_and_a_new_run_cancels_it(

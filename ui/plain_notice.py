@@ -8,7 +8,7 @@ from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QPushButton, QWidget
 
 from app.analysis.cost import CostView
-from app.analysis.reasons import best_alternative_k, plain_run_reason
+from app.analysis.reasons import best_alternative_k, plain_run_reason, plain_run_summary
 from app.engine.records import StepRecord
 from ui.run_data import PlainRun
 
@@ -24,8 +24,11 @@ class PlainRunNotice(QFrame):
 
     watch_draft = Signal(int)  # run again with this fixed k
 
-    def __init__(self, parent: QWidget | None = None) -> None:
+    def __init__(self, parent: QWidget | None = None, detailed: bool = True) -> None:
+        """detailed: add the figures of the run's last decision that no draft paid (the
+        inspector, short of room, leaves them to its step's reason line)."""
         super().__init__(parent)
+        self.detailed = detailed
         self.setFrameShape(QFrame.Shape.StyledPanel)
         self.text = QLabel()
         self.text.setWordWrap(True)
@@ -50,6 +53,7 @@ class PlainRunNotice(QFrame):
             self.setVisible(False)
             return
         self.k = watch_k(steps, view, run_k)
-        self.text.setText(plain_run_reason(steps))
+        self.text.setText(plain_run_reason(steps) if self.detailed
+                          else plain_run_summary(steps))
         self.button.setText(f"Watch the draft anyway\n(fixed k = {self.k})")
         self.setVisible(True)

@@ -86,7 +86,8 @@ class StepInspector(QWidget):
         layout.setContentsMargins(4, 4, 4, 4)
         layout.addLayout(top)
         layout.addWidget(self.reason)
-        self.notice = PlainRunNotice()  # where the table and bars stay empty: why
+        # where the table and bars stay empty: why (the step's figures are its reason line)
+        self.notice = PlainRunNotice(detailed=False)
         layout.addWidget(self.notice)
         layout.addWidget(split, 1)
         self._update_buttons()
@@ -105,9 +106,6 @@ class StepInspector(QWidget):
         rows = table.verticalHeader()
         rows.setSectionResizeMode(QHeaderView.ResizeMode.Fixed)
         rows.setDefaultSectionSize(table.fontMetrics().height() + ROW_PADDING)
-        table.setMinimumHeight(table.horizontalHeader().sizeHint().height()
-                               + MIN_ROWS_SHOWN * rows.defaultSectionSize()
-                               + 2 * table.frameWidth())
         table.selectionModel().selectionChanged.connect(self._row_selected)
         self._show_empty(table)
         return table
@@ -196,6 +194,7 @@ class StepInspector(QWidget):
             t.copied_from is not None or t.head is not None for t in step.tokens))
         table.resizeColumnsToContents()
         self._fit_drafted_from()
+        self._keep_rows_in_view(len(model.rows))
         rejected = next((i for i, r in enumerate(step.tokens) if r.accepted is False), None)
         if model.rows:
             shown = rejected if rejected is not None else 0
@@ -205,6 +204,15 @@ class StepInspector(QWidget):
         if step.is_tree and self.views.currentWidget() is self.bars and self._follow:
             self.views.setCurrentWidget(self.tree)
         self._row_selected()
+
+    def _keep_rows_in_view(self, n_rows: int) -> None:
+        """The table keeps room for up to MIN_ROWS_SHOWN of the step's rows when the pane is
+        short; the p/q chart gets the rest (a one-row step leaves it more)."""
+        table = self.table
+        shown = max(1, min(n_rows, MIN_ROWS_SHOWN))
+        table.setMinimumHeight(table.horizontalHeader().sizeHint().height()
+                               + shown * table.verticalHeader().defaultSectionSize()
+                               + 2 * table.frameWidth())
 
     def _fit_drafted_from(self) -> None:
         """The drafted-from column (the last) takes the width its neighbours leave, its text

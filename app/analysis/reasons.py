@@ -163,7 +163,18 @@ def _drafts_seen(c: DecisionCounts) -> str:
 
 
 def plain_run_reason(steps: list[StepRecord]) -> str:
-    """Why an adaptive run drafted in few of its steps, from its recorded decisions."""
+    """Why an adaptive run drafted in few of its steps, from its recorded decisions: the
+    summary, then the figures of its last decision that no draft paid."""
+    text = plain_run_summary(steps)
+    latest = last_decision(steps, RULE_NO_GAIN)
+    if latest is not None and latest.decision is not None:
+        text += " " + _no_gain_detail(latest, count_decisions(steps))
+    return text
+
+
+def plain_run_summary(steps: list[StepRecord]) -> str:
+    """How often an adaptive run drafted, and by which rules it decoded the other steps
+    plainly (each step's own figures are its reason line)."""
     c = count_decisions(steps)
     head = f"Adaptive k drafted in {c.drafted} of {c.steps} steps"
     if c.drafted:
@@ -176,11 +187,7 @@ def plain_run_reason(steps: list[StepRecord]) -> str:
              for rule, n in c.plain_by_rule.most_common() if rule != NO_DECISION]
     if undecided:
         parts.append(f"{undecided} without a recorded decision")
-    text = f"{head}. It decoded {c.plain} plainly — " + "; ".join(parts) + "."
-    latest = last_decision(steps, RULE_NO_GAIN)
-    if latest is not None and latest.decision is not None:
-        text += " " + _no_gain_detail(latest, c)
-    return text
+    return f"{head}. It decoded {c.plain} plainly — " + "; ".join(parts) + "."
 
 
 def _no_gain_detail(step: StepRecord, c: DecisionCounts) -> str:
