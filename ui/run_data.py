@@ -136,13 +136,16 @@ class PlainRun:
 
 
 def adaptive_ran_plainly(run: RunData | None, min_steps: int = 8) -> PlainRun | None:
-    """An adaptive run of at least `min_steps` steps that drafted in under a quarter of them:
-    the step table, the p/q bars and the acceptance charts have (next to) nothing to show."""
+    """An adaptive run of at least `min_steps` steps that drafted in under a quarter of them,
+    fewer draft tokens than a quarter of its output: the step table, the p/q bars and the
+    acceptance charts have (next to) nothing to show. (A retry may draft most of its answer in
+    a few long passes and decode the short rest plainly.)"""
     if run is None or run.kind != KIND_SPECULATIVE or run.header is None:
         return None
     if not run.header.settings.get("adaptive"):
         return None
     stats = run.stats
-    if stats.steps < min_steps or stats.spec_steps * 4 >= stats.steps:
+    if (stats.steps < min_steps or stats.spec_steps * 4 >= stats.steps
+            or stats.drafted * 4 >= stats.emitted):
         return None
     return PlainRun(stats.steps, stats.plain_steps)
