@@ -14,7 +14,6 @@ tokens over its decoding seconds (prefill left out), summed over rounds.
 
 from __future__ import annotations
 
-import argparse
 import json
 import statistics
 import sys
@@ -24,7 +23,14 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_threadpool import draftlens_plain, llama_bench  # noqa: E402
+from bench_threadpool import (  # noqa: E402
+    bench_arguments,
+    code_prompt,
+    draftlens_plain,
+    interleave,
+    llama_bench,
+    llama_tools,
+)
 
 from app.models.demo import demo_paths  # noqa: E402
 from app.models.loading import ModelSpec, load_model  # noqa: E402
@@ -36,18 +42,9 @@ def log(message: str) -> None:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("-m", "--target", default=None)
-    parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--depth", type=int, default=256)
-    parser.add_argument("-n", type=int, default=64)
-    parser.add_argument("--rounds", type=int, default=6)
-    parser.add_argument("--tools", default=str(Path.home() / ".cache/draftlens-ci/llama-tools"))
-    parser.add_argument("--json", default="")
-    args = parser.parse_args()
+    args = bench_arguments(__doc__.splitlines()[0]).parse_args()
     target = args.target or str(demo_paths()[0])
-    tools = next((f for f in (Path(args.tools) / "bin", Path(args.tools) / "build/bin")
-                  if (f / "llama-bench").is_file()), None)
+    tools = llama_tools(args.tools)
     # "read" is the app's default load (load_model), which reads the weights where they fit
     default = load_model(target, ModelSpec(target=target, backend="llamacpp",
                                            n_threads=args.threads))
@@ -58,34 +55,24 @@ def main() -> int:
     models = {"mmap": LlamaCppModel(target, n_threads=args.threads, batch_invariant=False,
                                     mmap=True),
               "read": default}
-    text = "def f(x):\n    return x + 1\n" * (args.depth // 8 + 1)
-    prompt = models["mmap"].tokenize(text)[: args.depth]
+    prompt = code_prompt(models["mmap"], args.depth)
     for model in models.values():
         draftlens_plain(model, prompt, 8)  # first decodes allocate buffers
     sides = ["mmap", "read"] + (["llama-bench", "llama-bench -lm none"] if tools else [])
-    totals = {side: [0, 0.0] for side in sides}
-    rounds: list[dict[str, float]] = []
+
+    def measure(side: str) -> tuple[int, float]:
+        if side.startswith("llama-bench"):
+            assert tools is not None
+            mode = "none" if side.endswith("none") else "auto"
+            return llama_bench(tools, target, args.threads, args.depth, args.n,
+                               extra=("-lm", mode))
+        return draftlens_plain(models[side], prompt, args.n)
+
     try:
-        for r in range(args.rounds):
-            order = sides[r % len(sides):] + sides[: r % len(sides)]
-            rates: dict[str, float] = {}
-            for side in order:
-                if side.startswith("llama-bench"):
-                    assert tools is not None
-                    mode = "none" if side.endswith("none") else "auto"
-                    n, seconds = llama_bench(tools, target, args.threads, args.depth, args.n,
-                                             extra=("-lm", mode))
-                else:
-                    n, seconds = draftlens_plain(models[side], prompt, args.n)
-                totals[side][0] += n
-                totals[side][1] += seconds
-                rates[side] = n / seconds
-            rounds.append(rates)
-            log(f"round {r + 1}: " + ", ".join(f"{s} {rates[s]:.2f}" for s in sides) + " tok/s")
+        rate, rounds = interleave(sides, measure, args.rounds, log)
     finally:
         for model in models.values():
             model.close()
-    rate = {side: n / s for side, (n, s) in totals.items()}
     print(f"threads {args.threads}, depth {len(prompt)}, {args.n} tokens, {args.rounds} rounds")
     for side in sides:
         print(f"  {side:22} {rate[side]:6.2f} tok/s")

@@ -20,6 +20,7 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -60,8 +61,9 @@ def llama_bench(tools: Path, model: str, threads: int, depth: int, n: int,
     return n, n / float(row["avg_ts"])
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def bench_arguments(description: str) -> argparse.ArgumentParser:
+    """The flags the plain-decoding benchmarks beside llama-bench share."""
+    parser = argparse.ArgumentParser(description=description)
     parser.add_argument("-m", "--target", default=None)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--depth", type=int, default=256)
@@ -69,36 +71,59 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=6)
     parser.add_argument("--tools", default=str(Path.home() / ".cache/draftlens-ci/llama-tools"))
     parser.add_argument("--json", default="")
-    args = parser.parse_args()
+    return parser
+
+
+def llama_tools(folder: str) -> Path | None:
+    """The folder of the built llama-bench under `folder`, or None."""
+    return next((f for f in (Path(folder) / "bin", Path(folder) / "build/bin")
+                 if (f / "llama-bench").is_file()), None)
+
+
+def code_prompt(model: LlamaCppModel, depth: int) -> list[int]:
+    """`depth` tokens of repeated code, the context plain decoding is timed after."""
+    return model.tokenize("def f(x):\n    return x + 1\n" * (depth // 8 + 1))[:depth]
+
+
+def interleave(sides: list[str], measure: Callable[[str], tuple[int, float]], rounds: int,
+               say: Callable[[str], None] = log
+               ) -> tuple[dict[str, float], list[dict[str, float]]]:
+    """Each round measures every side once, the order rotated round by round; a side's rate
+    is its tokens over its seconds summed over rounds. Returns the rates and each round's."""
+    totals = {side: [0, 0.0] for side in sides}
+    per_round: list[dict[str, float]] = []
+    for r in range(rounds):
+        rates: dict[str, float] = {}
+        for side in sides[r % len(sides):] + sides[: r % len(sides)]:
+            n, seconds = measure(side)
+            totals[side][0] += n
+            totals[side][1] += seconds
+            rates[side] = n / seconds
+        per_round.append(rates)
+        say(f"round {r + 1}: " + ", ".join(f"{s} {rates[s]:.2f}" for s in sides) + " tok/s")
+    return {side: n / s for side, (n, s) in totals.items()}, per_round
+
+
+def main() -> int:
+    args = bench_arguments(__doc__.splitlines()[0]).parse_args()
     target = args.target or str(demo_paths()[0])
-    tools = next((f for f in (Path(args.tools) / "bin", Path(args.tools) / "build/bin")
-                  if (f / "llama-bench").is_file()), None)
+    tools = llama_tools(args.tools)
     model = LlamaCppModel(target, n_threads=args.threads, batch_invariant=False)
-    text = "def f(x):\n    return x + 1\n" * (args.depth // 8 + 1)
-    prompt = model.tokenize(text)[: args.depth]
+    prompt = code_prompt(model, args.depth)
     draftlens_plain(model, prompt, 8)  # first decodes allocate buffers
     sides = ["threadpool", "no threadpool"] + (["llama-bench"] if tools else [])
-    totals = {side: [0, 0.0] for side in sides}
-    rounds: list[dict[str, float]] = []
+
+    def measure(side: str) -> tuple[int, float]:
+        if side == "llama-bench":
+            assert tools is not None
+            return llama_bench(tools, target, args.threads, args.depth, args.n)
+        model.use_threadpool(side == "threadpool")
+        return draftlens_plain(model, prompt, args.n)
+
     try:
-        for r in range(args.rounds):
-            order = sides[r % len(sides):] + sides[: r % len(sides)]
-            rates: dict[str, float] = {}
-            for side in order:
-                if side == "llama-bench":
-                    assert tools is not None
-                    n, seconds = llama_bench(tools, target, args.threads, args.depth, args.n)
-                else:
-                    model.use_threadpool(side == "threadpool")
-                    n, seconds = draftlens_plain(model, prompt, args.n)
-                totals[side][0] += n
-                totals[side][1] += seconds
-                rates[side] = n / seconds
-            rounds.append(rates)
-            log(f"round {r + 1}: " + ", ".join(f"{s} {rates[s]:.2f}" for s in sides) + " tok/s")
+        rate, rounds = interleave(sides, measure, args.rounds)
     finally:
         model.close()
-    rate = {side: n / s for side, (n, s) in totals.items()}
     pool_ratio = [x["threadpool"] / x["no threadpool"] for x in rounds]
     print(f"threads {args.threads}, depth {len(prompt)}, {args.n} tokens, {args.rounds} rounds")
     for side in sides:
