@@ -6,16 +6,20 @@ Each round runs, in an order rotated round by round: DraftLens plain decoding of
 `--depth` tokens on a model loaded with mmap, the same on a second copy loaded as the app loads
 it by default (read into memory where it fits: backends.llamacpp.weights_read_into_memory), and
 llama-bench -d DEPTH -n N with `-lm auto` (mmap on a CPU) and `-lm none`. A side's rate is its
-tokens over its decoding seconds (prefill left out), summed over rounds.
+tokens over its decoding seconds (prefill left out), summed over rounds. `--fresh-process` adds
+a side that loads the model as the app does in a new process every round, as llama-bench
+starts afresh every round.
 
   .venv/bin/python packaging/research/bench_load_mode.py [-m TARGET.gguf] [--threads 2]
-      [--depth 256] [-n 64] [--rounds 6]
+      [--depth 256] [-n 64] [--rounds 6] [--fresh-process]
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import statistics
+import subprocess
 import sys
 from pathlib import Path
 
@@ -41,14 +45,38 @@ def log(message: str) -> None:
     print(f"[bench-load-mode] {message}", file=sys.stderr, flush=True)
 
 
+def app_default(target: str, threads: int) -> LlamaCppModel:
+    """The model as the app loads it by default (load_model): read where it fits."""
+    model = load_model(target, ModelSpec(target=target, backend="llamacpp", n_threads=threads))
+    assert isinstance(model, LlamaCppModel)
+    return model
+
+
+def fresh_process(target: str, threads: int, depth: int, n: int) -> tuple[int, float]:
+    """Plain decoding in a new process that loads the model as the app does (main's child)."""
+    out = subprocess.run([sys.executable, __file__, "--child", "-m", target, "--threads",
+                          str(threads), "--depth", str(depth), "-n", str(n)],
+                         capture_output=True, text=True, check=True).stdout
+    tokens, seconds = json.loads(out.splitlines()[-1])
+    return int(tokens), float(seconds)
+
+
 def main() -> int:
-    args = bench_arguments(__doc__.splitlines()[0]).parse_args()
+    parser = bench_arguments(__doc__.splitlines()[0])
+    parser.add_argument("--fresh-process", action="store_true")
+    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args()
     target = args.target or str(demo_paths()[0])
+    if args.child:
+        model = app_default(target, args.threads)
+        prompt = code_prompt(model, args.depth)
+        draftlens_plain(model, prompt, 8)  # as the long-lived sides' first decodes
+        print(json.dumps(draftlens_plain(model, prompt, args.n)))
+        model.close()
+        return 0
     tools = llama_tools(args.tools)
     # "read" is the app's default load (load_model), which reads the weights where they fit
-    default = load_model(target, ModelSpec(target=target, backend="llamacpp",
-                                           n_threads=args.threads))
-    assert isinstance(default, LlamaCppModel)
+    default = app_default(target, args.threads)
     if default.mmap:
         log("the app's default maps this model here (too little free memory): no 'read' side")
         return 1
@@ -58,9 +86,12 @@ def main() -> int:
     prompt = code_prompt(models["mmap"], args.depth)
     for model in models.values():
         draftlens_plain(model, prompt, 8)  # first decodes allocate buffers
-    sides = ["mmap", "read"] + (["llama-bench", "llama-bench -lm none"] if tools else [])
+    sides = ["mmap", "read"] + (["read, fresh process"] if args.fresh_process else []) + (
+        ["llama-bench", "llama-bench -lm none"] if tools else [])
 
     def measure(side: str) -> tuple[int, float]:
+        if side == "read, fresh process":
+            return fresh_process(target, args.threads, args.depth, args.n)
         if side.startswith("llama-bench"):
             assert tools is not None
             mode = "none" if side.endswith("none") else "auto"
@@ -88,6 +119,8 @@ def main() -> int:
         for side in ("mmap", "read"):
             print(ratio(side, "llama-bench"))
         print(ratio("read", "llama-bench -lm none"))
+        if args.fresh_process:
+            print(ratio("read, fresh process", "llama-bench -lm none"))
     if args.json:
         Path(args.json).write_text(json.dumps({"rates": rate, "rounds": rounds}, indent=1))
     return 0
