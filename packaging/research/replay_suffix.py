@@ -7,6 +7,9 @@ controller could earn from a drafter: k chosen knowing how much of each draft ag
 
   python packaging/research/replay_suffix.py OUT.json [--variant NAME ...] [--by-task] [--oracle]
 
+--tree-oracle adds draft trees (propose_tree, each TREE_SHAPES shape) to what the oracle may
+choose at each position, a tree pass priced by its nodes on the same curve: what trees could add.
+
 OUT.json comes from `replay_lookup.py record`; its sidecar OUT.vocab.json (token texts and
 end-of-generation ids, also written there) lets drafts end at a code fence as the app's do.
 """
@@ -31,11 +34,12 @@ from suffix_variants import VARIANTS, Limit  # noqa: E402
 
 from app.engine.adaptive import DraftLengthController  # noqa: E402
 from app.engine.cost_curve import VerifyCostCurve  # noqa: E402
-from app.engine.drafters import Budget, Drafter  # noqa: E402
+from app.engine.drafters import Budget, Drafter, TreeShape  # noqa: E402
 from app.engine.lookup import block_limit  # noqa: E402
 from app.engine.retry_copy import EarlierAnswer, Recall  # noqa: E402
 from app.engine.sampling import SamplingParams  # noqa: E402
 from app.engine.suffix import RememberedRun, SuffixDrafter, memory_buffer  # noqa: E402
+from app.engine.tree import DraftTree  # noqa: E402
 from app.runs import remembered_tokens  # noqa: E402
 
 SUITES = ("repetitive", "verbatim", "edit", "code", "text")
@@ -152,15 +156,58 @@ def agreement(rows: list[dict[str, Any]], variant: str, limit: Limit,
     return found
 
 
-def oracle(per: list[tuple[int, int]], cost: Callable[[int], float], k_max: int) -> float:
+TREE_SHAPES = tuple(TreeShape(width=w, max_nodes=n) for w in (2, 3, 4) for n in (4, 8, 16, 32))
+
+
+def longest_path(tree: DraftTree, output: list[int], done: int) -> int:
+    """How many tokens of the tree's longest root path agree with output[done:] (what a
+    greedy tree pass keeps)."""
+    depth: dict[int, int] = {-1: 0}
+    best = 0
+    for i, (token, parent) in enumerate(zip(tree.tokens, tree.parents, strict=True)):
+        d = depth.get(parent)
+        if d is not None and done + d < len(output) and token == output[done + d]:
+            depth[i] = d + 1
+            best = max(best, d + 1)
+    return best
+
+
+def tree_agreement(rows: list[dict[str, Any]], variant: str, limit: Limit,
+                   depth: int) -> list[list[list[tuple[int, int]]]]:
+    """Per task, at every output position: (nodes, agreeing path) of each TREE_SHAPES tree."""
+    found: list[list[list[tuple[int, int]]]] = []
+    runs: list[RememberedRun] = []
+    for row in rows:
+        drafter, _ = VARIANTS[variant](memory_buffer(runs), limit, depth)
+        if isinstance(drafter, SuffixDrafter):
+            drafter.recall = recall(rows, runs)
+        prompt, output = row["prompt"], row["output"]
+        drafter.begin(prompt)
+        per: list[list[tuple[int, int]]] = []
+        for done in range(len(output)):
+            context = [*prompt, *output[:done]]
+            trees = [drafter.propose_tree(context, depth, shape, GREEDY, RNG)
+                     for shape in TREE_SHAPES]
+            per.append([(len(t.tokens), longest_path(t, output, done)) for t in trees])
+        found.append(per)
+        runs.append(RememberedRun(len(runs) + 1, remembered_tokens(prompt, output)))
+    return found
+
+
+def oracle(per: list[tuple[int, int]], cost: Callable[[int], float], k_max: int,
+           trees: list[list[tuple[int, int]]] | None = None) -> float:
     """The least modelled time to write the output with this drafter, k chosen knowing each
-    draft's agreement (a bound on what any controller earns from it)."""
+    draft's agreement (a bound on what any controller earns from it); with `trees` (per
+    position, each tree's nodes and agreeing path), a tree pass may be chosen instead."""
     n = len(per)
     best = [0.0] * (n + 1)  # best[i]: seconds to write output[i:]
     for i in range(n - 1, -1, -1):
         agree = per[i][1]
         best[i] = min(cost(k + 1) + best[min(n, i + min(k, agree) + 1)]
                       for k in range(0, min(k_max, n - i - 1) + 1))
+        for nodes, kept in (trees[i] if trees else ()):
+            if nodes:
+                best[i] = min(best[i], cost(nodes + 1) + best[min(n, i + kept + 1)])
     return best[0]
 
 
@@ -173,6 +220,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--suite", action="append", choices=SUITES)
     parser.add_argument("--oracle", action="store_true",
                         help="the bound a controller that knew each draft's agreement earns")
+    parser.add_argument("--tree-oracle", action="store_true",
+                        help="with --oracle: the oracle may also choose a draft tree")
     parser.add_argument("--curve", type=Path,
                         help="price passes on this verify curve instead of the demo target's: "
                              "a JSON object of pass size -> seconds")
@@ -194,6 +243,12 @@ def main(argv: list[str] | None = None) -> int:
                 plain = sum(len(row["output"]) for row in suite_rows) * cost(1)
                 bound = sum(oracle(per, cost, args.draft_max) for per in found)
                 print(f"{variant:12} {suite:10} oracle k {plain / bound:.3f}x plain")
+                if args.tree_oracle:
+                    trees = tree_agreement(suite_rows, variant, limit, args.draft_max)
+                    with_trees = sum(oracle(per, cost, args.draft_max, tree)
+                                     for per, tree in zip(found, trees, strict=True))
+                    print(f"{variant:12} {suite:10} oracle k or a tree {plain / with_trees:.3f}x"
+                          " plain")
                 if args.by_task:
                     for row, per in zip(suite_rows, found, strict=True):
                         speedup = len(per) * cost(1) / oracle(per, cost, args.draft_max)
