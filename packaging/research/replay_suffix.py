@@ -22,7 +22,7 @@ import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -45,6 +45,7 @@ from app.runs import remembered_tokens  # noqa: E402
 SUITES = ("repetitive", "verbatim", "edit", "code", "text")
 GREEDY = SamplingParams()
 RNG = np.random.default_rng(0)  # never drawn from: a copy samples nothing
+T = TypeVar("T")
 
 
 @dataclass
@@ -129,12 +130,12 @@ def replay_suite(rows: list[dict[str, Any]], variant: str, limit: Limit, draft_m
     return tallies
 
 
-def agreement(rows: list[dict[str, Any]], variant: str, limit: Limit,
-              depth: int) -> list[list[tuple[int, int]]]:
-    """Per task, at every output position: (match length, how many of a `depth`-token chain
-    draft agree with the output). A drafter reads only the context, so this is what any
-    controller could get from it."""
-    found: list[list[tuple[int, int]]] = []
+def at_every_position(rows: list[dict[str, Any]], variant: str, limit: Limit, depth: int,
+                      measure: Callable[[SuffixDrafter, list[int], list[int], int], T]
+                      ) -> list[list[T]]:
+    """Per task in order (the memory holding the earlier answers), `measure(drafter, context,
+    output, done)` at every output position, the context being the prompt and output[:done]."""
+    found: list[list[T]] = []
     runs: list[RememberedRun] = []
     for row in rows:
         drafter, _ = VARIANTS[variant](memory_buffer(runs), limit, depth)
@@ -142,18 +143,26 @@ def agreement(rows: list[dict[str, Any]], variant: str, limit: Limit,
             drafter.recall = recall(rows, runs)
         prompt, output = row["prompt"], row["output"]
         drafter.begin(prompt)
-        per: list[tuple[int, int]] = []
-        for done in range(len(output)):
-            context = [*prompt, *output[:done]]
-            draft = drafter.propose(context, Budget(depth), GREEDY, RNG)
-            agree = 0
-            while (agree < len(draft.tokens) and done + agree < len(output)
-                   and draft.tokens[agree] == output[done + agree]):
-                agree += 1
-            per.append((drafter.match_length(context), agree))
-        found.append(per)
+        found.append([measure(drafter, [*prompt, *output[:done]], output, done)
+                      for done in range(len(output))])
         runs.append(RememberedRun(len(runs) + 1, remembered_tokens(prompt, output)))
     return found
+
+
+def agreement(rows: list[dict[str, Any]], variant: str, limit: Limit,
+              depth: int) -> list[list[tuple[int, int]]]:
+    """Per task, at every output position: (match length, how many of a `depth`-token chain
+    draft agree with the output). A drafter reads only the context, so this is what any
+    controller could get from it."""
+    def measure(drafter: SuffixDrafter, context: list[int], output: list[int],
+                done: int) -> tuple[int, int]:
+        draft = drafter.propose(context, Budget(depth), GREEDY, RNG)
+        agree = 0
+        while (agree < len(draft.tokens) and done + agree < len(output)
+               and draft.tokens[agree] == output[done + agree]):
+            agree += 1
+        return drafter.match_length(context), agree
+    return at_every_position(rows, variant, limit, depth, measure)
 
 
 TREE_SHAPES = tuple(TreeShape(width=w, max_nodes=n) for w in (2, 3, 4) for n in (4, 8, 16, 32))
@@ -175,23 +184,12 @@ def longest_path(tree: DraftTree, output: list[int], done: int) -> int:
 def tree_agreement(rows: list[dict[str, Any]], variant: str, limit: Limit,
                    depth: int) -> list[list[list[tuple[int, int]]]]:
     """Per task, at every output position: (nodes, agreeing path) of each TREE_SHAPES tree."""
-    found: list[list[list[tuple[int, int]]]] = []
-    runs: list[RememberedRun] = []
-    for row in rows:
-        drafter, _ = VARIANTS[variant](memory_buffer(runs), limit, depth)
-        if isinstance(drafter, SuffixDrafter):
-            drafter.recall = recall(rows, runs)
-        prompt, output = row["prompt"], row["output"]
-        drafter.begin(prompt)
-        per: list[list[tuple[int, int]]] = []
-        for done in range(len(output)):
-            context = [*prompt, *output[:done]]
-            trees = [drafter.propose_tree(context, depth, shape, GREEDY, RNG)
-                     for shape in TREE_SHAPES]
-            per.append([(len(t.tokens), longest_path(t, output, done)) for t in trees])
-        found.append(per)
-        runs.append(RememberedRun(len(runs) + 1, remembered_tokens(prompt, output)))
-    return found
+    def measure(drafter: SuffixDrafter, context: list[int], output: list[int],
+                done: int) -> list[tuple[int, int]]:
+        trees = [drafter.propose_tree(context, depth, shape, GREEDY, RNG)
+                 for shape in TREE_SHAPES]
+        return [(len(t.tokens), longest_path(t, output, done)) for t in trees]
+    return at_every_position(rows, variant, limit, depth, measure)
 
 
 def oracle(per: list[tuple[int, int]], cost: Callable[[int], float], k_max: int,
