@@ -8,17 +8,16 @@ that is compute the single-token step does not pay for, so this says how much of
 curve's slope is the logits and how much the layers.
 
   .venv/bin/python packaging/research/bench_logit_rows.py [-m TARGET] [--sizes 1,2,4,8,16,64]
-      [--depth 256] [--rounds 4] [--threads 2]
+      [--depth 256] [--rounds 4] [--threads 2] [--tools DIR]
 
-llama-bench comes from DRAFTLENS_LLAMA_TOOLS (packaging/build_llama_tools.sh); without it that
-column is left out.
+llama-bench comes from --tools (packaging/build_llama_tools.sh's folder, CI's by default);
+without it that column is left out.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import subprocess
 import sys
@@ -27,6 +26,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from bench_threadpool import code_prompt, interleave, llama_tools  # noqa: E402
 
 from app.models.demo import demo_paths  # noqa: E402
 from backends.llamacpp import LlamaCppModel  # noqa: E402
@@ -58,51 +60,50 @@ def llama_bench_pp(tools: Path, target: str, n: int, depth: int, threads: int) -
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("-m", "--model", default=str(demo_paths()[0]))
+    parser.add_argument("-m", "--target", default=None)
     parser.add_argument("--sizes", default="1,2,4,8,16,64")
     parser.add_argument("--depth", type=int, default=256)
     parser.add_argument("--rounds", type=int, default=4)
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--tools", default=str(Path.home() / ".cache/draftlens-ci/llama-tools"))
     args = parser.parse_args(argv)
     sizes = [int(s) for s in args.sizes.split(",")]
-    tools_dir = os.environ.get("DRAFTLENS_LLAMA_TOOLS")
-    tools = Path(tools_dir) / "bin" if tools_dir else None
-    if tools is not None and not (tools / "llama-bench").exists():
-        log(f"no llama-bench in {tools}: its column is left out")
-        tools = None
-
-    model = LlamaCppModel(args.model, n_threads=args.threads, batch_invariant=False)
-    filler = model.tokenize("def main():\n    total = 0\n    for i in range(10):\n")
-    context = (filler * (args.depth // len(filler) + 1))[: args.depth]
-    model.extend(context, 1)
-    if max(sizes) > len(context):
+    if max(sizes) > args.depth:
         parser.error(f"--depth must be at least the largest size ({max(sizes)})")
+    target = args.target or str(demo_paths()[0])
+    tools = llama_tools(args.tools)
+    if tools is None:
+        log(f"no llama-bench under {args.tools}: its column is left out")
 
-    times: dict[tuple[int, str], list[float]] = {}
-    for round_index in range(args.rounds):
-        for n in sizes:
-            sides = ["every row", "last row"] + (["llama-bench pp"] if tools else [])
-            if round_index % 2:
-                sides.reverse()
-            for side in sides:
-                if side == "llama-bench pp":
-                    assert tools is not None
-                    seconds = llama_bench_pp(tools, args.model, n, args.depth, args.threads)
-                else:
-                    seconds = pass_seconds(model, context, n, n if side == "every row" else 1)
-                times.setdefault((n, side), []).append(seconds)
-        log(f"round {round_index + 1} of {args.rounds} done")
+    model = LlamaCppModel(target, n_threads=args.threads, batch_invariant=False)
+    context = code_prompt(model, args.depth)
+    model.extend(context, 1)
+    sides = ["every row", "last row"] + (["llama-bench pp"] if tools else [])
+    ms: dict[tuple[int, str], float] = {}
+    for n in sizes:
+        def measure(side: str, n: int = n) -> tuple[int, float]:
+            if side == "llama-bench pp":
+                assert tools is not None
+                return n, llama_bench_pp(tools, target, n, args.depth, args.threads)
+            return n, pass_seconds(model, context, n, n if side == "every row" else 1)
 
-    print(f"{Path(args.model).name}, {args.threads} threads, depth {args.depth}, "
+        def say(line: str, n: int = n) -> None:
+            log(f"n {n}: {line}")
+
+        _, rounds = interleave(sides, measure, args.rounds, say)
+        for side in sides:
+            ms[(n, side)] = statistics.median(n / r[side] for r in rounds) * 1000
+    model.close()
+
+    print(f"{Path(target).name}, {args.threads} threads, depth {args.depth}, "
           f"median of {args.rounds} rounds (ms per pass)")
     print("| pass of n tokens | logits for every row | logits for the last row | "
           "every row / last row | llama-bench pp |")
     print("|---|---|---|---|---|")
     for n in sizes:
-        every = statistics.median(times[(n, "every row")]) * 1000
-        last = statistics.median(times[(n, "last row")]) * 1000
-        bench = times.get((n, "llama-bench pp"))
-        bench_cell = f"{statistics.median(bench) * 1000:.1f}" if bench else "–"
+        every, last = ms[(n, "every row")], ms[(n, "last row")]
+        bench = ms.get((n, "llama-bench pp"))
+        bench_cell = f"{bench:.1f}" if bench is not None else "–"
         print(f"| {n} | {every:.1f} | {last:.1f} | {every / last:.2f}× | {bench_cell} |")
     return 0
 
