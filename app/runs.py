@@ -3,7 +3,7 @@ and decode settings become a drafter, a session and the trace header that descri
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -16,6 +16,7 @@ from app.engine.heads import HeadsWeights
 from app.engine.protocol import LanguageModel
 from app.engine.registry import DrafterChoice, build_drafter
 from app.engine.retry_copy import EarlierAnswer
+from app.engine.self_skip import SkipChoice
 from app.engine.session import Session
 from app.engine.suffix import RememberedRun, SuffixOptions, memory_buffer
 from app.engine.suffix_tree import SuffixTree
@@ -23,6 +24,7 @@ from app.engine.trace import MODE_PLAIN, MODE_SPECULATIVE, TraceHeader, TraceWri
 from app.engine.vocab_bridge import VocabBridge
 from app.errors import SettingsError
 from app.models.loading import LoadedPair
+from app.models.self_skip import settle_self_skip
 from app.versions import versions
 
 # the last prompt tokens kept before each remembered output, so that the memory can draft an
@@ -91,8 +93,11 @@ class PairSources:
         cross = self.pair.cross
         return None if cross is None else cross.bridge
 
-    def self_draft(self, n_layers: int) -> LanguageModel:
-        return self.pair.self_draft(n_layers)
+    def self_draft(self, skip: str) -> LanguageModel:
+        return self.pair.self_draft(skip)
+
+    def skip_choice(self, skip: str) -> SkipChoice | None:
+        return self.pair.skip_choices.get(skip)
 
     def heads(self, path: str) -> HeadsWeights:
         from app.models.draft_heads import load_heads
@@ -168,8 +173,8 @@ def new_drafter(pair: LoadedPair, config: DecodeConfig,
 
 def drafting_model(pair: LoadedPair, choice: DrafterChoice) -> LanguageModel | None:
     """The model that drafts in this choice, where one does (its step is measured)."""
-    if choice.uses("self"):
-        return pair.self_draft(choice.options.layers)
+    if choice.uses("self"):  # timed on a cache of its own: the same computation per step
+        return pair.self_draft(choice.options.skip, borrow=False)
     if choice.uses("draft"):
         return pair.draft
     return None
@@ -227,11 +232,18 @@ def prepare_run(
     chat: bool,
     plain: bool = False,
     extra_settings: dict[str, Any] | None = None,
+    progress: Callable[[str], None] | None = None,
 ) -> Run:
-    """Encode the prompt, check it fits, build the session and its trace header."""
+    """Encode the prompt, check it fits, build the session and its trace header (`progress`
+    hears of work before the run: a self-draft's choice of layers)."""
     prompt_ids = encode_prompt(pair.target, prompt, chat)
+    skip_choice = None
+    if not plain:  # a self-draft's layers, chosen on this prompt (cached per text)
+        config, skip_choice = settle_self_skip(pair, config, [prompt_ids], progress)
     session = build_session(pair, config, plain)
     session.check_prompt(prompt_ids)
+    if skip_choice is not None:
+        extra_settings = {**(extra_settings or {}), "self_skip": skip_choice.to_dict()}
     header = trace_header(pair, session.config, prompt, len(prompt_ids), chat,
                           plain=session.drafter is None, extra_settings=extra_settings)
     return Run(session, prompt_ids, header)

@@ -20,11 +20,11 @@ from app.analysis.measure import Cancelled, side_by_side, warm_up
 from app.engine.adaptive import PassCost, rates_by_k
 from app.engine.cost_curve import VerifyCostCurve, cached_verify_curve
 from app.engine.decode_config import DecodeConfig
-from app.engine.draft_model import self_draft_label
 from app.engine.drafters import DrafterOptions
 from app.engine.lookup_edits import NGRAM_LABEL
 from app.engine.metrics import RunStats
 from app.engine.registry import DrafterChoice
+from app.engine.self_draft import self_label
 from app.errors import DraftLensError, ModelFileError
 from app.models.loading import LoadedPair, load_model
 from app.models.pair_check import check_pair_files
@@ -123,17 +123,19 @@ class LoadedCandidate:
 
 
 class SelfDraftCandidate:
-    """The target's own first N layers (built once per loaded target, closed with it)."""
+    """The target with a set of its layers skipped (built once per loaded target, closed
+    with it); its figures are those the set was chosen by, where it was settled on the pair
+    (app.models.self_skip)."""
 
     kind = "self-draft"
 
-    def __init__(self, n_layers: int) -> None:
-        self.n_layers = n_layers
-        self.label = self_draft_label(n_layers)
-        self.choice = DrafterChoice(("self",), DrafterOptions(layers=n_layers))
+    def __init__(self, skip: str) -> None:
+        self.skip = skip
+        self.label = self_label(DrafterOptions(skip=skip))
+        self.choice = DrafterChoice(("self",), DrafterOptions(skip=skip))
 
     def attach(self, base: LoadedPair) -> LoadedPair:
-        base.self_draft(self.n_layers)  # built once per loaded target, closed with it
+        base.self_draft(self.skip)  # built once per loaded target, closed with it
         return base
 
     def detach(self) -> None:

@@ -14,11 +14,12 @@ from app.analysis.compare import explain_difference, kernel_noise, margins_noted
 from app.analysis.measure import Tally, alternating, pair_ratios, timed_run
 from app.cli import interrupt
 from app.cli.bench_tasks import SUITES
-from app.cli.options import forget_draft_memory, self_draft_layers, settings
+from app.cli.options import forget_draft_memory, settings
 from app.engine.decode_config import DecodeConfig
-from app.engine.protocol import EarlyExitModel, LanguageModel, ReferenceGenerator
+from app.engine.protocol import LanguageModel, ReferenceGenerator
 from app.errors import SettingsError
 from app.models.loading import LoadedPair, load_pair
+from app.models.self_skip import settle_self_skip
 from app.runs import build_session, encode_prompt, new_drafter
 
 
@@ -60,37 +61,24 @@ def read_prompts(args: argparse.Namespace) -> list[str]:
 def cmd_bench(args: argparse.Namespace) -> int:
     config, spec = settings(args)
     prompts = read_prompts(args)
-    layers = self_draft_layers(args)
     forget_draft_memory(args)
-    pair = load_pair(spec, progress=lambda m: print(f"[bench] {m}", file=sys.stderr))
+    say = lambda message: print(f"[bench] {message}", file=sys.stderr)  # noqa: E731
+    pair = load_pair(spec, progress=say)
     try:
         encoded = [encode_prompt(pair.target, p, args.chat) for p in prompts]
+        # a self-draft's layers are chosen on all the prompts at once, before any timing
+        config, skip_choice = settle_self_skip(pair, config, encoded, say)
         warm = DecodeConfig(n_predict=4, sampling=config.sampling)
         timed_run(pair, warm, encoded[0], plain=True, tally=Tally())
-        reports = []
-        for n_layers in layers or [0]:
-            run_config = config
-            if n_layers:
-                print(f"[bench] drafting with the target's first {n_layers} layers",
-                      file=sys.stderr)
-                choice = config.drafter
-                run_config = replace(config, drafter=replace(
-                    choice, options=replace(choice.options, layers=n_layers)))
-            reports.append(bench_pair(pair, run_config, encoded, args))
-            if n_layers:
-                reports[-1]["self_draft_layers"] = n_layers
-                reports[-1]["target_layers"] = target_layers(pair)
+        report = bench_pair(pair, config, encoded, args)
+        if skip_choice is not None:
+            report["self_skip"] = skip_choice.to_dict()
     finally:
         pair.close()
-    if len(reports) > 1:
-        if args.json:
-            print(json.dumps({"rows": reports}))
-        else:
-            print_layer_sweep(reports)
-    elif args.json:
-        print(json.dumps(reports[0]))
+    if args.json:
+        print(json.dumps(report))
     else:
-        print_report(reports[0])
+        print_report(report)
     return 0
 
 
@@ -118,31 +106,6 @@ def bench_pair(pair: LoadedPair, config: DecodeConfig, encoded: list[list[int]],
     report["drafter"] = drafter.name if drafter else ""
     report["prompts"] = len(encoded)
     return report
-
-
-def target_layers(pair: LoadedPair) -> int | None:
-    target = pair.target
-    if isinstance(target, EarlyExitModel):
-        return target.n_layers
-    if target.backend == "llamacpp":
-        from pathlib import Path
-
-        from app.models.early_exit import block_count
-
-        return block_count(Path(target.path))
-    return None
-
-
-def print_layer_sweep(reports: list[dict[str, Any]]) -> None:
-    first = reports[0]
-    print(f"layer sweep: backend {first['backend']} on {first['device']}, "
-          f"target of {first.get('target_layers')} layers, {first['prompts']} prompt(s)")
-    print(f"{'layers':>7} {'accept':>7} {'tok/pass':>8} {'plain':>8} {'spec':>8} "
-          f"{'speedup':>8} {'draft ms':>9} {'identical':>9}")
-    for r in reports:
-        print(f"{r['self_draft_layers']:>7} {r['acceptance']:7.3f} {r['tokens_per_pass']:8.2f} "
-              f"{r['plain_tok_s']:8.2f} {r['spec_tok_s']:8.2f} {r['speedup']:7.2f}x "
-              f"{1000 * r['t_draft_per_step']:9.1f} {r['identical']!s:>9}")
 
 
 def bench_report(plain: Tally, spec: Tally, config: DecodeConfig) -> dict[str, Any]:

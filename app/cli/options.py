@@ -17,7 +17,7 @@ from app.models.loading import ModelSpec
 
 # the flags that name a drafter, kept as aliases of --spec-type: flag -> its name
 ALIASES = {"--ngram": "ngram", "--suffix": "suffix", "--draft-mtp": "mtp",
-           "--draft-heads": "heads", "--self-draft-layers": "self", "-md": "draft"}
+           "--draft-heads": "heads", "--self-skip": "self", "-md": "draft"}
 
 
 def add_model_flags(parser: argparse.ArgumentParser) -> None:
@@ -58,10 +58,15 @@ def add_model_flags(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--spec-min-prob", type=float, default=SuffixOptions.min_prob,
                    help="with --suffix: a token whose estimated probability (how often the "
                         "text went on so) is below this is not drafted (default 0.1)")
-    g.add_argument("--self-draft-layers", dest="self_draft_layers", default=None, metavar="N",
-                   help="--spec-type self: draft with the target's own first N layers (then "
-                        "its final norm and "
-                        "output head); bench takes a list, e.g. 4,8,12, for a layer sweep")
+    g.add_argument("--self-skip", dest="self_skip", default=None, metavar="RANGES|auto",
+                   help="--spec-type self: draft with the target itself, these of its layers "
+                        "left out (0-based ranges, e.g. 6-11,15-20; its first layer, final "
+                        "norm and output head are kept), or auto: the layers chosen by "
+                        "measurement on the prompt (the default for --spec-type self)")
+    g.add_argument("--self-cost", dest="self_cost", type=float,
+                   default=DrafterOptions.skip_cost, metavar="C",
+                   help="with --self-skip auto: drop layers until a draft step is estimated "
+                        "to cost C target steps (default %(default)s)")
     g.add_argument("--draft-heads", dest="draft_heads", default=None, metavar="HEADS",
                    help="--spec-type heads: draft with heads trained on the target's hidden "
                         "states (draftlens heads train)")
@@ -126,32 +131,18 @@ def add_decode_flags(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--chat", action="store_true", help="apply the target's chat template")
 
 
-def self_draft_layers(args: argparse.Namespace) -> list[int]:
-    """The N values of --self-draft-layers (empty when not given)."""
-    text = getattr(args, "self_draft_layers", None)
-    if not text:
-        return []
-    try:
-        values = [int(part) for part in str(text).split(",") if part.strip()]
-    except ValueError as exc:
-        raise SettingsError(f"--self-draft-layers takes layer counts like 8 or 4,8,12 "
-                            f"(got {text})") from exc
-    if not values or min(values) < 1:
-        raise SettingsError(f"--self-draft-layers must be 1 or more (got {text})")
-    return values
-
-
 def drafter_choice(args: argparse.Namespace) -> DrafterChoice:
     """What drafts: --spec-type's names, or those the older flags name (ALIASES), with the
     drafters' options; checked (app.engine.registry)."""
-    layers = self_draft_layers(args)
+    skip = getattr(args, "self_skip", None) or ""
     named = {"ngram": bool(getattr(args, "ngram", False)),
              "suffix": bool(getattr(args, "suffix", False)),
              "mtp": bool(getattr(args, "draft_mtp", False)),
              "heads": bool(getattr(args, "draft_heads", None)),
-             "self": bool(layers), "draft": bool(getattr(args, "draft", None))}
+             "self": bool(skip), "draft": bool(getattr(args, "draft", None))}
     options = DrafterOptions(cross_vocab=getattr(args, "cross_vocab", "auto") or "auto",
-                             layers=layers[0] if layers else 0,
+                             skip=skip,
+                             skip_cost=getattr(args, "self_cost", DrafterOptions.skip_cost),
                              heads=getattr(args, "draft_heads", None) or "",
                              memory=getattr(args, "draft_memory", "") or "")
     text = getattr(args, "spec_type", None)
@@ -178,7 +169,7 @@ def alias_names(named: dict[str, bool], demo: bool) -> tuple[str, ...]:
     before a draft model or a self-draft; nothing named: a draft model."""
     models = [n for n in ("draft", "self", "heads", "mtp", "suffix") if named[n]]
     if len(models) > 1 or (named["ngram"] and models and models[0] in ("mtp", "suffix")):
-        raise SettingsError("pick one draft: -md DRAFT, --self-draft-layers N, "
+        raise SettingsError("pick one draft: -md DRAFT, --self-skip RANGES|auto, "
                             "--draft-heads HEADS, --draft-mtp, --ngram or --suffix (or chain "
                             "them with --spec-type, e.g. ngram,draft)")
     if named["ngram"]:
@@ -202,7 +193,7 @@ def model_spec(args: argparse.Namespace, choice: DrafterChoice) -> ModelSpec:
             draft = str(demo_draft)
     if draft is None and choice.uses("draft"):
         raise SettingsError("no draft given — pass -md DRAFT_FILE, --ngram for prompt lookup, "
-                            "or --self-draft-layers N for the target's own first layers")
+                            "or --spec-type self for the target with layers skipped")
     layers = args.n_gpu_layers
     if layers != "auto":
         try:

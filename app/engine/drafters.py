@@ -198,8 +198,11 @@ class DrafterOptions:
 
     # draft: a draft model of another vocabulary drafts by tli, string or auto (tli)
     cross_vocab: str = "auto"
-    # self: how many of the target's first layers draft
-    layers: int = 0
+    # self: the target's layers it skips, as ranges ("6-11,15-20"), or "auto" (also ""):
+    # chosen by measurement on the run's text (app.engine.self_skip)
+    skip: str = ""
+    # self: the draft's estimated cost in target steps the search aims for
+    skip_cost: float = 0.6
     # heads: the heads file (draftlens heads train)
     heads: str = ""
     # suffix: a file of earlier outputs to draft from, updated after each run ("" = none)

@@ -8,7 +8,8 @@ DecodeConfig.drafter is a DrafterChoice: the names, in order of preference, and 
   suffix   suffix decoding over the prompt, the output and (option `memory`) earlier runs
   mtp      the target's own multi-token-prediction layers (its GGUF's NextN blocks)
   heads    draft heads trained on the target's hidden states (option `heads`: the file)
-  self     the target's own first N layers (option `layers`)
+  self     the target with a set of its layers skipped (option `skip`: ranges, or auto:
+           chosen on the run's text; `skip_cost`: the cost the choice aims for)
 
 A list chains them: the first that has a draft for the context drafts (`ngram,draft`: the
 lookup where the context repeats itself, the draft model elsewhere). A drafter that always
@@ -22,11 +23,11 @@ from typing import Any
 
 from app.engine.chain import ChainDrafter
 from app.engine.cross_vocab import ENTRY as DRAFT
-from app.engine.draft_model import SELF_ENTRY as SELF
 from app.engine.drafters import Drafter, DrafterOptions, Entry, StopRule
 from app.engine.heads import ENTRY as HEADS
 from app.engine.lookup_edits import ENTRY as NGRAM
 from app.engine.mtp import ENTRY as MTP
+from app.engine.self_draft import SELF_ENTRY as SELF
 from app.engine.suffix import ENTRY as SUFFIX
 from app.errors import SettingsError
 

@@ -12,7 +12,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from app.engine.protocol import EarlyExitModel, LanguageModel
+from app.engine.protocol import LanguageModel, LayerSkipModel, SkipDraftModel
+from app.engine.self_skip import SkipChoice, format_skip, parse_skip
 from app.errors import DraftLensError, ModelFileError, SettingsError
 from app.models.pair_check import (
     CrossVocab,
@@ -71,7 +72,10 @@ class LoadedPair:
     check: PairCheck | None
     spec: ModelSpec
     warnings: list[str] = field(default_factory=list)
-    self_drafts: dict[int, LanguageModel] = field(default_factory=dict)  # by layer count
+    # self-drafts by skip set and whether they borrow the target's cache (app.models.self_skip)
+    self_drafts: dict[tuple[str, bool], LanguageModel] = field(default_factory=dict)
+    # the figures each skip set was chosen by, by set (app.models.self_skip.settle_self_skip)
+    skip_choices: dict[str, SkipChoice] = field(default_factory=dict)
     # seconds of one step of a drafting model (by id), measured once when first needed
     step_seconds: dict[int, float] = field(default_factory=dict)
 
@@ -83,19 +87,25 @@ class LoadedPair:
         return self.check.cross
 
     def close(self) -> None:
-        for model in self.self_drafts.values():
+        for model in {id(m): m for m in self.self_drafts.values()}.values():
             if model is not self.draft:
                 model.close()
         self.target.close()
         if self.draft is not None:
             self.draft.close()
 
-    def self_draft(self, n_layers: int) -> LanguageModel:
-        """The target's first n_layers as a draft model, built once per pair and N."""
-        model = self.self_drafts.get(n_layers)
+    def self_draft(self, skip: str, borrow: bool = True) -> LanguageModel:
+        """The target without the `skip` layers ("6-11,15-20") as a draft model, built once
+        per pair and set. torch: inside the target's forward and (borrow) its KV cache; without
+        borrow, a cache of its own (for timing it). llama.cpp: a file of the kept blocks,
+        which has its own cache either way."""
+        if self.target.backend != "torch":
+            borrow = True
+        skip = format_skip(parse_skip(skip))  # one name per set
+        model = self.self_drafts.get((skip, borrow))
         if model is None:
-            model = load_self_draft(self.target, self.spec, n_layers)
-            self.self_drafts[n_layers] = model
+            model = load_self_draft(self.target, self.spec, skip, borrow)
+            self.self_drafts[(skip, borrow)] = model
         return model
 
     def step_cost(self, model: LanguageModel) -> float:
@@ -107,24 +117,29 @@ class LoadedPair:
         return self.step_seconds[id(model)]
 
 
-def load_self_draft(target: LanguageModel, spec: ModelSpec, n_layers: int) -> LanguageModel:
-    """torch: a view of the loaded target's first layers (shared weights); llama.cpp: a GGUF
-    of its first blocks, written once into the data folder (app.models.early_exit)."""
-    if isinstance(target, EarlyExitModel):
+def load_self_draft(target: LanguageModel, spec: ModelSpec, skip: str,
+                    borrow: bool) -> LanguageModel:
+    """torch: the loaded target without those layers (shared weights); llama.cpp: a GGUF of
+    its other blocks, written once into the data folder (app.models.early_exit)."""
+    skipped = parse_skip(skip, target.n_layers if isinstance(target, LayerSkipModel) else None)
+    if isinstance(target, SkipDraftModel):
         from backends.base import BackendError
 
         try:
-            return target.early_exit(n_layers)
+            model = target.skip_draft(skipped, borrow)
         except BackendError as exc:
             raise SettingsError(str(exc)) from exc
-    if target.backend == "llamacpp":
-        from app.models.early_exit import block_count, truncated_gguf
+    elif target.backend == "llamacpp":
+        from app.models.early_exit import block_count, kept_blocks_gguf
 
-        model = load_model(str(truncated_gguf(target.path, n_layers)), spec)
-        model.name = f"{target.name} · first {n_layers} of {block_count(Path(target.path))} layers"
-        return model
-    raise SettingsError(f"the {target.backend} backend cannot run a model's first layers "
-                        "as a draft — use a draft model or --ngram")
+        model = load_model(str(kept_blocks_gguf(target.path, skipped)), spec)
+        total = block_count(Path(target.path))
+        model.name = f"{target.name} · {total - len(skipped)} of {total} layers"
+    else:
+        raise SettingsError(f"the {target.backend} backend cannot leave layers out as a draft "
+                            "— use a draft model or --ngram")
+    model.name += f" (skips {skip})"
+    return model
 
 
 def validate_model_file(path: str, backend: str) -> None:
