@@ -45,9 +45,13 @@ def settle_self_skip(pair: LoadedPair, config: DecodeConfig, prompts: Sequence[S
     say = progress or (lambda message: None)
     choice = choose_skip(pair, choice_of.options.skip, choice_of.options.skip_cost, prompts,
                          say)
-    say(f"timing the self-draft (skips {choice.skip}) against the target")
-    choice = replace(choice, measured_cost=measured_cost(pair, choice.skip),
-                     file_bytes=draft_file_bytes(pair, choice.skip))
+    timed = pair.skip_choices.get(choice.skip)
+    if timed is not None:  # timed on this loaded pair before
+        choice = replace(choice, measured_cost=timed.measured_cost, file_bytes=timed.file_bytes)
+    else:
+        say(f"timing the self-draft (skips {choice.skip}) against the target")
+        choice = replace(choice, measured_cost=measured_cost(pair, choice.skip),
+                         file_bytes=draft_file_bytes(pair, choice.skip))
     pair.skip_choices[choice.skip] = choice
     options = replace(choice_of.options, skip=choice.skip)
     say(choice.label() + (f"; draft file {choice.file_bytes / 1e6:.0f} MB"

@@ -49,24 +49,34 @@ def log(message: str) -> None:
     print(f"[bench-self-skip] {message}", file=sys.stderr, flush=True)
 
 
-def self_config(base: DecodeConfig, skip: str, cost: float = 0.6) -> DecodeConfig:
+def self_config(base: DecodeConfig, skip: str, cost: float = DrafterOptions.skip_cost
+                ) -> DecodeConfig:
     return replace(base, drafter=DrafterChoice(("self",), DrafterOptions(skip=skip,
                                                                           skip_cost=cost)))
 
 
 def candidates(pair: LoadedPair, base: DecodeConfig, encoded: list[list[int]],
                args: argparse.Namespace) -> list[tuple[str, DecodeConfig, SkipChoice | None]]:
-    """(row name, config, the set's figures) for every draft to time."""
+    """(row name, config, the set's figures) for every draft to time. The search runs once,
+    down to the lowest cost asked; each cost's row is the first set on its path within it."""
     rows: list[tuple[str, DecodeConfig, SkipChoice | None]] = [
         ("demo draft model", replace(base, drafter=DrafterChoice(("draft",))), None)]
     n_layers = int(pair.target.n_layers)  # type: ignore[attr-defined]
-    wanted = [(f"search, cost {c}", "auto", float(c)) for c in _list(args.costs)]
-    wanted += [(f"first {n} layers", format_skip(range(int(n), n_layers)), 0.6)
+    costs = sorted((float(c) for c in _list(args.costs)), reverse=True)
+    wanted: list[tuple[str, str]] = []
+    if costs:
+        log(f"searching down to an estimated cost of {costs[-1]}")
+        _, searched = settle_self_skip(pair, self_config(base, "auto", costs[-1]), encoded, log)
+        assert searched is not None
+        for cost in costs:
+            point = next(p for p in searched.path if p.cost <= cost)
+            wanted.append((f"search, cost {cost}", point.skip))
+    wanted += [(f"first {n} layers", format_skip(range(int(n), n_layers)))
                for n in _list(args.first)]
-    wanted += [(f"by hand {s}", s, 0.6) for s in args.skip]
-    for name, skip, cost in wanted:
-        log(f"{name}: settling the skip set")
-        config, choice = settle_self_skip(pair, self_config(base, skip, cost), encoded, log)
+    wanted += [(f"by hand {s}", s) for s in args.skip]
+    for name, skip in wanted:
+        log(f"{name}: skipping {skip}")
+        config, choice = settle_self_skip(pair, self_config(base, skip), encoded, log)
         rows.append((name, config, choice))
     return rows
 
