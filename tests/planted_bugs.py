@@ -15,6 +15,9 @@ with a message that names it:
   too far (RoPE at past + 1 + i). Single steps and the prompt's first pass are right.
 - `no-drafts`: the exact-mode child's greedy suite decodes plainly: identical, and empty.
 - `ends-early`: a speculative session drops its last token: the texts differ only in length.
+- `silent-child`: not a bug but a stretch of time: in check-exact's exact-mode child only,
+  the target's first pass takes SILENT_S seconds and writes nothing, as the demo pair's
+  checks do for minutes (a child left behind ends only at its next write to its dead parent).
 
 A child process (check-exact's exact-mode run) gets the same bug through the
 sitecustomize.py that `plant_in_children` writes.
@@ -23,11 +26,14 @@ sitecustomize.py that `plant_in_children` writes.
 from __future__ import annotations
 
 import os
+import sys
+import time
 from pathlib import Path
 
 import numpy as np
 
 BUG_VARIABLE = "DRAFTLENS_TEST_PLANTED_BUG"
+SILENT_S = 60.0
 BOUND_VARIABLE = "DRAFTLENS_TEST_NEAR_TIE_BOUND"
 
 
@@ -89,8 +95,26 @@ def ends_early(steps):
     return planted
 
 
+def silent_first_pass(extend):
+    slept = []
+
+    def planted(self, ids, n_logits):
+        if not slept:
+            slept.append(True)
+            time.sleep(SILENT_S)
+        return extend(self, ids, n_logits)
+
+    return planted
+
+
 def _targets(bug: str, bound: float) -> list[tuple[object, str, object]]:
     """(owner, attribute, planted value) for each bug."""
+    if bug == "silent-child":
+        if "--greedy-only" not in sys.argv:  # only check-exact's exact-mode child
+            return []
+        from backends.llamacpp import LlamaCppModel
+
+        return [(LlamaCppModel, "extend", silent_first_pass(LlamaCppModel.extend))]
     if bug == "near-ties":
         from backends.llamacpp import LlamaCppModel
 

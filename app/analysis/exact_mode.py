@@ -19,8 +19,10 @@ rounding moves a gap by ~1e-12, and its chain and tree passes must stay within 1
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from app.analysis.kernel_noise import CEILINGS, measure_kernel_noise
@@ -34,6 +36,8 @@ from app.models.loading import LoadedPair, ModelSpec
 # moves every row, so a short stretch shows it (the noise bound needs more, see kernel_noise)
 CHECK_POSITIONS = 24
 CHECK_SIZES = (2, 5, 9, 17)
+IN_PROCESS = "DRAFTLENS_IN_PROCESS"  # app.cli.supervisor.IN_PROCESS, a floor above this one
+CANCEL_POLL_S = 0.1  # well inside the window's grace period before it kills a silent host
 
 
 def exact_mode_name(spec: ModelSpec) -> str:
@@ -103,21 +107,52 @@ def child_command(spec: ModelSpec, config: DecodeConfig) -> list[str]:
             *spec_flags(spec, config.drafter)]
 
 
-def run_exact_mode(spec: ModelSpec, config: DecodeConfig) -> dict[str, object]:
-    """The child's greedy suite (GreedySuite.to_dict())."""
+class CheckCancelled(DraftLensError):
+    """`cancelled()` said stop while the exact-mode child ran: the child was ended."""
+
+
+def run_exact_mode(spec: ModelSpec, config: DecodeConfig,
+                   cancelled: Callable[[], bool] | None = None) -> dict[str, object]:
+    """The child's greedy suite (GreedySuite.to_dict()). `cancelled()` is asked every
+    CANCEL_POLL_S while it runs; True ends the child and raises CheckCancelled. However this
+    ends (an exception, Ctrl+C) the child does not outlive the call; and it stays in this
+    process's process group, so whoever kills that group (the window's Stop on a host that
+    does not answer, a second Ctrl+C) ends it too (app.host.client.end_process_group)."""
     command = child_command(spec, config)
-    done = subprocess.run(command, capture_output=True, text=True, check=False)
-    lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
-    if done.returncode not in (0, 3) or not lines:
-        said = [line for line in done.stderr.splitlines() if line.strip()]
+    # in the process started here, not in a supervised one of its own (app.cli.supervisor
+    # starts the engine in a new session, out of reach of whoever ends this process's group);
+    # this process reports how the child ended
+    env = dict(os.environ, **{IN_PROCESS: "1"})
+    with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                          env=env) as child:
+        try:
+            out, err = _wait(child, cancelled)
+        finally:
+            if child.poll() is None:
+                child.kill()
+    lines = [line for line in out.splitlines() if line.startswith("{")]
+    if child.returncode not in (0, 3) or not lines:
+        said = [line for line in err.splitlines() if line.strip()]
         raise DraftLensError(
             f"the exact-mode run of check-exact (a child process) ended with exit code "
-            f"{done.returncode}: {said[-1] if said else 'no message'} — run it yourself to see "
-            f"all of it: {' '.join(command[1:])}")
+            f"{child.returncode}: {said[-1] if said else 'no message'} — run it yourself to "
+            f"see all of it: {' '.join(command[1:])}")
     suite = json.loads(lines[-1])["greedy_suite"]
     if not isinstance(suite, dict):
         raise DraftLensError("the exact-mode run of check-exact printed no greedy suite")
     return suite
+
+
+def _wait(child: subprocess.Popen[str], cancelled: Callable[[], bool] | None,
+          ) -> tuple[str, str]:
+    """The child's stdout and stderr once it has ended."""
+    while True:
+        try:
+            return child.communicate(timeout=None if cancelled is None else CANCEL_POLL_S)
+        except subprocess.TimeoutExpired:  # output read so far is kept for the next call
+            if cancelled is not None and cancelled():
+                raise CheckCancelled("check-exact was cancelled (its exact-mode child process "
+                                     "was ended)") from None
 
 
 @dataclass

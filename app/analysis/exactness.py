@@ -367,10 +367,12 @@ def user_mode(pair: LoadedPair) -> tuple[str, bool]:
     return (f"torch {dtype}, one token per pass" if exact else f"torch {dtype}"), exact
 
 
-def check_greedy(pair: LoadedPair, config: DecodeConfig,
-                 progress: Progress | None = None) -> tuple[GreedySuite, GreedySuite | None]:
+def check_greedy(pair: LoadedPair, config: DecodeConfig, progress: Progress | None = None,
+                 cancelled: Callable[[], bool] | None = None,
+                 ) -> tuple[GreedySuite, GreedySuite | None]:
     """The greedy suite in the user's mode, and in the exact mode (the same suite when the
-    user runs that already; None where the backend has no such mode here)."""
+    user runs that already; None where the backend has no such mode here). `cancelled()`
+    True while the exact-mode child runs ends it (CheckCancelled)."""
     say = progress or (lambda message: None)
     mode, already_exact = user_mode(pair)
     say(f"greedy identity over {len(GREEDY_PROMPTS)} prompts ({mode})")
@@ -381,7 +383,7 @@ def check_greedy(pair: LoadedPair, config: DecodeConfig,
     if not has_exact_mode(pair.target.backend):
         return suite, None
     say(f"greedy identity again with {exact_mode_name(pair.spec)} (a child process)")
-    exact = GreedySuite.from_dict(run_exact_mode(pair.spec, config))
+    exact = GreedySuite.from_dict(run_exact_mode(pair.spec, config, cancelled))
     return suite, exact
 
 
@@ -406,9 +408,11 @@ def check_exact(pair: LoadedPair, choice: DrafterChoice, samples: int = 200,
                 draft_max: int = 4, temperature: float = 1.0, top_k: int = DEFAULT_TOP_K,
                 n_predict: int = DEFAULT_N_PREDICT, seed: int = 0,
                 progress: Progress | None = None,
-                config: DecodeConfig | None = None) -> ExactReport:
+                config: DecodeConfig | None = None,
+                cancelled: Callable[[], bool] | None = None) -> ExactReport:
     """What drafts is `choice`. `config`: the user's decode settings (the CLI's flags);
-    without it, a chain of draft_max with the sampled test at `temperature` and `top_k`."""
+    without it, a chain of draft_max with the sampled test at `temperature` and `top_k`.
+    `cancelled()` True while the exact-mode child runs ends it (CheckCancelled)."""
     if not choice:
         raise SettingsError("check-exact needs a draft — give a draft model, --ngram, "
                             "--suffix, --draft-heads, --self-draft-layers or --draft-mtp")
@@ -423,7 +427,7 @@ def check_exact(pair: LoadedPair, choice: DrafterChoice, samples: int = 200,
     config = replace(config, drafter=choice)
     config.validate()
     say = progress or (lambda message: None)
-    greedy, exact = check_greedy(pair, config, say)
+    greedy, exact = check_greedy(pair, config, say, cancelled)
     # the exact distributions in the target runtime's sampler order, as the session uses
     params, notes = sampling_params(config, pair.target.sampler_order)
     sampled = sampled_test(pair, config, params, samples, seed, say)

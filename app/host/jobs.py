@@ -33,7 +33,7 @@ def rank_job(pair: LoadedPair, cancelled: Cancelled, progress: Progress, *,
 
 def exactness_job(pair: LoadedPair, cancelled: Cancelled, progress: Progress, *,
                   samples: int, choice: DrafterChoice) -> ExactReport:
-    return check_exact(pair, choice, samples=samples, progress=progress)
+    return check_exact(pair, choice, samples=samples, progress=progress, cancelled=cancelled)
 
 
 JOBS: dict[str, Callable[..., object]] = {
