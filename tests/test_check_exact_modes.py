@@ -140,16 +140,17 @@ def test_the_child_runs_the_users_decode_settings():
     assert decode_config(args) == config
 
 
-def test_a_greedy_suite_that_drafted_nothing_fails_the_check(gguf_files, capsys, monkeypatch):
-    """Identity of runs that never drafted shows nothing; the check must not pass on it."""
+def test_a_greedy_suite_that_drafted_nothing_does_not_pass(gguf_files, capsys, monkeypatch):
+    """Identity of runs that never drafted shows nothing; the check must not pass on it: it
+    says the user's settings were not checked (exit 4)."""
     monkeypatch.setattr(exactness, "build_session",
                         lambda pair, config, plain: real_build_session(pair, config, plain=True))
     target, draft = gguf_files
     code, report, _ = run_check(capsys, "-m", target, "-md", draft, "--samples", 40, "-n", 8,
                                 "--exact-kernels")
     assert report["drafted"] == 0 and report["greedy_identical"] is True
-    assert report["passed"] is False and code == 3
-    assert any("drafted nothing" in reason for reason in report["failures"])
+    assert report["passed"] is False and code == 4 and report["failures"] == []
+    assert report["verdict"].startswith("not checked: your settings drafted no token")
 
 
 def test_a_pass_names_each_setting_that_drafted_nothing():

@@ -22,7 +22,7 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from app.analysis.kernel_noise import CEILINGS, measure_kernel_noise
@@ -99,12 +99,14 @@ def decode_flags(config: DecodeConfig) -> list[str]:
     return flags
 
 
-def child_command(spec: ModelSpec, config: DecodeConfig) -> list[str]:
-    """A packaged (frozen) app has no `python -m`: it runs its own executable."""
+def child_command(spec: ModelSpec, config: DecodeConfig,
+                  prompts: Sequence[str] = ()) -> list[str]:
+    """A packaged (frozen) app has no `python -m`: it runs its own executable. `prompts`:
+    the greedy suite's, where they are not its own."""
     program = [sys.executable] if getattr(sys, "frozen", False) else [
         sys.executable, "-m", "app.cli.main"]
     return [*program, "check-exact", "--greedy-only", "--json", *decode_flags(config),
-            *spec_flags(spec, config.drafter)]
+            *spec_flags(spec, config.drafter), *(f"--prompt={p}" for p in prompts)]
 
 
 class CheckCancelled(DraftLensError):
@@ -112,13 +114,14 @@ class CheckCancelled(DraftLensError):
 
 
 def run_exact_mode(spec: ModelSpec, config: DecodeConfig,
-                   cancelled: Callable[[], bool] | None = None) -> dict[str, object]:
+                   cancelled: Callable[[], bool] | None = None,
+                   prompts: Sequence[str] = ()) -> dict[str, object]:
     """The child's greedy suite (GreedySuite.to_dict()). `cancelled()` is asked every
     CANCEL_POLL_S while it runs; True ends the child and raises CheckCancelled. However this
     ends (an exception, Ctrl+C) the child does not outlive the call; and it stays in this
     process's process group, so whoever kills that group (the window's Stop on a host that
     does not answer, a second Ctrl+C) ends it too (app.host.client.end_process_group)."""
-    command = child_command(spec, config)
+    command = child_command(spec, config, prompts)
     # in the process started here, not in a supervised one of its own (app.cli.supervisor
     # starts the engine in a new session, out of reach of whoever ends this process's group);
     # this process reports how the child ended

@@ -16,12 +16,14 @@
 2. Sampling (app.analysis.exact_sampled): the first two tokens of many independently seeded
    speculative runs must follow the target's own distribution (a G-test).
 The p-value is the smaller of the two tests', Bonferroni-corrected (x 2). Every part must
-have drafted: identity of runs that never drafted shows nothing.
+have drafted: identity of runs that never drafted shows nothing. The user's own settings are
+judged first: where they drafted no token in the greedy suite, the check says "not checked"
+(what the added settings showed is about other settings), and lists any failure found besides.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
@@ -51,12 +53,13 @@ EXACTNESS_SENTENCE = (
     "verify pass computes it, which differs from plain steps by up to that noise — check your "
     "own pair and settings with `draftlens check-exact`.")
 
-GREEDY_PROMPTS = [
+GREEDY_PROMPTS = (
     "def fibonacci(n):\n",
     "The quick brown fox",
     "import numpy as np\n\nx = np.",
     "the cat sat on the mat. the cat sat on the",
-]
+)
+YOUR_SETTINGS = "your settings"  # the suite's name for the settings the user gave
 P_THRESHOLD = 1e-3  # a correct engine fails this about once in a thousand checks
 DEFAULT_TOP_K = 20
 DEFAULT_N_PREDICT = 32
@@ -150,10 +153,27 @@ class ExactReport:
 
     @property
     def passed(self) -> bool:
-        return not self.failures()
+        return self.checked and not self.failures()
+
+    @property
+    def checked(self) -> bool:
+        """The user's own settings drafted in the greedy suite, in the mode they run: without
+        that, nothing here is about them."""
+        return self.greedy.settings.get(YOUR_SETTINGS, [0])[0] > 0
+
+    def not_checked(self) -> str:
+        """Why the user's settings went unchecked ("" where they were checked)."""
+        if self.checked:
+            return ""
+        return (f"your settings drafted no token on the greedy suite's {self.greedy.prompts} "
+                f"prompt(s) in the {self.greedy.mode} mode, so nothing here shows they are "
+                "exact (the drafter found nothing to draft, or the controller declined every "
+                "draft) — give prompts they draft on (-p), or other settings")
 
     def failures(self) -> list[str]:
-        """Why it fails, one reason each (empty when it passes)."""
+        """Why it fails, one reason each (empty when it passes). Where the user's settings
+        drafted nothing (not_checked), the parts that drafted nothing for the same reason
+        are not listed again."""
         why = []
         exact = self.exact
         if exact is not None and not exact.identical:
@@ -166,7 +186,8 @@ class ExactReport:
                            f"steps by {suite.batched_bound:.3g} logits; kernels do not explain "
                            f"that (at most {suite.batched_ceiling:g} there): the batched path "
                            "(tree mask, positions or kept cache) is wrong")
-        if exact is not None and exact is not self.greedy and exact.drafted == 0:
+        if (exact is not None and exact is not self.greedy and exact.drafted == 0
+                and self.greedy.drafted > 0):  # all idle in the user's mode too: not_checked
             why.append(f"the {exact.mode} run (a child process) drafted nothing, so its "
                        "identity shows nothing about speculation")
         first = self.greedy.divergences[0] if self.greedy.divergences else {}
@@ -182,11 +203,7 @@ class ExactReport:
             reason = d.get("reason", "one text ends where the other goes on")
             why.append(f"in the {self.greedy.mode} mode greedy output differs{_where(d)} and it "
                        f"is not a near-tie ({reason})")
-        if self.greedy.drafted == 0:
-            why.append("the speculative runs of the greedy suite drafted nothing, so their "
-                       "identity shows nothing about speculation — this drafter finds no "
-                       "draft on the suite's prompts")
-        if self.sampled_drafted == 0:
+        if self.sampled_drafted == 0 and self.checked:  # the same settings drafted nothing
             why.append("the sampled runs drafted nothing, so the sampled test shows nothing "
                        "about the accept/reject rule")
         if self.p_value < self.threshold:
@@ -205,7 +222,12 @@ class ExactReport:
         return "; ".join(parts)
 
     def verdict(self) -> str:
-        """One line: what holds on this pair."""
+        """One line: what holds on this pair (the user's own settings judged first)."""
+        if not self.checked:
+            found = self.failures()
+            besides = f"; besides, FAIL: {'; '.join(found)}" if found else ""
+            return (f"not checked: {self.not_checked()}{besides}; draft tokens judged / "
+                    f"accepted: {self.counts()}")
         if not self.passed:
             return "FAIL: " + "; ".join(self.failures())
         exact = ("" if self.exact is None else
@@ -233,7 +255,8 @@ class ExactReport:
     def to_dict(self) -> dict[str, Any]:
         exact = self.exact
         return {
-            "passed": self.passed, "verdict": self.verdict(), "failures": self.failures(),
+            "passed": self.passed, "checked": self.checked, "not_checked": self.not_checked(),
+            "verdict": self.verdict(), "failures": self.failures(),
             "greedy_identical": self.greedy_identical,
             "exact_kernels_identical": self.exact_kernels_identical,
             "mode": self.greedy.mode, "exact_mode": exact.mode if exact else None,
@@ -278,7 +301,7 @@ def suite_settings(config: DecodeConfig) -> list[tuple[str, DecodeConfig]]:
     """The user's settings, greedy; and a tree and adaptive k where the user runs neither, so
     their code paths are checked too."""
     greedy = replace(config, sampling=SamplingParams())
-    settings = [("your settings", greedy)]
+    settings = [(YOUR_SETTINGS, greedy)]
     if config.tree_width == 1:  # branching wherever the draft has a second candidate
         settings.append(("tree width 2", replace(greedy, tree_width=2, draft_p_split=0.0)))
     if not config.adaptive:
@@ -286,7 +309,7 @@ def suite_settings(config: DecodeConfig) -> list[tuple[str, DecodeConfig]]:
     return settings
 
 
-def greedy_suite(pair: LoadedPair, config: DecodeConfig, prompts: list[str], mode: str,
+def greedy_suite(pair: LoadedPair, config: DecodeConfig, prompts: Sequence[str], mode: str,
                  exact_kernels: bool) -> GreedySuite:
     """Plain and speculative greedy text for each prompt and each of suite_settings; each
     run's first difference with the target's top-two margins there in both runs, judged
@@ -330,7 +353,7 @@ def greedy_suite(pair: LoadedPair, config: DecodeConfig, prompts: list[str], mod
     return suite
 
 
-def exact_mode_suite(pair: LoadedPair, config: DecodeConfig, prompts: list[str],
+def exact_mode_suite(pair: LoadedPair, config: DecodeConfig, prompts: Sequence[str],
                      progress: Progress | None = None) -> GreedySuite:
     """The greedy suite in the exact mode, and the batched path measured against single
     steps where the arithmetic allows no doubt."""
@@ -369,21 +392,24 @@ def user_mode(pair: LoadedPair) -> tuple[str, bool]:
 
 def check_greedy(pair: LoadedPair, config: DecodeConfig, progress: Progress | None = None,
                  cancelled: Callable[[], bool] | None = None,
+                 prompts: Sequence[str] = GREEDY_PROMPTS,
                  ) -> tuple[GreedySuite, GreedySuite | None]:
-    """The greedy suite in the user's mode, and in the exact mode (the same suite when the
-    user runs that already; None where the backend has no such mode here). `cancelled()`
-    True while the exact-mode child runs ends it (CheckCancelled)."""
+    """The greedy suite on `prompts` in the user's mode, and in the exact mode (the same
+    suite when the user runs that already; None where the backend has no such mode here).
+    `cancelled()` True while the exact-mode child runs ends it (CheckCancelled)."""
     say = progress or (lambda message: None)
     mode, already_exact = user_mode(pair)
-    say(f"greedy identity over {len(GREEDY_PROMPTS)} prompts ({mode})")
+    prompts = list(prompts)
+    say(f"greedy identity over {len(prompts)} prompts ({mode})")
     if already_exact:
-        suite = exact_mode_suite(pair, config, GREEDY_PROMPTS, say)
+        suite = exact_mode_suite(pair, config, prompts, say)
         return suite, suite
-    suite = greedy_suite(pair, config, GREEDY_PROMPTS, mode, exact_kernels=False)
+    suite = greedy_suite(pair, config, prompts, mode, exact_kernels=False)
     if not has_exact_mode(pair.target.backend):
         return suite, None
     say(f"greedy identity again with {exact_mode_name(pair.spec)} (a child process)")
-    exact = GreedySuite.from_dict(run_exact_mode(pair.spec, config, cancelled))
+    own = [] if prompts == list(GREEDY_PROMPTS) else prompts  # the child has these
+    exact = GreedySuite.from_dict(run_exact_mode(pair.spec, config, cancelled, own))
     return suite, exact
 
 
@@ -409,10 +435,12 @@ def check_exact(pair: LoadedPair, choice: DrafterChoice, samples: int = 200,
                 n_predict: int = DEFAULT_N_PREDICT, seed: int = 0,
                 progress: Progress | None = None,
                 config: DecodeConfig | None = None,
-                cancelled: Callable[[], bool] | None = None) -> ExactReport:
+                cancelled: Callable[[], bool] | None = None,
+                prompts: Sequence[str] = GREEDY_PROMPTS) -> ExactReport:
     """What drafts is `choice`. `config`: the user's decode settings (the CLI's flags);
     without it, a chain of draft_max with the sampled test at `temperature` and `top_k`.
-    `cancelled()` True while the exact-mode child runs ends it (CheckCancelled)."""
+    `cancelled()` True while the exact-mode child runs ends it (CheckCancelled). `prompts`:
+    the greedy suite's (the sampled test picks among its own, SAMPLED_PROMPTS)."""
     if not choice:
         raise SettingsError("check-exact needs a draft — give a draft model, --ngram, "
                             "--suffix, --draft-heads, --self-draft-layers or --draft-mtp")
@@ -427,7 +455,9 @@ def check_exact(pair: LoadedPair, choice: DrafterChoice, samples: int = 200,
     config = replace(config, drafter=choice)
     config.validate()
     say = progress or (lambda message: None)
-    greedy, exact = check_greedy(pair, config, say, cancelled)
+    if not prompts or not all(prompt.strip() for prompt in prompts):
+        raise SettingsError("the greedy suite needs prompts with some text (-p)")
+    greedy, exact = check_greedy(pair, config, say, cancelled, prompts)
     # the exact distributions in the target runtime's sampler order, as the session uses
     params, notes = sampling_params(config, pair.target.sampler_order)
     sampled = sampled_test(pair, config, params, samples, seed, say)
