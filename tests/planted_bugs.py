@@ -15,6 +15,8 @@ with a message that names it:
   too far (RoPE at past + 1 + i). Single steps and the prompt's first pass are right.
 - `no-drafts`: the exact-mode child's greedy suite decodes plainly: identical, and empty.
 - `ends-early`: a speculative session drops its last token: the texts differ only in length.
+- `sampled-plain`: the sampled test's runs decode plainly: they follow the target's
+  distribution, and show nothing about the accept/reject rule.
 - `silent-child`: not a bug but a stretch of time: in check-exact's exact-mode child only,
   the target's first pass takes SILENT_S seconds and writes nothing, as the demo pair's
   checks do for minutes (a child left behind ends only at its next write to its dead parent).
@@ -132,6 +134,12 @@ def _targets(bug: str, bound: float) -> list[tuple[object, str, object]]:
 
         build = exactness.build_session
         return [(exactness, "build_session",
+                 lambda pair, config, plain=False: build(pair, config, plain=True))]
+    if bug == "sampled-plain":
+        import app.analysis.exact_sampled as exact_sampled
+
+        build = exact_sampled.build_session
+        return [(exact_sampled, "build_session",
                  lambda pair, config, plain=False: build(pair, config, plain=True))]
     if bug == "ends-early":
         from app.engine.session import Session
