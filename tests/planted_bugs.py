@@ -14,6 +14,10 @@ with a message that names it:
 - `position`: torch's batched passes on a non-empty cache place their tokens one position
   too far (RoPE at past + 1 + i). Single steps and the prompt's first pass are right.
 - `no-drafts`: the exact-mode child's greedy suite decodes plainly: identical, and empty.
+- `tree-rows`: llama.cpp's tree pass hands each node off the first path the row of the node
+  before it (an off-by-one in the row index). The first path's rows are right; the rows off
+  it are the ones the runtime does not call exact, which the greedy tie guard distrusts by
+  their measured drift, so one-token decisions there can hide the bug.
 - `ends-early`: a speculative session drops its last token: the texts differ only in length.
 - `sampled-plain`: the sampled test's runs decode plainly: they follow the target's
   distribution, and show nothing about the accept/reject rule.
@@ -109,6 +113,20 @@ def silent_first_pass(extend):
     return planted
 
 
+def rows_off_the_first_path_one_early(extend_tree):
+    def planted(self, ids, parents, n_skip):
+        rows, exact = extend_tree(self, ids, parents, n_skip)
+        first_path = 1
+        while first_path < len(ids) and parents[first_path] == first_path - 1:
+            first_path += 1
+        shifted = np.array(rows, copy=True)
+        for node in range(max(first_path, n_skip + 1), len(ids)):
+            shifted[node - n_skip] = rows[node - n_skip - 1]
+        return shifted, exact
+
+    return planted
+
+
 def _targets(bug: str, bound: float) -> list[tuple[object, str, object]]:
     """(owner, attribute, planted value) for each bug."""
     if bug == "silent-child":
@@ -121,6 +139,11 @@ def _targets(bug: str, bound: float) -> list[tuple[object, str, object]]:
         from backends.llamacpp import LlamaCppModel
 
         return [(LlamaCppModel, "extend", flips_near_ties(LlamaCppModel.extend, bound))]
+    if bug == "tree-rows":
+        from backends.llamacpp import LlamaCppModel
+
+        return [(LlamaCppModel, "extend_tree",
+                 rows_off_the_first_path_one_early(LlamaCppModel.extend_tree))]
     if bug == "tree-mask":
         from backends.torch_hf import TorchModel
 

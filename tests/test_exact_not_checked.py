@@ -7,7 +7,8 @@ from __future__ import annotations
 import json
 
 from app.analysis.exact_mode import child_command
-from app.analysis.exactness import GREEDY_PROMPTS, ExactReport, GreedySuite
+from app.analysis.exact_report import ExactReport, GreedySuite
+from app.analysis.exactness import GREEDY_PROMPTS
 from app.cli.analysis import EXIT_NOT_CHECKED, EXIT_NOT_EXACT, exit_code
 from app.cli.main import build_parser, main
 from app.engine.decode_config import DecodeConfig

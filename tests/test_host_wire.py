@@ -16,7 +16,7 @@ import pytest
 
 from app.analysis.cost import Conditions, PairCosts
 from app.analysis.divergence import Divergence
-from app.analysis.exactness import ExactReport, GreedySuite
+from app.analysis.exact_report import ExactReport, GreedySuite
 from app.analysis.rank import (
     DraftModelCandidate,
     LoadedCandidate,

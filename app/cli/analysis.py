@@ -10,11 +10,10 @@ from argparse import Namespace
 from collections.abc import Callable
 from typing import Any
 
+from app.analysis.exact_report import ExactReport, GreedySuite
 from app.analysis.exactness import (
     DEFAULT_N_PREDICT,
     GREEDY_PROMPTS,
-    ExactReport,
-    GreedySuite,
     check_exact,
     exact_mode_suite,
     greedy_suite,
@@ -210,8 +209,11 @@ def print_exact_report(report: ExactReport) -> None:
 
     def batched_line(suite: GreedySuite) -> str:
         verdict = "WRONG" if suite.batched_path_wrong else "ok"
+        tree = ("" if suite.batched_tree_bound is None else
+                f"; tree rows off the first path {suite.batched_tree_bound:.3g} (allowed "
+                f"{suite.batched_tree_ceiling:g})")
         return (f"  batched path, {suite.batched_what}: moved a top-two gap by at most "
-                f"{suite.batched_bound:.3g} logits (allowed {suite.batched_ceiling:g}): "
+                f"{suite.batched_bound:.3g} logits (allowed {suite.batched_ceiling:g}){tree}: "
                 f"{verdict}")
 
     print(suite_line(report.greedy))
