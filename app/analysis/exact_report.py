@@ -20,7 +20,8 @@ class GreedySuite:
     prompts: int
     divergences: list[dict[str, Any]] = field(default_factory=list)
     # what a verify pass may move a top-two gap by here: on chain rows, and on tree rows
-    # off the first path (app.analysis.kernel_noise); a tree's divergence is judged by both
+    # (KernelNoise.tree_bound: those the runtime does not mark exact); a tree's divergence
+    # is judged by both
     noise_bound: float | None = None
     tree_noise_bound: float | None = None
     drafted: int = 0  # draft tokens the speculative runs judged: identity means nothing at 0
@@ -32,7 +33,7 @@ class GreedySuite:
     noise_ceiling: float | None = None
     # the batched path against single steps where the arithmetic allows no doubt (the exact
     # mode only): what was measured, the largest gap moved and the most allowed, on chain
-    # rows and on tree rows off the first path (exact_mode.BatchedCheck)
+    # rows and on tree rows (exact_mode.BatchedCheck)
     batched_what: str = ""
     batched_bound: float | None = None
     batched_ceiling: float | None = None
@@ -145,8 +146,8 @@ class ExactReport:
                            f"that (at most {suite.batched_ceiling:g} there): the batched path "
                            "(tree mask, positions or kept cache) is wrong")
             if _beyond(suite.batched_tree_bound, suite.batched_tree_ceiling):
-                why.append(f"with {suite.batched_what} tree rows off the first path differ "
-                           f"from single steps by {suite.batched_tree_bound:.3g} logits; "
+                why.append(f"with {suite.batched_what} tree rows differ from single steps "
+                           f"by {suite.batched_tree_bound:.3g} logits; "
                            f"kernels do not explain that (at most {suite.batched_tree_ceiling:g}"
                            " there): the tree pass (its mask, positions or rows) is wrong")
         if (exact is not None and exact is not self.greedy and exact.drafted == 0
@@ -154,11 +155,10 @@ class ExactReport:
             why.append(f"the {exact.mode} run (a child process) drafted nothing, so its "
                        "identity shows nothing about speculation")
         first = self.greedy.divergences[0] if self.greedy.divergences else {}
-        for rows, bound in (("the batched pass", self.greedy.noise_bound),
-                            ("a tree pass's rows off the first path",
-                             self.greedy.tree_noise_bound)):
+        for rows, bound in (("the batched pass differs", self.greedy.noise_bound),
+                            ("tree rows differ", self.greedy.tree_noise_bound)):
             if _beyond(bound, self.greedy.noise_ceiling):
-                why.append(f"in the {self.greedy.mode} mode {rows} differ(s) from single "
+                why.append(f"in the {self.greedy.mode} mode {rows} from single "
                            f"steps by {bound:.3g} logits; kernels do not explain that (at "
                            f"most {self.greedy.noise_ceiling:g} in this arithmetic)")
         if exact is None and not self.greedy.identical:

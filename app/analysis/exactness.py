@@ -146,7 +146,7 @@ def exact_mode_suite(pair: LoadedPair, config: DecodeConfig, prompts: Sequence[s
     say = progress or (lambda message: None)
     say("the batched path against single steps")
     check = batched_path_check(pair)
-    if check is not None:  # tree rows off the first path are trusted only beyond their noise
+    if check is not None:  # rows not marked exact are trusted only beyond their noise
         config = replace(config, tie_bound=max(config.tie_bound, check.tree_bound))
     suite = greedy_suite(pair, config, prompts, user_mode(pair)[0], exact_kernels=True)
     if check is not None:

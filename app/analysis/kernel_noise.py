@@ -21,8 +21,9 @@ For every position the reference's top two tokens A and B are followed: |Δ logi
 - chain_bound: chain passes, and the tree rows the runtime computes as a chain pass would
   (it marks them exact: with llama.cpp's exact kernels, the first path of a tree and the
   row after keeping a path);
-- tree_bound: the other tree rows (off the first path, or any tree row with fast kernels),
-  which see the cache laid out otherwise than plain decoding does.
+- tree_bound: the other tree rows, "tree rows" in what the check says (off the first path
+  with llama.cpp's exact kernels, every tree row otherwise), which see the cache laid out
+  otherwise than plain decoding does, or are summed in another order.
 `bound` is the larger of the two. It is measured once per model file, device, kernels,
 thread count and runtime version, and cached. A bound above the ceiling for the model's
 arithmetic (`noise_ceiling`) is not kernel noise: a batched pass that computes something else
@@ -178,8 +179,8 @@ class KernelNoise:
         return (f"kernel noise on the top-two gap over {self.positions} positions, passes of "
                 f"{'/'.join(str(n) for n in sorted(self.fresh))}: fresh cache "
                 f"{worst(self.fresh)}; cache written by passes {worst(self.carried)}; "
-                f"tree passes {tree}; on chains {self.chain_bound:.4f}, on tree rows off "
-                f"the first path {self.tree_bound:.4f}; bound {self.bound:.4f}")
+                f"tree passes {tree}; on chains {self.chain_bound:.4f}, on tree rows "
+                f"{self.tree_bound:.4f}; bound {self.bound:.4f}")
 
 
 def noise_ceiling(model: LanguageModel) -> float:

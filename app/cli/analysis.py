@@ -210,7 +210,7 @@ def print_exact_report(report: ExactReport) -> None:
     def batched_line(suite: GreedySuite) -> str:
         verdict = "WRONG" if suite.batched_path_wrong else "ok"
         tree = ("" if suite.batched_tree_bound is None else
-                f"; tree rows off the first path {suite.batched_tree_bound:.3g} (allowed "
+                f"; tree rows {suite.batched_tree_bound:.3g} (allowed "
                 f"{suite.batched_tree_ceiling:g})")
         return (f"  batched path, {suite.batched_what}: moved a top-two gap by at most "
                 f"{suite.batched_bound:.3g} logits (allowed {suite.batched_ceiling:g}){tree}: "
