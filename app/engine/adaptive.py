@@ -81,10 +81,11 @@ _POOL_WEIGHT = 4.0
 FIRST_PROBE_GAP = 8
 MAX_PROBE_GAP = 128
 
-# with fixed k and plain steps asked for (the window's inspect mode), a plain step every this
-# many steps until plain decoding is priced from MIN_SAMPLES of them, then every
-# PLAIN_REFRESH steps to follow the machine (a share of the run, not measured)
-PLAIN_EVERY = 4
+# with fixed k and plain steps asked for (the window's inspect mode): a plain step after the
+# first draft (the plain size's warm-up pass), then one after every PLAIN_EVERY drafting steps
+# until plain decoding is priced from MIN_SAMPLES of them (by about the tenth step), then one
+# after every PLAIN_REFRESH to follow the machine (a share of the run, not measured)
+PLAIN_EVERY = 2
 PLAIN_REFRESH = 32
 
 
@@ -306,7 +307,7 @@ class DraftLengthController:
         self.free_kinds_shadowed = free_kinds_shadowed
         self.price_plain = price_plain
         self.curve = curve if curve is not None else VerifyCostCurve()
-        self._since_plain = 0  # steps since the last plain step (price_plain)
+        self._since_plain = 0  # steps decided since the last plain one (price_plain)
         self.known_draft_cost = draft_cost
         self.min_gain = MIN_GAIN
         self.estimates: dict[str, AcceptanceEstimate] = {}  # by DraftKind.name
@@ -424,7 +425,8 @@ class DraftLengthController:
         step, which shows a draft)."""
         if not self.price_plain:
             return False
-        gap = PLAIN_REFRESH if self.curve.samples(1).priced else PLAIN_EVERY
+        plain = self.curve.samples(1)
+        gap = PLAIN_REFRESH if plain.priced else PLAIN_EVERY if plain.warmed else 1
         return self._since_plain > gap
 
     def _to_measure(self, kind: DraftKind, limit: int, unpriced: list[int]) -> int:
