@@ -11,7 +11,7 @@ from app.engine.adaptive import DraftLengthController, PassOutcome
 from app.engine.cost_curve import VerifyCostCurve
 from app.engine.decode_config import DecodeConfig
 from app.engine.drafters import Budget, DraftKind
-from app.engine.lookup import (
+from app.engine.drafters.lookup import (
     NGRAM_COPY,
     NGRAM_GUESS,
     NGRAM_SELF,
@@ -19,7 +19,7 @@ from app.engine.lookup import (
     PromptLookup,
     block_limit,
 )
-from app.engine.lookup_edits import NGRAM_EDIT, EditAwareLookup
+from app.engine.drafters.lookup.edits import NGRAM_EDIT, EditAwareLookup
 from app.engine.sampling import SamplingParams
 from app.engine.session import Session
 from tests.helpers import pass_outcome

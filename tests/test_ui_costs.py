@@ -16,7 +16,7 @@ pytest.importorskip("pytestqt")
 from app.analysis.cost import MIN_RUN_STEPS, measure_pair_costs  # noqa: E402
 from app.analysis.reasons import plain_run_reason, plain_run_summary  # noqa: E402
 from app.engine.cost_curve import measure_step_costs  # noqa: E402
-from app.engine.registry import DrafterChoice  # noqa: E402
+from app.engine.drafters.registry import DrafterChoice  # noqa: E402
 from app.models.loading import ModelSpec, load_pair  # noqa: E402
 from app.settings import Settings  # noqa: E402
 from tests.helpers import choose_pair, run, set_decoding  # noqa: E402

@@ -13,8 +13,8 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from app.engine.cost_curve import VerifyCostCurve, cached_verify_curve, measure_step_costs
+from app.engine.drafters.registry import DrafterChoice
 from app.engine.metrics import expected_tokens_per_pass, predicted_speedup, theory_speedup
-from app.engine.registry import DrafterChoice
 from app.models.loading import LoadedPair
 from app.runs import drafting_model
 
