@@ -24,7 +24,6 @@ from typing import Any
 
 from PySide6.QtCore import QObject, Signal, Slot
 
-from app.analysis.cost import PairCosts
 from app.analysis.exactness import ExactReport
 from app.engine.decode_config import DecodeConfig
 from app.engine.drafters.registry import DrafterChoice, choice_to_dict
@@ -109,7 +108,6 @@ class RunWorker(QObject):
     waiting = Signal()  # step mode: the next step waits for a release
     failed = Signal(str)  # the one-line message of an error
     done = Signal(str)  # the trace path ("" if none was written) once the request has ended
-    costs = Signal(object)  # PairCosts of a newly loaded pair (the cost view's data)
     job_done = Signal(str, object)  # name, result (None when it failed or was stopped)
     # what the host does after a run's steps, or a job's progress: task, done, total (0: no
     # fraction known); the work ends with `done` or `job_done`
@@ -195,7 +193,7 @@ class RunWorker(QObject):
             host = self._host
             host.ready_for_next()
             host.send(command, spec=protocol.spec_to_dict(spec),
-                      drafter=choice_to_dict(drafter), costs=True,
+                      drafter=choice_to_dict(drafter),
                       step_mode=self._step_mode.is_set(), permits=self._early_steps, **data)
             self._early_steps = 0
             self._host_busy = True
@@ -270,8 +268,6 @@ class RunWorker(QObject):
             self.loaded.emit(LoadInfo(event["target"], event["draft"], event["backend"],
                                       event["device"], tuple(event["warnings"])))
             freeze_heap()  # the window's own heap: later GC pauses only walk new objects
-        elif name == protocol.COSTS:
-            self.costs.emit(wire.decode(event.get("costs"), PairCosts))
         elif name == protocol.WAITING:
             if not self._cancel.is_set():
                 self.waiting.emit()

@@ -19,7 +19,7 @@ from app.engine.decode_config import DecodeConfig
 from app.engine.protocol import EarlyExitModel, LanguageModel, ReferenceGenerator
 from app.errors import SettingsError
 from app.models.loading import LoadedPair, load_pair
-from app.runs import build_session, encode_prompt, new_drafter
+from app.runs import calibrate_pair, encode_prompt, new_drafter
 
 
 def add_bench_flags(parser: argparse.ArgumentParser) -> None:
@@ -97,7 +97,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
 def bench_pair(pair: LoadedPair, config: DecodeConfig, encoded: list[list[int]],
                args: argparse.Namespace) -> dict[str, Any]:
     """Plain and speculative runs alternating over the prompts; the side-by-side report."""
-    build_session(pair, config)  # calibrate once, outside the timed runs
+    if config.adaptive:
+        calibrate_pair(pair, config.draft_max)  # once, outside the timed runs
     runs = [(True, config), (False, config)]
     if config.tree_width > 1:  # a tree is measured beside the chain of the same depth
         runs.append((False, replace(config, tree_width=1)))

@@ -4,7 +4,7 @@ With E(k) the expected tokens of a pass that drafts k (app.engine.metrics) and
 time(k) = k * t_draft + t_verify(pass size) (app.engine.cost_curve):
 
     k = argmax E(k) / time(k),   k = 0 (plain decoding) when no k beats one plain step
-                                 by _MIN_GAIN.
+                                 by MIN_GAIN.
 
 Acceptance is learnt per kind of draft (DraftKind) and per draft position from one narrow
 signal, a PassOutcome per pass (or per free draft checked against the output without a
@@ -21,13 +21,20 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from app.engine.cost_curve import RECENT_PASSES, VerifyCostCurve, interpolate
+from app.engine.cost_curve import (
+    MIN_SAMPLES,
+    RECENT_PASSES,
+    VerifyCostCurve,
+    interpolate,
+    machine_busy,
+)
 from app.engine.drafters import DraftKind
 from app.engine.metrics import expected_tokens_for_each_k
 from app.engine.records import (
     RULE_BEST_RATE,
     RULE_END_OF_OUTPUT,
     RULE_FIXED,
+    RULE_MEASURE,
     RULE_NO_GAIN,
     RULE_NOTHING_TO_DRAFT,
     RULE_PROBE,
@@ -50,7 +57,7 @@ _EMA = 0.15
 # streak of passes at a few percent of expected gain lost 4% of a fresh-code run to plain
 # decoding (a 2-token pass at 57% acceptance where 94% was needed to pay). Replays, which
 # have no timing noise, favour less: 1.00 +3% on the GPU-like draft, -0.4% on suffix edits
-_MIN_GAIN = 1.05
+MIN_GAIN = 1.05
 # a probe is worth a pass only if drafting could pay at near-perfect acceptance (0.9 or 0.99
 # replayed the same)
 _OPTIMISTIC_ACCEPT = 0.95
@@ -74,6 +81,12 @@ _POOL_WEIGHT = 4.0
 FIRST_PROBE_GAP = 8
 MAX_PROBE_GAP = 128
 
+# with fixed k and plain steps asked for (the window's inspect mode), a plain step every this
+# many steps until plain decoding is priced from MIN_SAMPLES of them, then every
+# PLAIN_REFRESH steps to follow the machine (a share of the run, not measured)
+PLAIN_EVERY = 4
+PLAIN_REFRESH = 32
+
 
 @dataclass(frozen=True)
 class PassOutcome:
@@ -89,6 +102,7 @@ class PassOutcome:
     draft_depth: int = 0  # draft tokens in a row (k for a chain, the deepest node of a tree)
     t_draft: float = 0.0
     t_verify: float = 0.0
+    busy: bool = False  # the machine was busy (app.engine.cost_curve.machine_busy)
 
 
 def wilson_interval(hits: int, n: int) -> tuple[float, float]:
@@ -164,7 +178,7 @@ class AcceptanceEstimate:
                           for hits, seen in zip(self.hits_at, self.seen_at, strict=True)]
 
 
-def paying_k(rates: np.ndarray, min_gain: float = _MIN_GAIN) -> int:
+def paying_k(rates: np.ndarray, min_gain: float = MIN_GAIN) -> int:
     """The k of the best rate in `rates` (k = 0..), or 0 where it beats plain decoding's
     (rates[0]) by less than `min_gain`."""
     k = int(np.argmax(rates))
@@ -183,8 +197,9 @@ class PassCost:
     reads beyond the k + 1 of a chain, per draft level (tree siblings, and committed tokens a
     tree step left for the next pass to re-read)."""
 
-    draft_cost: float  # seconds per drafted token
+    draft_cost: float  # seconds per drafted token (0 until priced, and for a free kind)
     extra_per_level: float = 0.0
+    priced: bool = False  # draft_cost is the median of MIN_SAMPLES drafting passes or more
 
     def pass_size(self, k: int) -> int:
         return k + 1 + round(self.extra_per_level * k)
@@ -279,16 +294,21 @@ class DraftLengthController:
     """Fixed k, or adaptive k that drops to plain decoding when drafting does not pay."""
 
     def __init__(self, draft_max: int, adaptive: bool, curve: VerifyCostCurve | None = None,
-                 draft_cost: float = 0.0, free_kinds_shadowed: bool = False) -> None:
+                 free_kinds_shadowed: bool = False, price_plain: bool = False,
+                 draft_cost: float | None = None) -> None:
         """free_kinds_shadowed: the caller checks the drafts of free kinds it did not verify
         against the output (app.engine.session.ShadowCheck) and reports their verdicts, so they
-        need no probes."""
+        need no probes. price_plain: with fixed k, take a plain step now and then (RULE_MEASURE)
+        so that drafting can be priced against plain decoding from this run's own passes.
+        draft_cost: a draft token's price known beforehand (replays, tests); runs learn it."""
         self.draft_max = draft_max
         self.adaptive = adaptive
         self.free_kinds_shadowed = free_kinds_shadowed
-        self.curve = curve or VerifyCostCurve()
-        self.draft_cost_hint = draft_cost
-        self.min_gain = _MIN_GAIN
+        self.price_plain = price_plain
+        self.curve = curve if curve is not None else VerifyCostCurve()
+        self._since_plain = 0  # steps since the last plain step (price_plain)
+        self.known_draft_cost = draft_cost
+        self.min_gain = MIN_GAIN
         self.estimates: dict[str, AcceptanceEstimate] = {}  # by DraftKind.name
         self.costs: dict[str, PassCost] = {}
         self.probes = _Probes()
@@ -304,8 +324,19 @@ class DraftLengthController:
 
     def pass_cost(self, kind: DraftKind) -> PassCost:
         known = self.costs.get(kind.name)
-        return known if known is not None else PassCost(0.0 if kind.free
-                                                        else self.draft_cost_hint)
+        if known is not None:
+            return known
+        if kind.free or self.known_draft_cost is None:
+            return PassCost(0.0, priced=kind.free)
+        return PassCost(self.known_draft_cost, priced=True)
+
+    def unpriced(self, kind: DraftKind, limit: int) -> list[int]:
+        """The draft lengths 0..limit this kind's passes cannot be priced for yet: their pass
+        size has no price (too few kept samples, no stored curve), or the kind's draft token
+        none (too few drafting passes)."""
+        cost = self.pass_cost(kind)
+        return [k for k in range(limit + 1)
+                if not self.curve.can_price(cost.pass_size(k)) or (k and not cost.priced)]
 
     def _pricing(self, kind: DraftKind, top: int, accept_at: Sequence[float] | None = None
                  ) -> _Pricing:
@@ -322,12 +353,12 @@ class DraftLengthController:
     def best_k(self, kind: DraftKind, limit: int | None = None) -> int:
         """The k with the best expected rate, among k <= limit (near the end of the output
         a shorter draft may fit a cheaper pass size than the unlimited best cut short), or 0
-        where it beats plain decoding by less than _MIN_GAIN."""
+        where it beats plain decoding by less than MIN_GAIN."""
         return paying_k(self.rates(kind, limit), self.min_gain)
 
     def could_pay(self, kind: DraftKind, limit: int | None = None) -> int:
         """The best k (up to limit) if acceptance were near perfect, or 0 if even then
-        drafting would not gain _MIN_GAIN (a probe that could at best break even, a 1-token
+        drafting would not gain MIN_GAIN (a probe that could at best break even, a 1-token
         guess where a 2-token pass costs 1.94 steps, only costs)."""
         top = self.draft_max if limit is None else min(limit, self.draft_max)
         return paying_k(self._pricing(kind, top, [_OPTIMISTIC_ACCEPT] * top).rates,
@@ -363,9 +394,17 @@ class DraftLengthController:
                 return Decision(RULE_NOTHING_TO_DRAFT, 0, kind.name, 0)
             limit = min(limit, available)
         self._register(kind)
+        self._since_plain += 1
         if not self.adaptive:
+            if self._plain_price_due():
+                return self._explain(RULE_MEASURE, 0, kind, limit, self._pricing(kind, limit))
             return self._explain(RULE_FIXED, limit, kind, limit, self._pricing(kind, limit))
         self._lift(kind, copied)
+        unpriced = self.unpriced(kind, limit)
+        if unpriced:
+            self._probing = False
+            return self._explain(RULE_MEASURE, self._to_measure(kind, limit, unpriced), kind,
+                                 limit, self._pricing(kind, limit))
         priced = self._pricing(kind, limit)
         k = paying_k(priced.rates, self.min_gain)
         self._probing = (k == 0 and not self.shadows(kind)
@@ -380,12 +419,43 @@ class DraftLengthController:
         decision.min_gain = self.min_gain
         return decision
 
+    def _plain_price_due(self) -> bool:
+        """Fixed k with plain steps asked for: whether this step is one (never a run's first
+        step, which shows a draft)."""
+        if not self.price_plain:
+            return False
+        gap = PLAIN_REFRESH if self.curve.samples(1).priced else PLAIN_EVERY
+        return self._since_plain > gap
+
+    def _to_measure(self, kind: DraftKind, limit: int, unpriced: list[int]) -> int:
+        """The draft length whose pass to time next: of the lengths that price the rest (plain
+        decoding and the longest draft, between which the curve interpolates), the one with the
+        fewest kept samples, a draft before a plain step (the first steps then show drafts)."""
+        cost = self.pass_cost(kind)
+        wanted = [k for k in (limit, 0) if k in unpriced or (k and not cost.priced)]
+        if not wanted:  # a size inside the range: measure it directly
+            wanted = unpriced
+        return min(wanted, key=lambda k: len(self.curve.samples(cost.pass_size(k)).times))
+
     def _explain(self, rule: str, k: int, kind: DraftKind, limit: int,
                  priced: _Pricing) -> Decision:
         """The decision with the figures it was made on: the kind's acceptance as priced,
         the evidence behind it, each k's pass cost and gain over a plain step."""
+        if k == 0:
+            self._since_plain = 0
         estimate = self.estimate(kind)
         low, high = estimate.interval()
+        cost = self.pass_cost(kind)
+        plain = self.curve.samples(1)
+        if rule == RULE_MEASURE or not self.adaptive and not self._fully_priced(kind, limit):
+            return Decision(
+                rule, k, kind.name, limit, acceptance=estimate.pooled(), acceptance_low=low,
+                acceptance_high=high, evidence=estimate.judged, prior=kind.prior,
+                accept_at=list(estimate.accept_at[:limit]),
+                measuring=cost.pass_size(k), samples=len(self.curve.samples(
+                    cost.pass_size(k)).times), plain_samples=len(plain.times),
+                refused=self.curve.refused, busy=machine_busy(),
+            )
         rates = priced.rates
         gains = rates / rates[0]
         others = rates.copy()
@@ -397,6 +467,10 @@ class DraftLengthController:
             evidence=estimate.judged, prior=kind.prior,
             plain_seconds=priced.seconds[0], pass_seconds=priced.seconds[k],
             expected_tokens=float(priced.tokens[k]), gain=float(gains[k]),
+            accept_at=list(estimate.accept_at[:limit]), prices=list(priced.seconds),
+            draft_token_seconds=cost.draft_cost, plain_samples=len(plain.times),
+            refused=self.curve.refused, busy=machine_busy() or self.curve.busy(1),
+            stored_at=self.curve.stored_at if not plain.priced else None,
         )
         if alternative is not None:
             decision.alternative_k = alternative
@@ -405,6 +479,9 @@ class DraftLengthController:
             decision.alternative_tokens = float(priced.tokens[alternative])
         return decision
 
+    def _fully_priced(self, kind: DraftKind, limit: int) -> bool:
+        return not self.unpriced(kind, limit)
+
     # -- learning --
 
     def observe(self, outcome: PassOutcome) -> None:
@@ -412,7 +489,7 @@ class DraftLengthController:
         kind = outcome.kind
         if outcome.pass_tokens:
             self.curve.observe(outcome.pass_tokens if outcome.draft_depth else 1,
-                               outcome.t_verify)
+                               outcome.t_verify, outcome.busy)
         if kind is None or (outcome.pass_tokens and not outcome.draft_depth):
             return
         self._register(kind)
@@ -423,11 +500,14 @@ class DraftLengthController:
     def _learn_cost(self, kind: DraftKind, outcome: PassOutcome) -> None:
         cost = self.costs[kind.name]
         depth = outcome.draft_depth
-        # a probe's draft time includes catching up on the tokens emitted while it sat idle
-        if not self._probing:
-            samples = self._draft_times.setdefault(kind.name, deque(maxlen=RECENT_PASSES))
+        # a probe's draft time includes catching up on the tokens emitted while it sat idle,
+        # and a kind's first drafting pass the drafter's cold start: neither is a price
+        if not self._probing and kind.name in self._draft_times:
+            samples = self._draft_times[kind.name]
             samples.append(outcome.t_draft / depth)
-            cost.draft_cost = float(np.median(samples))  # one cold or loaded pass moves nothing
+            if len(samples) >= MIN_SAMPLES:  # a median: one cold or loaded pass moves nothing
+                cost.draft_cost, cost.priced = float(np.median(samples)), True
+        self._draft_times.setdefault(kind.name, deque(maxlen=RECENT_PASSES))
         extra = (outcome.pass_tokens - depth - 1) / depth
         cost.extra_per_level = (1 - _EMA) * cost.extra_per_level + _EMA * extra
 

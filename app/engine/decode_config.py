@@ -24,6 +24,9 @@ class DecodeConfig:
     draft_min: int = 0
     draft_p_min: float = 0.0
     adaptive: bool = False
+    # fixed k: take a plain step now and then to price plain decoding beside the draft (the
+    # window's inspect mode); adaptive k prices plain steps by itself
+    price_plain: bool = False
     sampling: SamplingParams = field(default_factory=SamplingParams)
     stop_at_eos: bool = True
     tree_width: int = 1  # children a draft node may have; 1 drafts a chain

@@ -19,8 +19,6 @@ Commands (parent -> host, on the host's stdin), each {"cmd": NAME, ...}:
 Events (host -> parent, on the host's stdout), each {"event": NAME, ...}:
   progress   `message` while loading
   loaded     `target`, `draft`, `backend`, `device`, `warnings`
-  costs      `costs`: the pair's PairCosts, JSON of app.host.wire (as are a job's settings
-             and result: tagged objects of an allow-list, never code)
   started    `run` (the trace mode: speculative or plain), `header`: the trace's header line,
              `t_target`: one plain target step in seconds if known (for a summary the parent
              writes when the run is cut off)
@@ -60,7 +58,7 @@ from app.models.loading import ModelSpec
 RUN, LOAD, JOB, STEP, STEP_MODE, STOP, QUIT = (
     "run", "load", "job", "step", "step_mode", "stop", "quit")
 # events
-PROGRESS, LOADED, COSTS, STARTED = "progress", "loaded", "costs", "started"
+PROGRESS, LOADED, STARTED = "progress", "loaded", "started"
 STEP_DONE, WAITING, FINISHED, COMPARED, RESULT, ERROR, DONE = (
     "step", "waiting", "finished", "compared", "result", "error", "done")
 WORK = "work"
