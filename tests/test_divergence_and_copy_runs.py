@@ -368,12 +368,12 @@ def test_compare_view_names_the_first_difference_and_the_near_tie():
 def test_torch_picks_bfloat16_on_cpus_that_have_it(monkeypatch):
     import torch
 
-    from backends import torch_hf
+    from backends import torch_runtime
 
     monkeypatch.delenv("DRAFTLENS_TORCH_CPU_DTYPE", raising=False)
-    expected = torch.bfloat16 if torch_hf.cpu_has_bf16() else torch.float32
-    assert torch_hf._dtype_for("cpu") == expected
-    assert torch_hf._dtype_for("mps") == torch.float16
+    expected = torch.bfloat16 if torch_runtime.cpu_has_bf16() else torch.float32
+    assert torch_runtime.dtype_for("cpu") == expected
+    assert torch_runtime.dtype_for("mps") == torch.float16
 
 
 def test_bfloat16_greedy_differences_are_near_ties(hf_dirs):

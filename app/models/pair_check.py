@@ -125,7 +125,7 @@ def read_model_vocab(path: str | os.PathLike[str]) -> Vocab:
 
 def _tokenizer_vocab(path: Path) -> Vocab:
     from backends.base import BackendError
-    from backends.torch_hf import read_tokenizer_vocab
+    from backends.torch_runtime import read_tokenizer_vocab
 
     try:
         kind, tokens, bos_id, eos_id, special = read_tokenizer_vocab(path)

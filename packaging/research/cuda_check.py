@@ -212,13 +212,13 @@ def torch_dtype(name: str | None):
 
     import backends.torch_hf as torch_hf
 
-    saved = torch_hf._dtype_for
+    saved = torch_hf.dtype_for
     if name:
-        torch_hf._dtype_for = lambda device: getattr(torch, name)
+        torch_hf.dtype_for = lambda device: getattr(torch, name)
     try:
         yield
     finally:
-        torch_hf._dtype_for = saved
+        torch_hf.dtype_for = saved
 
 
 # --- part 1: greedy identity ---------------------------------------------------------------
