@@ -18,15 +18,15 @@ from app.engine.cost_curve import (
 )
 from app.engine.decode_config import DecodeConfig
 from app.engine.drafters import Drafter
-from app.engine.heads import HeadsWeights
+from app.engine.drafters.draft_model.vocab_bridge import VocabBridge
+from app.engine.drafters.heads import HeadsWeights
+from app.engine.drafters.registry import DrafterChoice, build_drafter
+from app.engine.drafters.suffix import RememberedRun, SuffixOptions, memory_buffer
+from app.engine.drafters.suffix.retry_copy import EarlierAnswer
+from app.engine.drafters.suffix.tree import SuffixTree
 from app.engine.protocol import LanguageModel
-from app.engine.registry import DrafterChoice, build_drafter
-from app.engine.retry_copy import EarlierAnswer
 from app.engine.session import Session
-from app.engine.suffix import RememberedRun, SuffixOptions, memory_buffer
-from app.engine.suffix_tree import SuffixTree
 from app.engine.trace import MODE_PLAIN, MODE_SPECULATIVE, TraceHeader, TraceWriter
-from app.engine.vocab_bridge import VocabBridge
 from app.errors import SettingsError
 from app.models.loading import LoadedPair
 from app.versions import versions
@@ -74,7 +74,7 @@ def encode_prompt(target: LanguageModel, prompt: str, chat: bool) -> list[int]:
 
 
 class PairSources:
-    """What the drafters of one run may draw on (app.engine.registry's factories): the
+    """What the drafters of one run may draw on (app.engine.drafters.registry's factories): the
     pair's models and files. `avoid_prompt`: the memory leaves out remembered answers to it
     (a benchmark's prompt must not draft from its own earlier answer)."""
 

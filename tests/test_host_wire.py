@@ -26,9 +26,9 @@ from app.analysis.rank import (
 from app.analysis.sweep import SweepRow
 from app.engine.decode_config import DecodeConfig
 from app.engine.drafters import DrafterOptions
-from app.engine.registry import DrafterChoice, choice_to_dict
+from app.engine.drafters.registry import DrafterChoice, choice_to_dict
+from app.engine.drafters.suffix import SuffixOptions
 from app.engine.sampling import SamplingParams
-from app.engine.suffix import SuffixOptions
 from app.host import protocol, wire
 from app.host.client import EngineHost
 from app.models.loading import ModelSpec

@@ -13,8 +13,8 @@ import pytest
 from app.engine.adaptive import DraftLengthController
 from app.engine.cost_curve import STALL_FACTOR, VerifyCostCurve
 from app.engine.decode_config import DecodeConfig
-from app.engine.draft_model import DRAFT_MODEL, ModelDrafter
 from app.engine.drafters import DraftKind
+from app.engine.drafters.draft_model import DRAFT_MODEL, ModelDrafter
 from app.engine.metrics import RunStats, expected_tokens_per_pass, predicted_speedup, theory_speedup
 from app.engine.records import (
     StepRecord,

@@ -13,11 +13,11 @@ from app.engine import cost_curve as calibration
 from app.engine.adaptive import DraftLengthController, PassOutcome
 from app.engine.cost_curve import MIN_SAMPLES, VerifyCostCurve
 from app.engine.diagnostics import top_indices
-from app.engine.draft_model import DRAFT_MODEL
 from app.engine.drafters import DraftKind
-from app.engine.heads import DRAFT_HEADS
-from app.engine.lookup import NGRAM_COPY, NGRAM_GUESS, STRONG_ANCHOR
-from app.engine.lookup_edits import NGRAM_EDIT
+from app.engine.drafters.draft_model import DRAFT_MODEL
+from app.engine.drafters.heads import DRAFT_HEADS
+from app.engine.drafters.lookup import NGRAM_COPY, NGRAM_GUESS, STRONG_ANCHOR
+from app.engine.drafters.lookup.edits import NGRAM_EDIT
 from app.paths import cache_dir
 from tests.helpers import pass_outcome
 

@@ -45,7 +45,8 @@ class CopySource:
 @dataclass
 class Translation:
     """How a draft token from another vocabulary became this target token
-    (app.engine.cross_vocab): the draft's own token text, and for a TLI draft the mass its
+    (app.engine.drafters.draft_model.cross_vocab): the draft's own token text, and for a TLI
+    draft the mass its
     distribution put outside the shared vocabulary (None: a string-level draft)."""
 
     draft_text: str

@@ -49,9 +49,9 @@ from typing import IO, Any
 
 from app.analysis.divergence import Divergence
 from app.engine.decode_config import DecodeConfig
-from app.engine.registry import choice_from_dict, choice_to_dict
+from app.engine.drafters.registry import choice_from_dict, choice_to_dict
+from app.engine.drafters.suffix import SuffixOptions
 from app.engine.sampling import SamplingParams
-from app.engine.suffix import SuffixOptions
 from app.models.loading import ModelSpec
 
 # commands

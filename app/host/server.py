@@ -24,7 +24,7 @@ from typing import IO, Any
 from app.analysis.compare import explain_difference, margins_noted
 from app.analysis.divergence import MarginTap, TopTwo
 from app.analysis.kernel_noise import MeasurementCancelled
-from app.engine.registry import DrafterChoice, choice_from_dict
+from app.engine.drafters.registry import DrafterChoice, choice_from_dict
 from app.engine.session import Session
 from app.engine.text_stream import TextStream
 from app.engine.trace import MODE_PLAIN, MODE_SPECULATIVE, TraceHeader, step_to_dict

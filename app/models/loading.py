@@ -45,7 +45,7 @@ class ModelSpec:
     rpc: str = ""  # the target on llama.cpp rpc-servers: HOST:PORT[,HOST:PORT...]
     with_mtp: bool = False  # load the target's own MTP (NextN) layers too (llama.cpp)
     # llama.cpp: map the GGUF (True) or read its weights into memory (False); None: read where
-    # the weights stay on the CPU and fit (backends.llamacpp.weights_read_into_memory)
+    # the weights stay on the CPU and fit (backends.llamacpp_load.weights_read_into_memory)
     mmap: bool | None = None
 
     def resolved_backend(self) -> str:

@@ -31,9 +31,9 @@ from app.engine import adaptive  # noqa: E402
 from app.engine.adaptive import AcceptanceEstimate, DraftLengthController  # noqa: E402
 from app.engine.cost_curve import VerifyCostCurve  # noqa: E402
 from app.engine.drafters import DraftKind  # noqa: E402
-from app.engine.lookup import block_limit  # noqa: E402
-from app.engine.lookup_edits import EditAwareLookup  # noqa: E402
-from app.engine.suffix import RememberedRun, SuffixDrafter, memory_buffer  # noqa: E402
+from app.engine.drafters.lookup import block_limit  # noqa: E402
+from app.engine.drafters.lookup.edits import EditAwareLookup  # noqa: E402
+from app.engine.drafters.suffix import RememberedRun, SuffixDrafter, memory_buffer  # noqa: E402
 from app.runs import remembered_tokens  # noqa: E402
 
 Make = Callable[[int], DraftLengthController]
