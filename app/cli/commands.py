@@ -181,4 +181,8 @@ def cmd_trace(args: argparse.Namespace) -> int:
         from app.analysis.rejections import analyse, report_lines
 
         print("\n".join(report_lines(analyse(trace.steps))))
+        if any(step.decision is not None for step in trace.steps):
+            from app.analysis.decision_audit import audit_line
+
+            print(audit_line(trace.steps))
     return 0

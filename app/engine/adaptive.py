@@ -192,6 +192,7 @@ class DraftLengthController:
         self.probes = _Probes()
         self._draft_times: dict[str, deque[float]] = {}  # per kind: seconds per drafted token
         self._probing = False
+        self._measuring = False  # this step times a pass: it drafts the k chosen, no less
 
     # -- queries: they read, never learn --
 
@@ -250,7 +251,7 @@ class DraftLengthController:
         """In adaptive mode, for a draft model: the rule that ends this pass's draft where
         no longer draft would earn its extra time at the expected rate; the pass may
         then draft up to draft_max (within what is left). None: draft the k chosen."""
-        if not self.adaptive or not kind.confident:
+        if not self.adaptive or not kind.confident or self._measuring:
             return None
         limit = max(0, min(self.draft_max, remaining - 1))
         priced = self._pricing(kind, limit)
@@ -279,6 +280,7 @@ class DraftLengthController:
             return self._explain(RULE_FIXED, limit, kind, limit, self._pricing(kind, limit))
         self._lift(kind, copied)
         unpriced = self.unpriced(kind, limit)
+        self._measuring = bool(unpriced)
         if unpriced:
             self._probing = False
             return self._explain(RULE_MEASURE, self._to_measure(kind, limit, unpriced), kind,
