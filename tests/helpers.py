@@ -252,7 +252,8 @@ def adaptive_session(target, draft, n_predict: int = 40) -> Session:
     config = DecodeConfig(n_predict=n_predict, draft_max=8, adaptive=True,
                           sampling=SamplingParams(temperature=0.0))
     session = Session(target, ModelDrafter(draft), config, cost_curve=curve)
-    session.controller.draft_cost_hint = 1e-4
+    session.controller.known_draft_cost = 1e-4
+    session.controller.fixed_prices = True  # these prices, whatever the passes take here
     return session
 
 

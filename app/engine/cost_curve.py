@@ -77,8 +77,8 @@ class VerifyCostCurve:
     MIN_SAMPLES kept samples is priced at their median; with a stored shape, every other size
     costs its stored time scaled by the live level (the median ratio of live to stored time
     over the priced sizes), and without one it is interpolated between priced sizes. A size
-    past the largest priced one, with no stored shape, has no price: the controller measures it
-    (app.engine.adaptive, RULE_MEASURE) rather than guess.
+    past the largest priced one, with no stored shape and a single priced size, has no price:
+    the controller measures it (app.engine.adaptive, RULE_MEASURE) rather than guess.
 
     observe() drops the first pass of each size (a cold pass), and refuses a sample STALL_FACTOR
     times the size's price (a pass stalled on busy cores); `refused` counts them."""
@@ -118,8 +118,14 @@ class VerifyCostCurve:
         return {**{n: t * load for n, t in self.points.items()}, **live}
 
     def can_price(self, n: int) -> bool:
+        """A stored shape prices every size; live prices alone, the sizes between the
+        smallest and largest priced one, and past it along the last two's slope (a draft
+        that copies less than asked may never fill the longest pass)."""
         known = self.current()
-        return bool(known) and (bool(self.points) or (n in known or min(known) <= n <= max(known)))
+        if not known:
+            return False
+        return bool(self.points) or min(known) <= n <= max(known) or \
+            (len(known) >= 2 and n > max(known))
 
     def cost(self, n: int) -> float:
         return interpolate(self.current(), n)

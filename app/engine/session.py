@@ -98,7 +98,7 @@ class Session:
         time, speed and whether the texts are identical. A run cut short says so, and why."""
         if baseline is None or not baseline.stats.steps:
             t_plain, source = self.plain_step_price()
-            summary = self.stats.summary(t_plain)
+            summary = self.stats.summary(t_plain, mean_plain=False)  # no price from one step
             summary["t_target_source"] = source
         else:
             summary = self.stats.summary(baseline.stats.plain_step_time)
