@@ -14,22 +14,8 @@ pytest.importorskip("pytestqt")
 
 from app.analysis.reasons import describe_decision, plain_run_reason, plain_run_summary  # noqa: E402,E501
 from app.engine.cost_curve import MIN_SAMPLES  # noqa: E402
-from app.settings import Settings  # noqa: E402
 from tests.helpers import choose_pair, run, set_decoding  # noqa: E402
-from ui.main_window import MainWindow  # noqa: E402
 from ui.plain_notice import watch_k  # noqa: E402
-
-
-@pytest.fixture
-def window(qtbot, tmp_path, dialogs):
-    win = MainWindow(Settings(), save_path=tmp_path / "settings.json")
-    qtbot.addWidget(win)
-    win.resize(1400, 900)
-    win.show_workspace()
-    win.show()
-    qtbot.waitExposed(win)
-    yield win
-    win.close()
 
 
 @pytest.fixture(scope="module")
