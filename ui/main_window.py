@@ -415,7 +415,7 @@ class MainWindow(QMainWindow):
         runs = self.run_control
         reason = self.picker.blocking_reason()
         idle = not runs.running
-        free = idle or bool(runs.finishing)  # work after a run: Run cancels it, then runs
+        free = idle or bool(runs.interruptible)  # a job, work after a run: Run cancels it
         self.act_run.setEnabled((free and not reason) or (runs.running and runs.step_mode))
         self.act_step.setEnabled((idle and not reason) or runs.running)
         self.act_stop.setEnabled(runs.running)
