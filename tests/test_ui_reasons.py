@@ -95,7 +95,8 @@ def test_work_after_a_run_shows_in_the_status_bar_and_a_new_run_cancels_it(
     status = runs.work_status
     assert runs.running and runs.finishing.startswith("comparing")
     assert status.isVisible() and status.cancel_button.isEnabled()
-    assert status.label.text().startswith("comparing: decoding the plain baseline")
+    assert status.label.text().startswith("comparing: decoding the plain baseline · ")
+    assert " of 120 tokens" in status.label.text()  # how far it has come, in tokens
     assert status.bar.maximum() == len(window.run.output_ids)  # a fraction: tokens of the run
     assert window.act_run.isEnabled()  # Run stays available...
     ended = []

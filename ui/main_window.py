@@ -213,7 +213,7 @@ class MainWindow(QMainWindow):
 
         self.status_label = QLabel("ready")
         self.busy = QProgressBar()
-        self.busy.setRange(0, 0)  # indeterminate: loading has phases, not a fraction
+        self.busy.setRange(0, 0)  # busy, until a step of loading says its size
         self.busy.setMaximumWidth(160)
         self.busy.setVisible(False)
         self.statusBar().addWidget(self.status_label, 1)

@@ -31,7 +31,7 @@ from ui.pair_picker import PairPicker
 from ui.run_data import CompareResult, RunData
 from ui.step_inspector import StepInspector
 from ui.token_view import TokenView
-from ui.work_status import WorkStatus
+from ui.work_status import Pace, WorkStatus, progress_text
 from ui.worker import JobRequest, LoadInfo, RunRequest, RunWorker, default_trace_path
 
 REDRAW_MS = 100
@@ -115,6 +115,7 @@ class RunControl(QObject):
         self._charts_dirty = False
         self._inspector = _Throttled(INSPECTOR_S)
         self._status = _Throttled(STATUS_S)
+        self._loading = Pace()  # the pace of loading's steps that have a known size
         self._current: RunData | None = None
 
         self.worker_thread = QThread(self)
@@ -181,6 +182,8 @@ class RunControl(QObject):
         if step_mode:
             self.worker.release_step()
         w.status_label.setText("starting…")
+        w.busy.setRange(0, 0)  # busy until loading says how far it has come
+        self._loading.reset()
         w.busy.setVisible(True)
         self._request_run.emit(request)
         w.update_actions()
@@ -259,14 +262,14 @@ class RunControl(QObject):
             self.worker.cancel()
             self.work_status.cancelling(why)
 
-    def _on_work(self, task: str, done: int, total: int) -> None:
+    def _on_work(self, task: str, done: int, total: int, unit: str) -> None:
         if not self.running:
             return
         first = not self.finishing
         current = self._current  # None in a window job (its own state: self.job)
         if current is not None and (current.summary is not None or current is self.baseline):
             self.finishing = task  # the run's own steps are over: Run is available again
-        self.work_status.show_work(task, done, total)
+        self.work_status.show_work(task, done, total, unit)
         if self.worker.cancelled:
             self.work_status.cancelling()
         if first and self.finishing:
@@ -357,8 +360,15 @@ class RunControl(QObject):
         self.window.status_label.setText(prefix + " · ".join(parts))
 
     # --- worker signals -----------------------------------------------------------------
-    def _on_progress(self, message: str) -> None:
-        self.window.status_label.setText(f"loading: {message}…")
+    def _on_progress(self, message: str, done: int, total: int, unit: str) -> None:
+        """What loading (or timing the pair) is at; with its size known, how far it has come,
+        about how long it has left, and a bar with the fraction."""
+        left = self._loading.seconds_left(done, total)
+        text = progress_text(message, done, total, unit, left) if total else f"{message}…"
+        self.window.status_label.setText(f"loading: {text}")
+        busy = self.window.busy
+        busy.setRange(0, max(0, total))  # (0, 0): busy, no fraction known
+        busy.setValue(min(done, total))
 
     def _on_loaded(self, info: LoadInfo) -> None:
         text = f"loaded {info.target}" + (f" + {info.draft}" if info.draft else "")
