@@ -20,6 +20,19 @@ def test_a_gguf_is_named_by_its_converter_parts_and_quantization(tmp_path):
     assert model_label(path) == "Tiny-Coder 1.5B Instruct · Q8_0"
 
 
+def test_the_demo_pairs_metadata_names_both_models_without_their_repositorys_packing(tmp_path):
+    """The demo files' fields as they are: the converter copied "-GGUF" and "-AWQ" from the
+    repositories' names into the finetune."""
+    for size, packing in (("1.5B", "GGUF"), ("0.5B", "AWQ")):
+        path = write_tiny_gguf(tmp_path / f"{size}.gguf", weight_type="Q8_0", metadata={
+            "general.name": f"Qwen2.5 Coder {size} Instruct {packing}",
+            "general.basename": "Qwen2.5-Coder", "general.size_label": size,
+            "general.finetune": f"Instruct-{packing}"})
+        assert model_label(path) == f"Qwen2.5-Coder {size} Instruct · Q8_0"
+    named = write_tiny_gguf(tmp_path / "n.gguf", metadata={"general.name": "Coder 7B-Chat GPTQ"})
+    assert model_label(named) == "Coder 7B-Chat · F32"
+
+
 def test_a_gguf_without_the_parts_is_named_by_general_name_and_its_size(tmp_path):
     plain = write_tiny_gguf(tmp_path / "a.gguf", seed=3)
     assert model_label(plain) == "tiny-llama-seed3 · F32"

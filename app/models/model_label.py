@@ -23,6 +23,9 @@ _NAME_KEYS = ("general.basename", "general.size_label", "general.finetune", "gen
               "general.file_type")
 _FILE_TYPE_PREFIXES = ("MOSTLY_", "ALL_")
 _HF_CACHE_REPO = "models--"  # huggingface_hub's cache: models--org--name/snapshots/<commit>
+# words for how a repository packed its weights, which converters copy from the repository's
+# name into the finetune ("Instruct-GGUF", "Instruct-AWQ"): the file's own type says that
+_PACKING = {"gguf", "awq", "gptq", "exl2", "mlx", "fp8", "int4", "int8", "bnb", "4bit", "8bit"}
 
 
 def model_label(path: str | os.PathLike[str]) -> str:
@@ -56,14 +59,23 @@ def gguf_label(fields: dict[str, Any], path: Path) -> str:
     basename = _text(fields.get("general.basename"))
     size = _text(fields.get("general.size_label"))
     if basename:
-        name = " ".join(part for part in (basename, size,
-                                          _text(fields.get("general.finetune"))) if part)
+        finetune = _unpacked(_text(fields.get("general.finetune")))
+        name = " ".join(part for part in (basename, size, finetune) if part)
     else:
-        name = _text(fields.get("general.name")) or path.stem
+        name = _unpacked(_text(fields.get("general.name"))) or path.stem
         if size and size.lower() not in name.lower():
             name = f"{name} {size}"
     quant = file_type_name(fields.get("general.file_type"))
     return name + (SEPARATOR + quant if quant else "")
+
+
+def _unpacked(text: str) -> str:
+    """"Instruct-GGUF" -> "Instruct", "Coder 7B Instruct AWQ" -> "Coder 7B Instruct": the
+    packing words at the end left out."""
+    words = text.replace("-", " - ").split()
+    while words and (words[-1].lower() in _PACKING or words[-1] == "-"):
+        words.pop()
+    return " ".join(words).replace(" - ", "-")
 
 
 def file_type_name(value: Any) -> str:
