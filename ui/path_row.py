@@ -23,17 +23,18 @@ from ui.background import run_in_thread
 
 MODEL_FILTER = "Models (*.gguf);;All files (*)"
 
+
 class PathRow(QWidget):
-    """A path field with "File…" and "Folder…" buttons."""
+    """A model's path, shown as the model's name away from the keyboard."""
 
     changed = Signal()  # the path changed
-    labelled = Signal()  # the model's name for the path on show has been read
 
     def __init__(self, placeholder: str, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self._path = ""
         self.label = ""  # the model's name, "" until read or where none can be read
         self._generation = 0  # which path a name being read belongs to
+        self._showing = False  # the field is changing what it shows, not the path
         self.edit = QLineEdit()
         self.edit.setPlaceholderText(placeholder)
         self.edit.setClearButtonEnabled(True)
@@ -50,8 +51,7 @@ class PathRow(QWidget):
         layout.setContentsMargins(0, 0, 0, 0)
         layout.addWidget(self.edit, 1)
         layout.addWidget(self.browse_button)
-        # the field's own changes of what it shows are made with its signals blocked: any
-        # change seen here is the user's (typing, pasting, the clear button)
+        # typing, pasting, the clear button: any change but the field's own (_show)
         self.edit.textChanged.connect(self._typed)
         self.edit.installEventFilter(self)
 
@@ -61,10 +61,6 @@ class PathRow(QWidget):
     def set_path(self, path: str) -> None:
         self._take(path.strip())
         self._show()
-
-    def shown_text(self) -> str:
-        """What the field reads now: the model's name away from the keyboard, else the path."""
-        return self.edit.text()
 
     # --- the path, typed or set ---------------------------------------------------------
     def _take(self, path: str) -> None:
@@ -79,7 +75,8 @@ class PathRow(QWidget):
         self.changed.emit()
 
     def _typed(self, text: str) -> None:
-        self._take(text.strip())
+        if not self._showing:
+            self._take(text.strip())
 
     def _read_label(self, path: str, generation: int) -> None:
         def done(label: str | None, error: BaseException | None) -> None:
@@ -87,7 +84,6 @@ class PathRow(QWidget):
                 return  # the path changed meanwhile
             self.label = label or ""
             self._show()
-            self.labelled.emit()
 
         run_in_thread(lambda: model_label(path), done, self)
 
@@ -105,9 +101,11 @@ class PathRow(QWidget):
             editing = self.edit.hasFocus()
         text = self._path if editing or not self.label else self.label
         if self.edit.text() != text:
-            self.edit.blockSignals(True)
-            self.edit.setText(text)
-            self.edit.blockSignals(False)
+            self._showing = True
+            try:
+                self.edit.setText(text)
+            finally:
+                self._showing = False
         if not editing:
             self.edit.setCursorPosition(0)  # a clipped text shows its start, not its tail
         self._show_tooltip()
