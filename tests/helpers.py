@@ -22,9 +22,9 @@ from app.analysis.divergence import MarginTap
 from app.engine.adaptive import PassOutcome
 from app.engine.cost_curve import VerifyCostCurve
 from app.engine.decode_config import DecodeConfig
-from app.engine.draft_model import DRAFT_MODEL, ModelDrafter
 from app.engine.drafters import DraftKind
-from app.engine.heads import HeadsWeights
+from app.engine.drafters.draft_model import DRAFT_MODEL, ModelDrafter
+from app.engine.drafters.heads import HeadsWeights
 from app.engine.records import (
     ORIGIN_ACCEPTED,
     ORIGIN_BONUS,
@@ -210,7 +210,7 @@ def unrenormalised_tli(monkeypatch):
     """Bug: a TLI draft keeps the draft's mass on the shared tokens without renormalising
     it there (the draw renormalises silently, the reported q does not), so q understates what
     each token was drawn from and too many drafts pass."""
-    import app.engine.vocab_bridge as vocab_bridge
+    import app.engine.drafters.draft_model.vocab_bridge as vocab_bridge
 
     def wrong(q_draft, bridge):
         shared = np.asarray(q_draft[bridge.draft_ids], dtype=np.float64)
@@ -277,7 +277,8 @@ def adaptive_session(target, draft, n_predict: int = 40) -> Session:
     config = DecodeConfig(n_predict=n_predict, draft_max=8, adaptive=True,
                           sampling=SamplingParams(temperature=0.0))
     session = Session(target, ModelDrafter(draft), config, cost_curve=curve)
-    session.controller.draft_cost_hint = 1e-4
+    session.controller.known_draft_cost = 1e-4
+    session.controller.fixed_prices = True  # these prices, whatever the passes take here
     return session
 
 

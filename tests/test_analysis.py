@@ -15,7 +15,7 @@ from app.analysis.rejections import analyse, report_lines, token_class
 from app.analysis.stats import chi2_sf, g_test
 from app.engine.cost_curve import VerifyCostCurve
 from app.engine.decode_config import DecodeConfig
-from app.engine.draft_model import ModelDrafter
+from app.engine.drafters.draft_model import ModelDrafter
 from app.engine.metrics import RunStats, predicted_speedup
 from app.engine.records import StepRecord, TokenRecord
 from app.engine.sampling import SamplingParams

@@ -16,7 +16,7 @@ from app.analysis.kernel_noise import KernelNoise
 from app.cli.main import build_parser, main
 from app.cli.options import decode_config, drafter_choice, model_spec
 from app.engine.drafters import DrafterOptions
-from app.engine.registry import DRAFTERS, DrafterChoice
+from app.engine.drafters.registry import DRAFTERS, DrafterChoice
 from app.models.loading import ModelSpec
 from app.runs import build_session as real_build_session
 from tests.planted_bugs import plant, plant_in_children

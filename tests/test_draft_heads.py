@@ -9,7 +9,7 @@ import pytest
 
 from app.cli.main import main
 from app.engine.decode_config import DecodeConfig
-from app.engine.heads import HeadsDrafter, HeadsWeights
+from app.engine.drafters.heads import HeadsDrafter, HeadsWeights
 from app.engine.sampling import SamplingParams
 from app.engine.session import Session
 from app.errors import ModelFileError

@@ -13,7 +13,7 @@ import pytest
 import app.engine.speculative as speculative_module
 from app.cli.main import main
 from app.engine.decode_config import DecodeConfig
-from app.engine.draft_model import ModelDrafter
+from app.engine.drafters.draft_model import ModelDrafter
 from app.engine.sampling import SamplingParams
 from app.engine.session import Session
 from app.models.pair_check import MAX_VOCAB_SIZE_DIFFERENCE, check_pair_files

@@ -13,7 +13,7 @@ import pytest
 
 from app.cli.main import main
 from app.engine.decode_config import DecodeConfig
-from app.engine.draft_model import ModelDrafter
+from app.engine.drafters.draft_model import ModelDrafter
 from app.engine.sampling import ORDER_LLAMACPP, ORDER_TRANSFORMERS, SamplingParams, process
 from app.engine.session import Session
 from tests.helpers import (

@@ -23,13 +23,13 @@ from scipy.stats import binomtest
 
 import app.engine.speculative as speculative
 from app.engine.decode_config import DecodeConfig
-from app.engine.draft_model import ModelDrafter
-from app.engine.lookup_edits import EditAwareLookup
+from app.engine.drafters.draft_model import ModelDrafter
+from app.engine.drafters.lookup.edits import EditAwareLookup
+from app.engine.drafters.suffix import SuffixDrafter
+from app.engine.drafters.suffix.retry_copy import EarlierAnswer
 from app.engine.records import COPIED_ON_RETRY
-from app.engine.retry_copy import EarlierAnswer
 from app.engine.sampling import SamplingParams
 from app.engine.session import Session
-from app.engine.suffix import SuffixDrafter
 from tests.helpers import (
     BROKEN_P,
     EXACT_P,
@@ -300,7 +300,8 @@ def test_session_with_ngram_drafter_matches_target_distribution(hf_pair, session
 
 def test_session_with_a_retry_copy_matches_target_distribution(hf_pair):
     """A retried prompt drafts its remembered answer whole and one-hot
-    (app.engine.retry_copy); sampled, the answer is judged as any copy is, so the output
+    (app.engine.drafters.suffix.retry_copy); sampled, the answer is judged as any copy is, so the
+    output
     keeps the target's distribution whether the copy passes or departs."""
     target, _ = hf_pair
     params = SESSION_CONFIGS["t1.0"]

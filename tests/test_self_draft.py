@@ -15,10 +15,10 @@ import pytest
 
 from app.cli.main import main
 from app.engine.decode_config import DecodeConfig
-from app.engine.draft_model import ModelDrafter
 from app.engine.drafters import DrafterOptions
+from app.engine.drafters.draft_model import ModelDrafter
+from app.engine.drafters.registry import DrafterChoice
 from app.engine.protocol import EarlyExitModel
-from app.engine.registry import DrafterChoice
 from app.engine.sampling import SamplingParams
 from app.engine.session import Session
 from app.errors import ModelFileError

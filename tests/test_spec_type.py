@@ -10,11 +10,11 @@ import pytest
 
 from app.cli.main import build_parser, main
 from app.cli.options import drafter_choice, model_spec
-from app.engine.chain import ChainDrafter
 from app.engine.decode_config import DecodeConfig
 from app.engine.drafters import DrafterOptions
-from app.engine.registry import DRAFTERS, DrafterChoice
-from app.engine.suffix import SUFFIX_COPY, SUFFIX_GUESS
+from app.engine.drafters.chain import ChainDrafter
+from app.engine.drafters.registry import DRAFTERS, DrafterChoice
+from app.engine.drafters.suffix import SUFFIX_COPY, SUFFIX_GUESS
 from app.errors import SettingsError
 from app.models.loading import ModelSpec, load_pair
 from app.runs import new_drafter

@@ -7,10 +7,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from app.engine.chain import ChainDrafter
 from app.engine.decode_config import DecodeConfig
-from app.engine.draft_model import DRAFT_MODEL, ModelDrafter
-from app.engine.lookup_edits import EditAwareLookup
+from app.engine.drafters.chain import ChainDrafter
+from app.engine.drafters.draft_model import DRAFT_MODEL, ModelDrafter
+from app.engine.drafters.lookup.edits import EditAwareLookup
 from app.engine.sampling import SamplingParams
 from app.engine.session import Session
 from tests.helpers import EXACT_P, assert_drafted, exact_distributions, gof_pvalue

@@ -32,7 +32,7 @@ from app.analysis.rank import (
 )
 from app.analysis.sweep import SweepRow, parse_ks
 from app.engine.decode_config import DecodeConfig
-from app.engine.registry import DrafterChoice
+from app.engine.drafters.registry import DrafterChoice
 from app.errors import DraftLensError
 from app.models.loading import ModelSpec
 from ui.decode_panel import DecodePanel

@@ -27,7 +27,7 @@ from PySide6.QtWidgets import (
 
 from app.draft_memory import DEFAULT_CAP_TOKENS, MEMORY_FILE, default_memory_path
 from app.engine.drafters import DrafterOptions
-from app.engine.registry import DrafterChoice
+from app.engine.drafters.registry import DrafterChoice
 from app.models import runtimes
 from app.models.loading import ModelSpec, rpc_problem
 from app.models.mtp import mtp_offer
@@ -320,7 +320,7 @@ class PairPicker(QGroupBox):
         return ModelSpec(pair.target, pair.draft or None, backend="torch", device=pair.device)
 
     def drafter_choice(self) -> DrafterChoice:
-        """What drafts (app.engine.registry): the lookup, suffix decoding (remembering
+        """What drafts (app.engine.drafters.registry): the lookup, suffix decoding (remembering
         earlier outputs where ticked), the target's MTP layers, or the draft model."""
         if self.ngram.isChecked():
             return DrafterChoice(("ngram",))

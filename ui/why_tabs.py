@@ -12,7 +12,7 @@ from __future__ import annotations
 from PySide6.QtCore import QTimer
 from PySide6.QtWidgets import QLabel, QTabWidget, QVBoxLayout, QWidget
 
-from app.analysis.cost import AcceptanceSeen, PairCosts
+from app.analysis.cost import AcceptanceSeen
 from ui.charts import ChartsPanel
 from ui.cost_view import CostPanel
 from ui.experiments import ExperimentsPanel, ExperimentWindow
@@ -34,7 +34,6 @@ class WhyTabs(QWidget):
         self.verdict = QLabel("")
         self.verdict.setWordWrap(True)
         self.verdict.setVisible(False)
-        self.pair_costs: PairCosts | None = None  # measured when the pair loaded
         self.cost = CostPanel()
         self.rejections = RejectionPanel()
         self.experiments = ExperimentsPanel(window)
@@ -51,20 +50,11 @@ class WhyTabs(QWidget):
         self.timer = QTimer(self, interval=REFRESH_MS)
         self.timer.timeout.connect(self._tick)
         self.timer.start()
-        runs = window.run_control
-        runs.worker.costs.connect(self.set_costs)
 
     def set_colours(self, colours: Colours) -> None:
         self.cost.set_colours(colours)
         self.rejections.set_colours(colours)
         self.experiments.set_colours(colours)
-
-    def set_costs(self, costs: PairCosts) -> None:
-        self.pair_costs = costs
-        self.charts.set_costs(costs)
-        self.cost.set_costs(costs)
-        self._show_verdict()
-        self.window.run_control.mark_dirty()
 
     def _show_verdict(self) -> None:
         view = self.cost.view_data
@@ -89,7 +79,7 @@ class WhyTabs(QWidget):
 
     def _follow_costs(self, run: RunData | None) -> None:
         """The cost view from this run's own step timings and acceptance, and the notice."""
-        costs = run_costs(self.pair_costs, run) if self.pair_costs is not None else None
+        costs = run_costs(run)
         if run is not None and run.stats.spec_steps:
             self.cost.show_costs(costs, AcceptanceSeen(run.stats.accepted, run.stats.judged))
         elif costs is not None:

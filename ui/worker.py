@@ -24,10 +24,9 @@ from typing import Any
 
 from PySide6.QtCore import QObject, Signal, Slot
 
-from app.analysis.cost import PairCosts
 from app.analysis.exactness import ExactReport
 from app.engine.decode_config import DecodeConfig
-from app.engine.registry import DrafterChoice, choice_to_dict
+from app.engine.drafters.registry import DrafterChoice, choice_to_dict
 from app.errors import DraftLensError, TraceWriteError
 from app.host import protocol, wire
 from app.host.client import EXITED, EngineHost
@@ -116,7 +115,6 @@ class RunWorker(QObject):
     waiting = Signal()  # step mode: the next step waits for a release
     failed = Signal(str)  # the one-line message of an error
     done = Signal(str)  # the trace path ("" if none was written) once the request has ended
-    costs = Signal(object)  # PairCosts of a newly loaded pair (the cost view's data)
     job_done = Signal(str, object)  # name, result (None when it failed or was stopped)
     # what the host does after a run's steps, or a job's progress: task, done, total (0: no
     # fraction known), unit (app.host.protocol WORK); the work ends with `done` or `job_done`
@@ -202,7 +200,7 @@ class RunWorker(QObject):
             host = self._host
             host.ready_for_next()
             host.send(command, spec=protocol.spec_to_dict(spec),
-                      drafter=choice_to_dict(drafter), costs=True,
+                      drafter=choice_to_dict(drafter),
                       step_mode=self._step_mode.is_set(), permits=self._early_steps, **data)
             self._early_steps = 0
             self._host_busy = True
@@ -277,8 +275,6 @@ class RunWorker(QObject):
             self.loaded.emit(LoadInfo(event["target"], event["draft"], event["backend"],
                                       event["device"], tuple(event["warnings"])))
             freeze_heap()  # the window's own heap: later GC pauses only walk new objects
-        elif name == protocol.COSTS:
-            self.costs.emit(wire.decode(event.get("costs"), PairCosts))
         elif name == protocol.WAITING:
             if not self._cancel.is_set():
                 self.waiting.emit()

@@ -25,8 +25,8 @@ from dataclasses import dataclass
 
 from app.analysis.kernel_noise import CEILINGS, measure_kernel_noise
 from app.engine.decode_config import DecodeConfig
-from app.engine.registry import DrafterChoice
-from app.engine.suffix import SuffixOptions
+from app.engine.drafters.registry import DrafterChoice
+from app.engine.drafters.suffix import SuffixOptions
 from app.errors import DraftLensError
 from app.models.loading import LoadedPair, ModelSpec
 

@@ -38,7 +38,7 @@ from app.cli.options import (
     self_draft_layers,
     settings,
 )
-from app.engine.registry import DrafterChoice, parse_names
+from app.engine.drafters.registry import DrafterChoice, parse_names
 from app.errors import SettingsError
 from app.models.loading import load_pair
 from app.runs import encode_prompt

@@ -9,9 +9,9 @@ import argparse
 from app.draft_memory import DraftMemory
 from app.engine.decode_config import DecodeConfig
 from app.engine.drafters import DrafterOptions
-from app.engine.registry import DRAFTERS, DrafterChoice, parse_names
+from app.engine.drafters.registry import DRAFTERS, DrafterChoice, parse_names
+from app.engine.drafters.suffix import SuffixOptions
 from app.engine.sampling import SamplingParams
-from app.engine.suffix import SuffixOptions
 from app.errors import SettingsError
 from app.models.loading import ModelSpec
 
@@ -143,7 +143,7 @@ def self_draft_layers(args: argparse.Namespace) -> list[int]:
 
 def drafter_choice(args: argparse.Namespace) -> DrafterChoice:
     """What drafts: --spec-type's names, or those the older flags name (ALIASES), with the
-    drafters' options; checked (app.engine.registry)."""
+    drafters' options; checked (app.engine.drafters.registry)."""
     layers = self_draft_layers(args)
     named = {"ngram": bool(getattr(args, "ngram", False)),
              "suffix": bool(getattr(args, "suffix", False)),

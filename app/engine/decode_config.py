@@ -6,9 +6,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from app.engine.drafters import StopRule, TreeShape
-from app.engine.registry import DrafterChoice
+from app.engine.drafters.registry import DrafterChoice
+from app.engine.drafters.suffix import SuffixOptions
 from app.engine.sampling import SamplingParams
-from app.engine.suffix import SuffixOptions
 from app.engine.tree import NEAR_TIE
 from app.errors import SettingsError
 
@@ -24,12 +24,15 @@ class DecodeConfig:
     draft_min: int = 0
     draft_p_min: float = 0.0
     adaptive: bool = False
+    # fixed k: take a plain step now and then to price plain decoding beside the draft (the
+    # window's inspect mode); adaptive k prices plain steps by itself
+    price_plain: bool = False
     sampling: SamplingParams = field(default_factory=SamplingParams)
     stop_at_eos: bool = True
     tree_width: int = 1  # children a draft node may have; 1 drafts a chain
     tree_nodes: int = 16  # draft nodes per pass at most, in a tree
     draft_p_split: float = 0.1  # a draft model branches where another candidate has this
-    # what drafts (--spec-type): names from app.engine.registry and their options; empty:
+    # what drafts (--spec-type): names from app.engine.drafters.registry and their options; empty:
     # plain decoding
     drafter: DrafterChoice = field(default_factory=DrafterChoice)
     suffix: SuffixOptions = field(default_factory=SuffixOptions)  # suffix decoding's reach

@@ -10,7 +10,7 @@ from app.analysis.exactness import ExactReport, check_exact
 from app.analysis.rank import Candidate, RankRow, rank_candidates
 from app.analysis.sweep import SweepRow, run_sweep
 from app.engine.decode_config import DecodeConfig
-from app.engine.registry import DrafterChoice
+from app.engine.drafters.registry import DrafterChoice
 from app.models.loading import LoadedPair
 from app.runs import encode_prompt
 

@@ -20,8 +20,6 @@ Events (host -> parent, on the host's stdout), each {"event": NAME, ...}:
   progress   `message` while loading (or timing the pair once loaded); where the step has a
              known size, also `done` of `total` and their `unit`, as `work` has them
   loaded     `target`, `draft`, `backend`, `device`, `warnings`
-  costs      `costs`: the pair's PairCosts, JSON of app.host.wire (as are a job's settings
-             and result: tagged objects of an allow-list, never code)
   started    `run` (the trace mode: speculative or plain), `header`: the trace's header line,
              `t_target`: one plain target step in seconds if known (for a summary the parent
              writes when the run is cut off)
@@ -53,16 +51,16 @@ from typing import IO, Any
 
 from app.analysis.divergence import Divergence
 from app.engine.decode_config import DecodeConfig
-from app.engine.registry import choice_from_dict, choice_to_dict
+from app.engine.drafters.registry import choice_from_dict, choice_to_dict
+from app.engine.drafters.suffix import SuffixOptions
 from app.engine.sampling import SamplingParams
-from app.engine.suffix import SuffixOptions
 from app.models.loading import ModelSpec
 
 # commands
 RUN, LOAD, JOB, STEP, STEP_MODE, STOP, QUIT = (
     "run", "load", "job", "step", "step_mode", "stop", "quit")
 # events
-PROGRESS, LOADED, COSTS, STARTED = "progress", "loaded", "costs", "started"
+PROGRESS, LOADED, STARTED = "progress", "loaded", "started"
 STEP_DONE, WAITING, FINISHED, COMPARED, RESULT, ERROR, DONE = (
     "step", "waiting", "finished", "compared", "result", "error", "done")
 WORK = "work"

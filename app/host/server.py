@@ -22,10 +22,9 @@ from dataclasses import asdict, astuple, dataclass
 from typing import IO, Any
 
 from app.analysis.compare import explain_difference, margins_noted
-from app.analysis.cost import measure_pair_costs
 from app.analysis.divergence import MarginTap, TopTwo
 from app.analysis.kernel_noise import MeasurementCancelled
-from app.engine.registry import DrafterChoice, choice_from_dict
+from app.engine.drafters.registry import DrafterChoice, choice_from_dict
 from app.engine.session import Session
 from app.engine.text_stream import TextStream
 from app.engine.trace import MODE_PLAIN, MODE_SPECULATIVE, TraceHeader, step_to_dict
@@ -34,7 +33,7 @@ from app.host import protocol as p
 from app.host import wire
 from app.host.jobs import JOBS
 from app.models.loading import LoadedPair, ModelSpec, load_pair
-from app.runs import Run, prepare_run, remember_output
+from app.runs import Run, prepare_run, remember_output, remember_prices
 from backends.base import BackendError
 
 _POLL_S = 0.05
@@ -153,10 +152,6 @@ class Host:
                       draft=pair.draft.name if pair.draft else choice.label(),
                       backend=pair.target.backend, device=pair.target.device,
                       warnings=list(pair.warnings))
-            if command.get("costs", False) and choice:
-                self.emit(p.PROGRESS, message="timing a target step and a draft step side by "
-                                              "side")
-                self.emit(p.COSTS, costs=wire.encode(measure_pair_costs(pair, choice)))
         return pair
 
     def _loaded(self, spec: ModelSpec) -> LoadedPair:
@@ -215,6 +210,7 @@ class Host:
         # engine error (stopped or not) is kept in the draft memory (--draft-memory) for the
         # runs after it, here in the host, which is where its pair and its output are
         remember_output(pair, run.session, run.prompt_ids)
+        remember_prices(pair)
 
     def _conclude(self, pair: LoadedPair, command: dict[str, Any], tap: MarginTap | None,
                   run: Run) -> None:
@@ -278,7 +274,7 @@ class Host:
         run = prepare_run(pair, config, command["prompt"], bool(command.get("chat")),
                           plain=plain, extra_settings={"compare": bool(command.get("compare"))})
         self.emit(p.STARTED, run=_mode(run), header=_header_line(run.header),
-                  t_target=run.session.plain_step_time())
+                  t_target=run.session.plain_step_price()[0])
         return run
 
     def _finish(self, run: Run, baseline: Session | None = None, interrupted: bool = False,

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from app.engine.cost_curve import VerifyCostCurve
 from app.engine.protocol import EarlyExitModel, LanguageModel
 from app.errors import DraftLensError, ModelFileError, SettingsError
 from app.models.pair_check import (
@@ -44,7 +45,7 @@ class ModelSpec:
     rpc: str = ""  # the target on llama.cpp rpc-servers: HOST:PORT[,HOST:PORT...]
     with_mtp: bool = False  # load the target's own MTP (NextN) layers too (llama.cpp)
     # llama.cpp: map the GGUF (True) or read its weights into memory (False); None: read where
-    # the weights stay on the CPU and fit (backends.llamacpp.weights_read_into_memory)
+    # the weights stay on the CPU and fit (backends.llamacpp_load.weights_read_into_memory)
     mmap: bool | None = None
 
     def resolved_backend(self) -> str:
@@ -72,8 +73,9 @@ class LoadedPair:
     spec: ModelSpec
     warnings: list[str] = field(default_factory=list)
     self_drafts: dict[int, LanguageModel] = field(default_factory=dict)  # by layer count
-    # seconds of one step of a drafting model (by id), measured once when first needed
-    step_seconds: dict[int, float] = field(default_factory=dict)
+    # what the target's passes cost, as timed on this pair by the runs of this process (each
+    # session adds its passes; app.runs.build_session reads the stored curve into it once)
+    verify_curve: VerifyCostCurve | None = None
 
     @property
     def cross(self) -> CrossVocab | None:
@@ -97,14 +99,6 @@ class LoadedPair:
             model = load_self_draft(self.target, self.spec, n_layers)
             self.self_drafts[n_layers] = model
         return model
-
-    def step_cost(self, model: LanguageModel) -> float:
-        """Seconds of one step of a drafting model of this pair (measured once)."""
-        if id(model) not in self.step_seconds:
-            from app.engine.cost_curve import measure_token_cost
-
-            self.step_seconds[id(model)] = measure_token_cost(model)
-        return self.step_seconds[id(model)]
 
 
 def load_self_draft(target: LanguageModel, spec: ModelSpec, n_layers: int) -> LanguageModel:

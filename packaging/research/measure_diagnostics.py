@@ -56,9 +56,9 @@ from app.engine.drafters import (
     Draft,  # noqa: E402
     DrafterOptions,  # noqa: E402
 )
-from app.engine.heads import HeadsDrafter, HeadsWeights  # noqa: E402
+from app.engine.drafters.heads import HeadsDrafter, HeadsWeights  # noqa: E402
+from app.engine.drafters.registry import DrafterChoice  # noqa: E402
 from app.engine.records import TokenRecord  # noqa: E402
-from app.engine.registry import DrafterChoice  # noqa: E402
 from app.engine.sampling import SamplingParams, process  # noqa: E402
 from app.engine.similarity import auc_interval, cosine, roc_auc  # noqa: E402
 from app.models.loading import ModelSpec, load_pair  # noqa: E402

@@ -27,13 +27,13 @@ from replay_lookup import DEMO_CURVE, replay  # noqa: E402
 from replay_suffix import SUITES, Tally, _Vocab, recall  # noqa: E402
 from replay_suffix import replay as replay_tally  # noqa: E402
 
-from app.engine import adaptive  # noqa: E402
+from app.engine import adaptive, estimates  # noqa: E402
 from app.engine.adaptive import AcceptanceEstimate, DraftLengthController  # noqa: E402
 from app.engine.cost_curve import VerifyCostCurve  # noqa: E402
 from app.engine.drafters import DraftKind  # noqa: E402
-from app.engine.lookup import block_limit  # noqa: E402
-from app.engine.lookup_edits import EditAwareLookup  # noqa: E402
-from app.engine.suffix import RememberedRun, SuffixDrafter, memory_buffer  # noqa: E402
+from app.engine.drafters.lookup import block_limit  # noqa: E402
+from app.engine.drafters.lookup.edits import EditAwareLookup  # noqa: E402
+from app.engine.drafters.suffix import RememberedRun, SuffixDrafter, memory_buffer  # noqa: E402
 from app.runs import remembered_tokens  # noqa: E402
 
 Make = Callable[[int], DraftLengthController]
@@ -158,16 +158,18 @@ for _name in PATCHES:
 
 @contextmanager
 def constants_set(values: dict[str, Any]) -> Iterator[None]:
-    """app.engine.adaptive's named constants set to `values` for the block (replay_draft.py
-    moves them too)."""
-    saved = {attr: getattr(adaptive, attr) for attr in values}
+    """The controller's named constants (app.engine.adaptive, app.engine.estimates: each where
+    it lives) set to `values` for the block (replay_draft.py moves them too)."""
+    homes = {attr: adaptive if hasattr(adaptive, attr) and attr not in vars(estimates)
+             else estimates for attr in values}
+    saved = {attr: getattr(homes[attr], attr) for attr in values}
     for attr, value in values.items():
-        setattr(adaptive, attr, value)
+        setattr(homes[attr], attr, value)
     try:
         yield
     finally:
         for attr, value in saved.items():
-            setattr(adaptive, attr, value)
+            setattr(homes[attr], attr, value)
 
 
 def patched(name: str) -> AbstractContextManager[None]:

@@ -41,8 +41,8 @@ from replay_lookup import DEMO_CURVE  # noqa: E402
 from app.engine import adaptive  # noqa: E402
 from app.engine.adaptive import DraftLengthController, PassOutcome  # noqa: E402
 from app.engine.cost_curve import VerifyCostCurve, interpolate  # noqa: E402
-from app.engine.draft_model import DRAFT_MODEL  # noqa: E402
 from app.engine.drafters import DraftKind  # noqa: E402
+from app.engine.drafters.draft_model import DRAFT_MODEL  # noqa: E402
 from app.engine.sampling import SamplingParams, process  # noqa: E402
 
 DRAFT_MAX = 8  # the CLI's default for a draft model

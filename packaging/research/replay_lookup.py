@@ -36,8 +36,8 @@ from app.cli.bench_tasks import (  # noqa: E402
 from app.engine.adaptive import DraftLengthController, PassOutcome  # noqa: E402
 from app.engine.cost_curve import VerifyCostCurve  # noqa: E402
 from app.engine.drafters import Budget, Drafter  # noqa: E402
-from app.engine.lookup import PromptLookup  # noqa: E402
-from app.engine.lookup_edits import EditAwareLookup  # noqa: E402
+from app.engine.drafters.lookup import PromptLookup  # noqa: E402
+from app.engine.drafters.lookup.edits import EditAwareLookup  # noqa: E402
 from app.engine.sampling import SamplingParams  # noqa: E402
 from app.engine.session import ShadowCheck  # noqa: E402
 

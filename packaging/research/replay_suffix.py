@@ -35,10 +35,10 @@ from suffix_variants import VARIANTS, Limit  # noqa: E402
 from app.engine.adaptive import DraftLengthController  # noqa: E402
 from app.engine.cost_curve import VerifyCostCurve  # noqa: E402
 from app.engine.drafters import Budget, Drafter, TreeShape  # noqa: E402
-from app.engine.lookup import block_limit  # noqa: E402
-from app.engine.retry_copy import EarlierAnswer, Recall  # noqa: E402
+from app.engine.drafters.lookup import block_limit  # noqa: E402
+from app.engine.drafters.suffix import RememberedRun, SuffixDrafter, memory_buffer  # noqa: E402
+from app.engine.drafters.suffix.retry_copy import EarlierAnswer, Recall  # noqa: E402
 from app.engine.sampling import SamplingParams  # noqa: E402
-from app.engine.suffix import RememberedRun, SuffixDrafter, memory_buffer  # noqa: E402
 from app.engine.tree import DraftTree  # noqa: E402
 from app.runs import remembered_tokens  # noqa: E402
 

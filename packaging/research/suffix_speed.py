@@ -20,14 +20,14 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from app.engine.drafters import Budget  # noqa: E402
-from app.engine.sampling import SamplingParams  # noqa: E402
-from app.engine.suffix import (  # noqa: E402
+from app.engine.drafters.suffix import (  # noqa: E402
     RememberedRun,
     SuffixDrafter,
     SuffixOptions,
     memory_buffer,
 )
-from app.engine.suffix_index import SuffixCache  # noqa: E402
+from app.engine.drafters.suffix.index import SuffixCache  # noqa: E402
+from app.engine.sampling import SamplingParams  # noqa: E402
 
 
 def repetitive(rng: np.random.Generator, n: int) -> list[int]:

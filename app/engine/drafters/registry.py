@@ -20,14 +20,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from app.engine.chain import ChainDrafter
-from app.engine.cross_vocab import ENTRY as DRAFT
-from app.engine.draft_model import SELF_ENTRY as SELF
 from app.engine.drafters import Drafter, DrafterOptions, Entry, StopRule
-from app.engine.heads import ENTRY as HEADS
-from app.engine.lookup_edits import ENTRY as NGRAM
-from app.engine.mtp import ENTRY as MTP
-from app.engine.suffix import ENTRY as SUFFIX
+from app.engine.drafters.chain import ChainDrafter
+from app.engine.drafters.draft_model.cross_vocab import ENTRY as DRAFT
+from app.engine.drafters.heads import ENTRY as HEADS
+from app.engine.drafters.lookup.edits import ENTRY as NGRAM
+from app.engine.drafters.mtp import ENTRY as MTP
+from app.engine.drafters.self_draft import ENTRY as SELF
+from app.engine.drafters.suffix import ENTRY as SUFFIX
 from app.errors import SettingsError
 
 DRAFTERS: dict[str, Entry] = {e.name: e for e in (DRAFT, NGRAM, SUFFIX, MTP, HEADS, SELF)}

@@ -2,21 +2,23 @@
 went on from the context's last tokens — the prompt and this run's output (a local suffix
 tree), earlier runs' outputs (the memory: a global one) — as a tree of those continuations,
 each branch weighted by how often it followed, or the likeliest path as a chain. Every match
-length is tried in both trees and the best-scoring candidate taken (app.engine.suffix_index);
+length is tried in both trees and the best-scoring candidate taken
+(app.engine.drafters.suffix.index);
 a match of m tokens drafts at most `factor * m + offset` tokens, none below `min_prob`
 (SuffixOptions: --spec-factor, --spec-offset, --spec-min-prob, the paper's defaults).
 Nothing is sampled: q is one-hot, so verification stays exact.
 
-A copy of the prompt is drafted by the edit-aware prompt lookup (app.engine.lookup_edits,
+A copy of the prompt is drafted by the edit-aware prompt lookup (app.engine.drafters.lookup.edits,
 --ngram's): code asked back with a rename keeps its place in the prompt across the renamed
 tokens, where a suffix match breaks at each of them (the edit tasks: 1.72x plain modelled
 against 1.44x, packaging/research/replay_suffix.py). Its kinds are --ngram's, learnt apart from the
 suffix kinds, and a lookup's run since the last edit is its evidence as it is --ngram's.
 The renames it learns apply to copies from the memory too (lookup_edits.replaced), as do the
-renames the target makes to copies from the memory (app.engine.memory_edits).
+renames the target makes to copies from the memory (app.engine.drafters.suffix.memory_edits).
 
 A retried request (its prompt the same as a remembered run's) drafts the answer that run got,
-from its first token, ahead of everything else (app.engine.retry_copy), until it departs.
+from its first token, ahead of everything else (app.engine.drafters.suffix.retry_copy), until
+it departs.
 
 Where neither tree holds a suffix of the context of MIN_MATCH (2) tokens or more, the outlook
 says so at once (nothing available: no pass is priced, no shadow draft, no tree grown).
@@ -45,14 +47,14 @@ from app.engine.drafters import (
     StopRule,
     TreeShape,
 )
-from app.engine.lookup import NGRAM_GUESS, block_limit
-from app.engine.lookup_edits import EditAwareLookup
+from app.engine.drafters.lookup import NGRAM_GUESS, block_limit
+from app.engine.drafters.lookup.edits import EditAwareLookup
+from app.engine.drafters.suffix.index import STRONG_MATCH, CandidateTree, SuffixCache, TreeBudget
+from app.engine.drafters.suffix.retry_copy import EarlierAnswer, Recall, RetryCopy
+from app.engine.drafters.suffix.tree import SuffixTree
 from app.engine.protocol import LanguageModel
 from app.engine.records import COPIED_FROM_MEMORY, COPIED_FROM_PROMPT, CopySource
-from app.engine.retry_copy import EarlierAnswer, Recall, RetryCopy
 from app.engine.sampling import SamplingParams
-from app.engine.suffix_index import STRONG_MATCH, CandidateTree, SuffixCache, TreeBudget
-from app.engine.suffix_tree import SuffixTree
 from app.engine.tree import DraftTree
 from app.errors import SettingsError
 
@@ -113,7 +115,7 @@ class SuffixDrafter(Drafter):
     """Drafts from a local suffix tree over the prompt and output (a new one at every
     begin()) and a global one, the memory of earlier runs (read only here). `limit` says how
     many of a copy's tokens a draft may take (lookup.block_limit); `recall` finds the answer
-    the memory kept for a prompt, for a retried one (app.engine.retry_copy).
+    the memory kept for a prompt, for a retried one (app.engine.drafters.suffix.retry_copy).
 
     Its outlook names a copy (SUFFIX_COPY: a match of at least STRONG_MATCH tokens) or a
     guess (SUFFIX_GUESS: a shorter one), so the controller learns the two apart."""
@@ -230,7 +232,8 @@ class SuffixDrafter(Drafter):
 
     def _renamed(self, tree: CandidateTree, tokens: list[int]) -> list[int]:
         """A copy from the memory with the renames the target made to copies of it
-        (app.engine.memory_edits) and to copies of the prompt (the edit layer's) applied,
+        (app.engine.drafters.suffix.memory_edits) and to copies of the prompt (the edit layer's)
+        applied,
         cut to the candidate's length."""
         if not tree.tokens or tree.node(0).label.kind != COPIED_FROM_MEMORY:
             return tokens

@@ -118,12 +118,13 @@ class Draft:
     # position, for hidden_cos: a self-draft's final-norm output; None for every other draft
     # (app.engine.similarity says why)
     hidden: np.ndarray | None = None
-    # per token, where a copying drafter found it (app.engine.suffix); None for the others
+    # per token, where a copying drafter found it (app.engine.drafters.suffix); None for the others
     copied_from: list[CopySource] | None = None
-    # per token, which of the target's own MTP heads proposed it (app.engine.mtp), 0-based;
+    # per token, which of the target's own MTP heads proposed it (app.engine.drafters.mtp), 0-based;
     # None for every other draft
     heads: list[int] | None = None
-    # per token, how a draft from another vocabulary became it (app.engine.cross_vocab)
+    # per token, how a draft from another vocabulary became it
+    # (app.engine.drafters.draft_model.cross_vocab)
     translated: list[Translation] | None = None
 
     def q_row(self, i: int, vocab: int) -> np.ndarray:
@@ -208,7 +209,7 @@ class DrafterOptions:
 
 @dataclass(frozen=True)
 class Entry:
-    """A drafter as the registry (app.engine.registry) knows it, declared by its module.
+    """A drafter as the registry (app.engine.drafters.registry) knows it, declared by its module.
 
     build(sources, options, rule, fallback): a fresh drafter for one run; `sources` is what
     the run offers (app.runs.PairSources: the target, the draft model, ...; each factory

@@ -9,7 +9,7 @@ shorter one a guess: the controller learns their acceptance apart.
 The lookup itself is a pure function, `find(index, context)`: the context's best match in an
 NgramIndex of it (kept up to date as the context grows, so a step costs O(n_max) lookups,
 not a scan). LookupDrafter drafts what a Finder finds: NgramFinder is the lookup alone; the
-edit layer (app.engine.lookup_edits.EditFinder) is a finder of its own over the same index,
+edit layer (app.engine.drafters.lookup.edits.EditFinder) is a finder of its own over the same index,
 and the registry composes the two for `--spec-type ngram`.
 """
 
