@@ -86,8 +86,9 @@ class StepInspector(QWidget):
         layout.setContentsMargins(4, 4, 4, 4)
         layout.addLayout(top)
         layout.addWidget(self.reason)
-        # where the table and bars stay empty: why (the step's figures are its reason line)
-        self.notice = PlainRunNotice(detailed=False)
+        # the window's one word on a run that drafted (almost) nothing, where the table and
+        # the p/q bars stay empty: why, in full, and the fixed k to watch instead
+        self.notice = PlainRunNotice()
         layout.addWidget(self.notice)
         layout.addWidget(split, 1)
         self._update_buttons()

@@ -4,8 +4,8 @@ sweep / ranking / exactness experiments — under the cost model's one-line verd
 
 The verdict rests on comparable figures: a plain step and a draft token timed in turns when the
 pair loads, then, once a second during a run and when it ends, the run's own step timings
-(medians). Where a run's adaptive k decoded plainly, the notices beside the empty views say why
-in the same figures (ui.plain_notice)."""
+(medians). Where a run's adaptive k decoded plainly, the notice above the empty step table says
+why in the same figures (ui.plain_notice)."""
 
 from __future__ import annotations
 
@@ -25,14 +25,15 @@ REFRESH_MS = 1000
 
 
 class WhyTabs(QWidget):
-    def __init__(self, window: ExperimentWindow, charts: ChartsPanel) -> None:
+    def __init__(self, window: ExperimentWindow, charts: ChartsPanel,
+                 notice: PlainRunNotice) -> None:
         super().__init__()
         self.window = window
         self.charts = charts
+        self.notice = notice  # the step inspector's: the window has one
         self.verdict = QLabel("")
         self.verdict.setWordWrap(True)
         self.verdict.setVisible(False)
-        self.notices: list[PlainRunNotice] = [charts.notice]
         self.cost = CostPanel()
         self.rejections = RejectionPanel()
         self.experiments = ExperimentsPanel(window)
@@ -77,7 +78,7 @@ class WhyTabs(QWidget):
             self.rejections.show_steps(run.steps)
 
     def _follow_costs(self, run: RunData | None) -> None:
-        """The cost view from this run's own step timings and acceptance, and the notices."""
+        """The cost view from this run's own step timings and acceptance, and the notice."""
         costs = run_costs(run)
         if run is not None and run.stats.spec_steps:
             self.cost.show_costs(costs, AcceptanceSeen(run.stats.accepted, run.stats.judged))
@@ -86,5 +87,4 @@ class WhyTabs(QWidget):
         self._show_verdict()
         plain = adaptive_ran_plainly(run)
         run_k = int(run.header.settings.get("draft_max", 0)) if run and run.header else 0
-        for notice in self.notices:
-            notice.show_reason(plain, run.steps if run else [], self.cost.view_data, run_k)
+        self.notice.show_reason(plain, run.steps if run else [], self.cost.view_data, run_k)
