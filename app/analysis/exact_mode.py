@@ -24,9 +24,7 @@ import sys
 from dataclasses import dataclass
 
 from app.analysis.kernel_noise import CEILINGS, measure_kernel_noise
-from app.engine.decode_config import DecodeConfig
-from app.engine.drafters.registry import DrafterChoice
-from app.engine.drafters.suffix import SuffixOptions
+from app.engine.decode_config import DecodeConfig, DrafterChoice, SuffixOptions
 from app.errors import DraftLensError
 from app.models.loading import LoadedPair, ModelSpec
 
@@ -65,6 +63,10 @@ def spec_flags(spec: ModelSpec, choice: DrafterChoice) -> list[str]:
         flags += ["--draft-heads", options.heads]
     if options.memory:
         flags += ["--draft-memory", options.memory]
+    if options.suffix != SuffixOptions():
+        reach = options.suffix
+        flags += ["--spec-factor", repr(reach.factor), "--spec-offset", repr(reach.offset),
+                  "--spec-min-prob", repr(reach.min_prob)]
     if spec.n_threads:
         flags += ["-t", str(spec.n_threads)]
     if spec.rpc and not on_cpu:
@@ -88,10 +90,6 @@ def decode_flags(config: DecodeConfig) -> list[str]:
         flags += ["--draft-p-min", repr(config.draft_p_min)]
     if config.adaptive:
         flags.append("--adaptive")
-    reach, default = config.suffix, SuffixOptions()
-    if reach != default:
-        flags += ["--spec-factor", repr(reach.factor), "--spec-offset", str(reach.offset),
-                  "--spec-min-prob", repr(reach.min_prob)]
     return flags
 
 

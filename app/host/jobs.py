@@ -9,8 +9,7 @@ from collections.abc import Callable
 from app.analysis.exactness import ExactReport, check_exact
 from app.analysis.rank import Candidate, RankRow, rank_candidates
 from app.analysis.sweep import SweepRow, run_sweep
-from app.engine.decode_config import DecodeConfig
-from app.engine.drafters.registry import DrafterChoice
+from app.engine.decode_config import DecodeConfig, DrafterChoice
 from app.models.loading import LoadedPair
 from app.runs import encode_prompt
 

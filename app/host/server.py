@@ -24,7 +24,8 @@ from typing import IO, Any
 from app.analysis.compare import explain_difference, margins_noted
 from app.analysis.divergence import MarginTap, TopTwo
 from app.analysis.kernel_noise import MeasurementCancelled
-from app.engine.drafters.registry import DrafterChoice, choice_from_dict
+from app.engine.decode_config import DrafterChoice, choice_from_dict
+from app.engine.drafters.registry import label
 from app.engine.session import Session
 from app.engine.text_stream import TextStream
 from app.engine.trace import MODE_PLAIN, MODE_SPECULATIVE, TraceHeader, step_to_dict
@@ -149,7 +150,7 @@ class Host:
         if choice != self.drafter:
             self.drafter = choice
             self.emit(p.LOADED, target=pair.target.name,
-                      draft=pair.draft.name if pair.draft else choice.label(),
+                      draft=pair.draft.name if pair.draft else label(choice),
                       backend=pair.target.backend, device=pair.target.device,
                       warnings=list(pair.warnings))
         return pair

@@ -28,8 +28,7 @@ from app.analysis.rank import (
     SelfDraftCandidate,
 )
 from app.analysis.sweep import SweepRow
-from app.engine.decode_config import DecodeConfig
-from app.engine.drafters.registry import DrafterChoice, choice_from_dict, choice_to_dict
+from app.engine.decode_config import DecodeConfig, DrafterChoice, choice_from_dict, choice_to_dict
 from app.errors import DraftLensError
 from app.host.protocol import config_from_dict, config_to_dict
 
