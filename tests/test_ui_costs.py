@@ -32,18 +32,6 @@ def window(qtbot, tmp_path, dialogs):
     win.close()
 
 
-@pytest.fixture(scope="module")
-def costly_draft_pair(gguf_files, tmp_path_factory):
-    """The tiny target with a draft many times its cost (same vocabulary, other weights):
-    no draft length can pay, as for the demo pair on a 2-core CPU."""
-    from tests.tiny_gguf import write_tiny_gguf
-
-    target, _ = gguf_files
-    draft = write_tiny_gguf(tmp_path_factory.mktemp("costly") / "draft.gguf", seed=1,
-                            n_layer=8, hidden=256)
-    return target, draft
-
-
 def loaded_run(window, qtbot, pair_files, *, k=3, adaptive=False, tokens=40, backend="torch"):
     """A finished run, after the cost view got the controller's prices."""
     choose_pair(window, qtbot, *pair_files, backend=backend)
@@ -101,13 +89,13 @@ def test_a_plain_adaptive_run_says_why_beside_the_empty_views_and_offers_the_dra
     view = window.why.cost.view_data
     assert not view.pays and stats.spec_steps * 4 < stats.steps
     offered = watch_k(window.run.steps, view, 4)
-    notice = window.inspector.notice
+    notice = window.why.notice
     assert [n for n in window.findChildren(PlainRunNotice) if n.isVisible()] == [notice]
     # the reason is the controller's recorded decisions, in words (app.analysis.reasons)
     assert notice.text.text() == plain_run_reason(window.run.steps)
     assert notice.k == offered and f"k = {offered}" in notice.button.text()
     with qtbot.waitSignal(window.run_done, timeout=60_000):
-        window.inspector.notice.button.click()
+        notice.button.click()
     window.flush()
     window.why.refresh()
     assert not window.decode.adaptive.isChecked()
