@@ -1,7 +1,7 @@
 """The cost view from comparable measurements, and a first run that shows why it is (not)
 faster (pytest-qt, offscreen, tiny real models): a plain step and a draft step timed in turns,
 the verdict following the run's own step timings (medians, so a cold first draft step does not
-decide it), "provisional" on a busy machine, and the one notice above the empty step table
+decide it), "provisional" on a busy machine, and the one notice under the cost verdict
 when adaptive k decoded plainly, with one click to watch the draft at the cost view's k."""
 
 from __future__ import annotations
@@ -14,22 +14,8 @@ pytest.importorskip("pytestqt")
 
 from app.analysis.reasons import describe_decision, plain_run_reason  # noqa: E402
 from app.engine.cost_curve import MIN_SAMPLES  # noqa: E402
-from app.settings import Settings  # noqa: E402
 from tests.helpers import choose_pair, run, set_decoding  # noqa: E402
-from ui.main_window import MainWindow  # noqa: E402
 from ui.plain_notice import PlainRunNotice, watch_k  # noqa: E402
-
-
-@pytest.fixture
-def window(qtbot, tmp_path, dialogs):
-    win = MainWindow(Settings(), save_path=tmp_path / "settings.json")
-    qtbot.addWidget(win)
-    win.resize(1400, 900)
-    win.show_workspace()
-    win.show()
-    qtbot.waitExposed(win)
-    yield win
-    win.close()
 
 
 def loaded_run(window, qtbot, pair_files, *, k=3, adaptive=False, tokens=40, backend="torch"):

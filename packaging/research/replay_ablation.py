@@ -23,7 +23,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from replay_lookup import DEMO_CURVE, replay  # noqa: E402
+from replay_lookup import DEMO_CURVE, add_curve_option, replay, use_curve  # noqa: E402
 from replay_suffix import SUITES, Tally, _Vocab, recall  # noqa: E402
 from replay_suffix import replay as replay_tally  # noqa: E402
 
@@ -229,14 +229,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("files", type=Path, nargs="+", help="recordings, read in order")
     parser.add_argument("--variant", action="append", choices=tuple(VARIANTS))
     parser.add_argument("--draft-max", type=int, default=32)
-    parser.add_argument("--curve", type=Path,
-                        help="price passes on this verify curve instead of the demo target's: "
-                             "a JSON object of pass size -> seconds")
+    add_curve_option(parser)
     args = parser.parse_args(argv)
-    if args.curve:
-        measured = {int(n): float(s) for n, s in json.loads(args.curve.read_text()).items()}
-        DEMO_CURVE.clear()  # every variant and the pricing read this one dict
-        DEMO_CURVE.update(measured)
+    use_curve(args.curve)
     rows = [row for file in args.files for row in json.loads(file.read_text())]
     limit = merged_limit(args.files)
     suites = [s for s in SUITES if any(r["suite"] == s for r in rows)]
