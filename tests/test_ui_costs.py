@@ -1,8 +1,8 @@
 """The cost view from comparable measurements, and a first run that shows why it is (not)
 faster (pytest-qt, offscreen, tiny real models): a plain step and a draft step timed in turns,
 the verdict following the run's own step timings (medians, so a cold first draft step does not
-decide it), "provisional" on a busy machine, and the notice beside the empty views when adaptive
-k decoded plainly, with one click to watch the draft at the cost view's k."""
+decide it), "provisional" on a busy machine, and the one notice under the cost verdict
+when adaptive k decoded plainly, with one click to watch the draft at the cost view's k."""
 
 from __future__ import annotations
 
@@ -12,22 +12,10 @@ import pytest
 
 pytest.importorskip("pytestqt")
 
-from app.analysis.reasons import describe_decision, plain_run_reason, plain_run_summary  # noqa: E402,E501
+from app.analysis.reasons import describe_decision, plain_run_reason  # noqa: E402
 from app.engine.cost_curve import MIN_SAMPLES  # noqa: E402
 from tests.helpers import choose_pair, run, set_decoding  # noqa: E402
-from ui.plain_notice import watch_k  # noqa: E402
-
-
-@pytest.fixture(scope="module")
-def costly_draft_pair(gguf_files, tmp_path_factory):
-    """The tiny target with a draft many times its cost (same vocabulary, other weights):
-    no draft length can pay, as for the demo pair on a 2-core CPU."""
-    from tests.tiny_gguf import write_tiny_gguf
-
-    target, _ = gguf_files
-    draft = write_tiny_gguf(tmp_path_factory.mktemp("costly") / "draft.gguf", seed=1,
-                            n_layer=8, hidden=256)
-    return target, draft
+from ui.plain_notice import PlainRunNotice, watch_k  # noqa: E402
 
 
 def loaded_run(window, qtbot, pair_files, *, k=3, adaptive=False, tokens=40, backend="torch"):
@@ -87,21 +75,20 @@ def test_a_plain_adaptive_run_says_why_beside_the_empty_views_and_offers_the_dra
     view = window.why.cost.view_data
     assert not view.pays and stats.spec_steps * 4 < stats.steps
     offered = watch_k(window.run.steps, view, 4)
-    for notice, say in ((window.inspector.notice, plain_run_summary),
-                        (window.charts.notice, plain_run_reason)):
-        assert notice.isVisible()
-        # the reason is the controller's recorded decisions, in words (app.analysis.reasons)
-        assert notice.text.text() == say(window.run.steps)
-        assert notice.k == offered and f"k = {offered}" in notice.button.text()
+    notice = window.why.notice
+    assert [n for n in window.findChildren(PlainRunNotice) if n.isVisible()] == [notice]
+    # the reason is the controller's recorded decisions, in words (app.analysis.reasons)
+    assert notice.text.text() == plain_run_reason(window.run.steps)
+    assert notice.k == offered and f"k = {offered}" in notice.button.text()
     with qtbot.waitSignal(window.run_done, timeout=60_000):
-        window.inspector.notice.button.click()
+        notice.button.click()
     window.flush()
     window.why.refresh()
     assert not window.decode.adaptive.isChecked()
     assert window.decode.draft_max.value() == offered
     stats = window.run.stats
     assert stats.spec_steps >= stats.steps - 1  # every step drafted (the last may not need to)
-    assert not window.inspector.notice.isVisible() and not window.charts.notice.isVisible()
+    assert not any(n.isVisible() for n in window.findChildren(PlainRunNotice))
     window.select_step(next(s.index for s in window.run.steps if s.k > 0))
     assert any(row.record is not None for row in window.inspector.model.rows)  # drafts shown
     p_heights, q_heights, _ = window.inspector.bars.series_heights()
@@ -111,7 +98,7 @@ def test_a_plain_adaptive_run_says_why_beside_the_empty_views_and_offers_the_dra
 def test_the_notice_stays_hidden_when_a_run_drafts(window, qtbot, hf_dirs, dialogs):
     loaded_run(window, qtbot, hf_dirs, k=3)
     assert window.run.stats.spec_steps > 0
-    assert not window.inspector.notice.isVisible() and not window.charts.notice.isVisible()
+    assert not any(n.isVisible() for n in window.findChildren(PlainRunNotice))
 
 
 def test_the_cost_charts_are_drawn_when_their_tab_is_shown_not_while_hidden(

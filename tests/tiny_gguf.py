@@ -110,8 +110,12 @@ def write_tiny_gguf(
     pad_logit_scale: float = 0.0,
     rows_from: Path | None = None,
     weight_type: str = "F32",
+    metadata: dict[str, str] | None = None,
 ) -> Path:
     """Write a tiny llama GGUF; returns its path.
+
+    `metadata`: string fields to write (general.basename, general.size_label, ... as
+    llama.cpp's converter writes them); a general.name among them replaces the default.
 
     `weight_type` "Q4_0" or "Q8_0" quantises the blocks' matrices (the embeddings and output
     head stay F32): llama.cpp's CPU backend repacks such weights for its gemm/gemv kernels
@@ -161,7 +165,9 @@ def write_tiny_gguf(
         tensors = _pad_rows(tensors, pad_vocab, pad_logit_scale, seed)
 
     writer = gguf.GGUFWriter(str(path), "llama")
-    writer.add_name(f"tiny-llama-seed{seed}")
+    metadata = {"general.name": f"tiny-llama-seed{seed}", **(metadata or {})}
+    for key, value in metadata.items():
+        writer.add_string(key, value)
     writer.add_context_length(n_ctx)
     writer.add_embedding_length(hidden)
     writer.add_block_count(n_layer)

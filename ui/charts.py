@@ -36,7 +36,6 @@ from PySide6.QtWidgets import (
 
 from app.analysis.cost import predicted_curve
 from app.engine.metrics import expected_tokens_per_pass, theory_speedup
-from ui.plain_notice import PlainRunNotice
 from ui.run_data import RunData, run_costs
 from ui.theme import LIGHT, Colours
 
@@ -107,12 +106,10 @@ class ChartsPanel(QWidget):
         self._stack.addWidget(self.placeholder)
         self._stack.addWidget(self.plots_widget)
         self.waiting = False  # a run was started: its first step is on the way
-        self.notice = PlainRunNotice()  # above the acceptance charts a plain run leaves empty
         grid_widget = QWidget()
         column = QVBoxLayout(self.plots_widget)
         column.setContentsMargins(0, 0, 0, 0)
         column.setSpacing(2)
-        column.addWidget(self.notice)
         column.addWidget(grid_widget, 1)
         self._grid = QGridLayout(grid_widget)
         self._grid.setContentsMargins(0, 0, 0, 0)

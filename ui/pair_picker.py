@@ -102,10 +102,13 @@ class PairPicker(QGroupBox):
         self.verdict.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         form = QFormLayout(self)
         form.addRow("Recent", self.recent)
-        form.addRow("Target", self.target)
-        form.addRow("", self.found_targets)
-        form.addRow("Draft", self.draft)
-        form.addRow("", self.found_drafts)
+        # each model under its caption, the panel's whole width: room for its name in full
+        # ("Qwen2.5-Coder 1.5B Instruct · Q4_K_M")
+        for caption, row, chooser in (("Target", self.target, self.found_targets),
+                                      ("Draft", self.draft, self.found_drafts)):
+            form.addRow(QLabel(caption))
+            form.addRow(row)
+            form.addRow(chooser)
         found = QHBoxLayout()
         found.addWidget(self.folders_button)
         found.addWidget(self.download_button)

@@ -95,10 +95,17 @@ def plain_trace_path(path: Path) -> Path:
     return path.with_name(path.stem + ".plain.jsonl")
 
 
+def _amount(event: dict[str, Any]) -> tuple[int, int, str]:
+    """How far a `progress` or `work` event's work has come: done, total (0: not known) and
+    what they count."""
+    return (int(event.get("done") or 0), int(event.get("total") or 0),
+            str(event.get("unit") or ""))
+
+
 class RunWorker(QObject):
     """Lives on a QThread; `run` is invoked through a queued signal from the window."""
 
-    progress = Signal(str)
+    progress = Signal(str, int, int, str)  # loading: what, done of total (0: unknown), unit
     loaded = Signal(object)  # LoadInfo
     run_started = Signal(str, object)  # kind, TraceHeader
     step = Signal(str, object)  # kind, StepRecord
@@ -109,8 +116,8 @@ class RunWorker(QObject):
     done = Signal(str)  # the trace path ("" if none was written) once the request has ended
     job_done = Signal(str, object)  # name, result (None when it failed or was stopped)
     # what the host does after a run's steps, or a job's progress: task, done, total (0: no
-    # fraction known); the work ends with `done` or `job_done`
-    work = Signal(str, int, int)
+    # fraction known), unit (app.host.protocol WORK); the work ends with `done` or `job_done`
+    work = Signal(str, int, int, str)
 
     def __init__(self) -> None:
         super().__init__()
@@ -262,7 +269,7 @@ class RunWorker(QObject):
         """The events that carry no records."""
         name = event["event"]
         if name == protocol.PROGRESS:
-            self.progress.emit(event["message"])
+            self.progress.emit(event["message"], *_amount(event))
         elif name == protocol.LOADED:
             self.loaded.emit(LoadInfo(event["target"], event["draft"], event["backend"],
                                       event["device"], tuple(event["warnings"])))
@@ -271,7 +278,7 @@ class RunWorker(QObject):
             if not self._cancel.is_set():
                 self.waiting.emit()
         elif name == protocol.WORK:
-            self.work.emit(event["task"], int(event.get("done", 0)), int(event.get("total", 0)))
+            self.work.emit(event["task"], *_amount(event))
         elif name == protocol.COMPARED and not self._cancel.is_set():
             self.compared.emit(CompareResult(
                 event["speculative_tok_s"], event["plain_tok_s"], event["identical"],

@@ -17,7 +17,8 @@ Commands (parent -> host, on the host's stdin), each {"cmd": NAME, ...}:
   quit       close the models and exit
 
 Events (host -> parent, on the host's stdout), each {"event": NAME, ...}:
-  progress   `message` while loading
+  progress   `message` while loading (or timing the pair once loaded); where the step has a
+             known size, also `done` of `total` and their `unit`, as `work` has them
   loaded     `target`, `draft`, `backend`, `device`, `warnings`
   started    `run` (the trace mode: speculative or plain), `header`: the trace's header line,
              `t_target`: one plain target step in seconds if known (for a summary the parent
@@ -27,10 +28,11 @@ Events (host -> parent, on the host's stdout), each {"event": NAME, ...}:
   finished   `run`, `summary`: the trace's summary line
   work       what the host does after a run's steps (a compare's baseline, explaining a
              difference), or a job's progress: `task` (what it is, in words), `done` of
-             `total` (total 0: no fraction known); each `work` replaces the one before, `done`
-             ends it. `stop` cancels it at its next check (the baseline's next step, the
-             kernel-noise measurement's next pass); work that outlasts the grace period
-             silently is ended with the host, as a pass is
+             `total` (total 0: no fraction known) and `unit`, what they count ("tokens";
+             PERCENT: hundredths of the work; "" or absent: steps of it); each `work` replaces
+             the one before, `done` ends it. `stop` cancels it at its next check (the
+             baseline's next step, the kernel-noise measurement's next pass); work that
+             outlasts the grace period silently is ended with the host, as a pass is
   compared   the speculative run against its plain baseline (Host._run in app.host.server);
              `explaining`: the texts differ and a later `compared` brings the explanation
   result     `result`: what a job returned, JSON of app.host.wire
@@ -60,6 +62,7 @@ PROGRESS, LOADED, STARTED = "progress", "loaded", "started"
 STEP_DONE, WAITING, FINISHED, COMPARED, RESULT, ERROR, DONE = (
     "step", "waiting", "finished", "compared", "result", "error", "done")
 WORK = "work"
+PERCENT = "%"  # a `unit` of progress: done and total are hundredths of the work
 
 
 def write_line(stream: IO[str], message: dict[str, Any]) -> None:

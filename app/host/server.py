@@ -38,7 +38,6 @@ from app.runs import Run, prepare_run, remember_output, remember_prices
 from backends.base import BackendError
 
 _POLL_S = 0.05
-_PER_MILLE = 1000  # a fraction on the wire as done of total
 # the work after a run's steps, as the status bar says it (app.host.protocol WORK)
 BASELINE_TASK = "comparing: decoding the plain baseline"
 EXPLAIN_TASK = "comparing: the texts differ, explaining where"
@@ -257,7 +256,7 @@ class Host:
             self.emit(p.WORK, task=message, done=0, total=0)
 
         def progress(fraction: float, what: str) -> None:  # the kernel-noise measurement's
-            self.emit(p.WORK, task=what, done=round(fraction * _PER_MILLE), total=_PER_MILLE)
+            self.emit(p.WORK, task=what, done=round(fraction * 100), total=100, unit=p.PERCENT)
 
         say(EXPLAIN_TASK)
         try:
@@ -293,7 +292,7 @@ class Host:
         stream = TextStream(run.session.target) if stream_text else None
         steps = run.session.steps(run.prompt_ids)
         if work is not None:
-            self.emit(p.WORK, task=work.task, done=0, total=work.total)
+            self.emit(p.WORK, task=work.task, done=0, total=work.total, unit="tokens")
         try:
             while self._wait_turn(mode):
                 step = next(steps, None)
@@ -303,7 +302,7 @@ class Host:
                 self.emit(p.STEP_DONE, run=mode, line=step_to_dict(step), text=text)
                 if work is not None:
                     self.emit(p.WORK, task=work.task, done=len(run.session.output_ids),
-                              total=work.total)
+                              total=work.total, unit="tokens")
         except (DraftLensError, BackendError) as exc:
             self._finish(run, error=str(exc))
             raise

@@ -257,9 +257,22 @@ def _sounds_like_memory(message: str) -> bool:
 
 
 
+def _size(path: str) -> str:
+    file = Path(path)
+    return f" ({file.stat().st_size / 1e9:.1f} GB)" if file.is_file() else ""
+
+
 def load_pair(spec: ModelSpec, progress: Progress | None = None) -> LoadedPair:
     """Check the pair, then load target and draft. Incompatible pairs are refused."""
-    say = progress or (lambda message: None)
+    report = progress or (lambda message: None)
+    phases = 1 + bool(spec.rpc) + 2 * bool(spec.draft)
+    done = 0
+
+    def say(message: str) -> None:  # "step 2 of 3: loading target x.gguf (1.1 GB)"
+        nonlocal done
+        done += 1
+        report(f"step {done} of {phases}: {message}")
+
     check = None
     warnings: list[str] = []
     if spec.rpc:
@@ -274,11 +287,11 @@ def load_pair(spec: ModelSpec, progress: Progress | None = None) -> LoadedPair:
         check = check_pair_files(spec.target, spec.draft)
         check.raise_if_incompatible()
         warnings.extend(check.warnings)
-    say(f"loading target {Path(spec.target).name}")
+    say(f"loading target {Path(spec.target).name}{_size(spec.target)}")
     target = load_model(spec.target, spec, rpc=spec.rpc, mtp=spec.with_mtp)
     draft = None
     if spec.draft:
-        say(f"loading draft {Path(spec.draft).name}")
+        say(f"loading draft {Path(spec.draft).name}{_size(spec.draft)}")
         try:
             # logit widths may differ (padded output matrices); the engine aligns p and q
             draft = load_model(spec.draft, spec)
