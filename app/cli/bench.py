@@ -44,7 +44,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     pair = load_pair(bench.spec, progress=lambda m: print(f"[bench] {m}", file=sys.stderr))
     try:
         encoded = [encode_prompt(pair.target, p, args.chat) for p in bench.prompts]
-        warm = DecodeConfig(n_predict=4, sampling=bench.config.sampling)
+        warm = DecodeConfig(n_predict=4, sampling=bench.runs[0].sampling)
         timed_run(pair, warm, encoded[0], plain=True, tally=Tally())
         sweep = len(bench.runs) > 1
         reports = []

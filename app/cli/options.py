@@ -240,11 +240,6 @@ class Plan:
     prompts: tuple[str, ...]
     forget_memory: str = ""
 
-    @property
-    def config(self) -> DecodeConfig:
-        """The first run's settings (a sweep's runs differ in the self-draft's layers only)."""
-        return self.runs[0]
-
 
 def plan(args: argparse.Namespace) -> Plan:
     """The command line as a Plan: --self-draft-layers parsed once, each run's drafter

@@ -164,5 +164,5 @@ class DecodeConfig:
             )
         if not 0.0 <= self.draft_p_split < 1.0:
             raise SettingsError(f"draft-p-split must be in [0, 1) (got {self.draft_p_split})")
-        self.sampling.validate()
         self.drafter.options.suffix.validate()
+        self.sampling.validate()

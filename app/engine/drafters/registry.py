@@ -87,7 +87,7 @@ def parse_names(text: str) -> tuple[str, ...]:
 
 def build_drafter(choice: DrafterChoice, sources: object, rule: StopRule) -> Drafter | None:
     """A fresh drafter for one run (drafters keep per-run state), or None for plain decoding."""
-    if not choice:
+    if not choice.names:
         return None
     last = len(choice.names) - 1
     drafters = [entry(name).build(sources, choice.options, rule, i < last)
