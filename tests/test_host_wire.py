@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from app.analysis.divergence import Divergence
-from app.analysis.exactness import ExactReport, GreedySuite
+from app.analysis.exact_report import ExactReport, GreedySuite
 from app.analysis.rank import (
     DraftModelCandidate,
     LoadedCandidate,

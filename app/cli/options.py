@@ -117,8 +117,8 @@ def add_decode_flags(parser: argparse.ArgumentParser) -> None:
                         "probability")
     g.add_argument("--adaptive", action="store_true",
                    help="choose k from measured acceptance and verify cost; plain when none "
-                        "pays; a draft model's draft (up to --draft-max) ends where its "
-                        "confidence says one more token would not pay")
+                        "pays; a draft model's draft (up to --draft-max) ends where its own "
+                        "confidence says no longer draft would pay for its time")
     g.add_argument("--temp", "--temperature", dest="temp", type=float, default=0.0,
                    help="0 = greedy (default)")
     g.add_argument("--top-k", type=int, default=0)

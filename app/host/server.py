@@ -23,6 +23,7 @@ from typing import IO, Any
 
 from app.analysis.compare import explain_difference, margins_noted
 from app.analysis.divergence import MarginTap, TopTwo
+from app.analysis.exact_mode import CheckCancelled
 from app.analysis.kernel_noise import MeasurementCancelled
 from app.engine.decode_config import DrafterChoice, choice_from_dict
 from app.engine.drafters.registry import label
@@ -117,7 +118,7 @@ class Host:
                     self.ensure_pair(command)
                 else:
                     self.emit(p.ERROR, message=f"the engine host has no command {name!r}")
-            except _Stopped:
+            except (_Stopped, CheckCancelled):  # a stop the parent asked for is no error
                 pass
             except (DraftLensError, BackendError) as exc:
                 self.emit(p.ERROR, message=str(exc))
