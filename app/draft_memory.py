@@ -1,5 +1,5 @@
 """The draft memory: earlier outputs of each target, kept in a file between runs so suffix
-decoding (app.engine.suffix) can draft from them (--draft-memory PATH).
+decoding (app.engine.drafters.suffix) can draft from them (--draft-memory PATH).
 
 It holds generated text (as token ids), so it is the user's to clear. Each remembered run
 belongs to one target (token ids mean nothing to another tokenizer) and carries a

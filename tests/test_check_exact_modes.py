@@ -15,8 +15,8 @@ from app.analysis.exact_mode import decode_flags, spec_flags
 from app.analysis.kernel_noise import KernelNoise
 from app.cli.main import build_parser, main
 from app.cli.options import decode_config, drafter_choice, model_spec
-from app.engine.drafters import DrafterOptions
-from app.engine.registry import DRAFTERS, DrafterChoice
+from app.engine.decode_config import DrafterChoice, DrafterOptions, SuffixOptions
+from app.engine.drafters.registry import DRAFTERS
 from app.models.loading import ModelSpec
 from app.runs import build_session as real_build_session
 from tests.planted_bugs import plant, plant_in_children
@@ -90,9 +90,11 @@ CHILD_RUNS = {
                   draws("draft")),
     "hybrid": (ModelSpec(target="t.gguf", draft="d.gguf", n_gpu_layers=3, n_ctx=512),
                draws("ngram,draft")),
-    "self-draft": (ModelSpec(target="t.gguf", mmap=False), draws("self", layers=4)),
+    "self-draft": (ModelSpec(target="t.gguf", mmap=False, first_layers=(4,)),
+                   draws("self", layers=4)),
     "heads": (ModelSpec(target="t.gguf"), draws("heads", heads="h.safetensors")),
-    "suffix": (ModelSpec(target="t.gguf"), draws("suffix", memory="m.json")),
+    "suffix": (ModelSpec(target="t.gguf"), draws("suffix", memory="m.json", suffix=SuffixOptions(
+        factor=2.0, offset=1.0, min_prob=0.3))),
     "suffix,draft": (ModelSpec(target="t.gguf", draft="d.gguf"), draws("suffix,draft")),
     "mtp": (ModelSpec(target="t.gguf", with_mtp=True), draws("mtp")),
     "cross-vocab": (ModelSpec(target="t.gguf", draft="other.gguf"),
@@ -134,8 +136,7 @@ def test_the_child_runs_the_users_decode_settings():
     config = decode_config(build_parser().parse_args(
         ["check-exact", "-m", "t.gguf", "--ngram", "-n", "20", "--draft-max", "6",
          "--draft-min", "1", "--draft-p-min", "0.25", "--tree-width", "3", "--tree-nodes", "9",
-         "--draft-p-split", "0.2", "--adaptive", "--spec-factor", "2", "--spec-min-prob",
-         "0.3"]))
+         "--draft-p-split", "0.2", "--adaptive"]))
     args = build_parser().parse_args(["check-exact", "-m", "t.gguf", "--ngram",
                                       *decode_flags(config)])
     assert decode_config(args) == config

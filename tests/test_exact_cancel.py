@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from app.cli.supervisor import _wait_forwarding_signals
-from app.engine.registry import DrafterChoice, choice_to_dict
+from app.engine.decode_config import DrafterChoice, choice_to_dict
 from app.host import protocol, wire
 from app.host.client import EngineHost
 from app.models.loading import ModelSpec

@@ -11,8 +11,7 @@ from app.analysis.exact_report import ExactReport, GreedySuite
 from app.analysis.exactness import GREEDY_PROMPTS
 from app.cli.analysis import EXIT_NOT_CHECKED, EXIT_NOT_EXACT, exit_code
 from app.cli.main import build_parser, main
-from app.engine.decode_config import DecodeConfig
-from app.engine.registry import DrafterChoice
+from app.engine.decode_config import DecodeConfig, DrafterChoice
 from app.models.loading import ModelSpec
 
 

@@ -15,8 +15,7 @@ from app.analysis.exact_report import ExactReport
 from app.analysis.exactness import GREEDY_PROMPTS, greedy_suite
 from app.analysis.kernel_noise import LOW_PRECISION_CEILING, measure_kernel_noise
 from app.cli.main import main
-from app.engine.decode_config import DecodeConfig
-from app.engine.registry import DrafterChoice
+from app.engine.decode_config import DecodeConfig, DrafterChoice
 from app.models.loading import ModelSpec, load_pair
 from tests.planted_bugs import plant
 

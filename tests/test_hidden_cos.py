@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 
 from app.engine.decode_config import DecodeConfig
-from app.engine.draft_model import ModelDrafter
-from app.engine.heads import HeadsDrafter
-from app.engine.lookup_edits import EditAwareLookup
+from app.engine.drafters.draft_model import ModelDrafter
+from app.engine.drafters.heads import HeadsDrafter
+from app.engine.drafters.lookup.edits import EditAwareLookup
 from app.engine.protocol import HiddenStateModel
 from app.engine.records import StepRecord
 from app.engine.sampling import SamplingParams

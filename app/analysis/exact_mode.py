@@ -31,9 +31,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from app.analysis.kernel_noise import CEILINGS, measure_kernel_noise, noise_ceiling
-from app.engine.decode_config import DecodeConfig
-from app.engine.registry import DrafterChoice
-from app.engine.suffix import SuffixOptions
+from app.engine.decode_config import DecodeConfig, DrafterChoice, SuffixOptions
 from app.errors import DraftLensError
 from app.models.loading import LoadedPair, ModelSpec
 
@@ -74,6 +72,10 @@ def spec_flags(spec: ModelSpec, choice: DrafterChoice) -> list[str]:
         flags += ["--draft-heads", options.heads]
     if options.memory:
         flags += ["--draft-memory", options.memory]
+    if options.suffix != SuffixOptions():
+        reach = options.suffix
+        flags += ["--spec-factor", repr(reach.factor), "--spec-offset", repr(reach.offset),
+                  "--spec-min-prob", repr(reach.min_prob)]
     if spec.n_threads:
         flags += ["-t", str(spec.n_threads)]
     if spec.rpc and not on_cpu:
@@ -97,10 +99,6 @@ def decode_flags(config: DecodeConfig) -> list[str]:
         flags += ["--draft-p-min", repr(config.draft_p_min)]
     if config.adaptive:
         flags.append("--adaptive")
-    reach, default = config.suffix, SuffixOptions()
-    if reach != default:
-        flags += ["--spec-factor", repr(reach.factor), "--spec-offset", str(reach.offset),
-                  "--spec-min-prob", repr(reach.min_prob)]
     return flags
 
 

@@ -37,8 +37,7 @@ from app.analysis.exact_mode import (
 from app.analysis.exact_report import YOUR_SETTINGS, ExactReport, GreedySuite
 from app.analysis.exact_sampled import NEARLY_SURE, sampled_test
 from app.analysis.kernel_noise import cached_kernel_noise, noise_ceiling
-from app.engine.decode_config import DecodeConfig
-from app.engine.registry import DrafterChoice
+from app.engine.decode_config import DecodeConfig, DrafterChoice
 from app.engine.sampling import SamplingParams
 from app.engine.session import Session
 from app.errors import SettingsError

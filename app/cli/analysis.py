@@ -28,16 +28,17 @@ from app.analysis.rank import (
 )
 from app.analysis.sweep import parse_ks, run_sweep
 from app.cli import interrupt
-from app.cli.bench import read_prompts
 from app.cli.bench_tasks import SUITES
 from app.cli.options import (
     decode_config,
     drafter_choice,
     model_spec,
+    read_prompts,
     self_draft_layers,
     settings,
 )
-from app.engine.registry import DrafterChoice, parse_names
+from app.engine.decode_config import DrafterChoice
+from app.engine.drafters.registry import parse_names
 from app.errors import SettingsError
 from app.models.loading import load_pair
 from app.runs import encode_prompt

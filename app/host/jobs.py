@@ -10,8 +10,7 @@ from app.analysis.exact_report import ExactReport
 from app.analysis.exactness import check_exact
 from app.analysis.rank import Candidate, RankRow, rank_candidates
 from app.analysis.sweep import SweepRow, run_sweep
-from app.engine.decode_config import DecodeConfig
-from app.engine.registry import DrafterChoice
+from app.engine.decode_config import DecodeConfig, DrafterChoice
 from app.models.loading import LoadedPair
 from app.runs import encode_prompt
 

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from app.engine.cost_curve import VerifyCostCurve
 from app.engine.protocol import EarlyExitModel, LanguageModel
 from app.errors import DraftLensError, ModelFileError, SettingsError
 from app.models.pair_check import (
@@ -43,8 +44,11 @@ class ModelSpec:
     batch_invariant: bool = False
     rpc: str = ""  # the target on llama.cpp rpc-servers: HOST:PORT[,HOST:PORT...]
     with_mtp: bool = False  # load the target's own MTP (NextN) layers too (llama.cpp)
+    # the target's first N layers to load as a model of their own, one per N (a self-draft;
+    # a bench sweeps several)
+    first_layers: tuple[int, ...] = ()
     # llama.cpp: map the GGUF (True) or read its weights into memory (False); None: read where
-    # the weights stay on the CPU and fit (backends.llamacpp.weights_read_into_memory)
+    # the weights stay on the CPU and fit (backends.llamacpp_load.weights_read_into_memory)
     mmap: bool | None = None
 
     def resolved_backend(self) -> str:
@@ -72,8 +76,9 @@ class LoadedPair:
     spec: ModelSpec
     warnings: list[str] = field(default_factory=list)
     self_drafts: dict[int, LanguageModel] = field(default_factory=dict)  # by layer count
-    # seconds of one step of a drafting model (by id), measured once when first needed
-    step_seconds: dict[int, float] = field(default_factory=dict)
+    # what the target's passes cost, as timed on this pair by the runs of this process (each
+    # session adds its passes; app.runs.build_session reads the stored curve into it once)
+    verify_curve: VerifyCostCurve | None = None
 
     @property
     def cross(self) -> CrossVocab | None:
@@ -91,20 +96,22 @@ class LoadedPair:
             self.draft.close()
 
     def self_draft(self, n_layers: int) -> LanguageModel:
-        """The target's first n_layers as a draft model, built once per pair and N."""
+        """The target's first n_layers as a draft model, loaded with the pair
+        (ModelSpec.first_layers) or by load_self_draft: building a run loads no model."""
+        model = self.self_drafts.get(n_layers)
+        if model is None:
+            raise SettingsError(f"the target's first {n_layers} layers were not loaded as a "
+                                f"draft — load the pair with first_layers=({n_layers},) "
+                                "(the command line does so for --self-draft-layers)")
+        return model
+
+    def load_self_draft(self, n_layers: int) -> LanguageModel:
+        """Load the target's first n_layers as a draft model, once per pair and N."""
         model = self.self_drafts.get(n_layers)
         if model is None:
             model = load_self_draft(self.target, self.spec, n_layers)
             self.self_drafts[n_layers] = model
         return model
-
-    def step_cost(self, model: LanguageModel) -> float:
-        """Seconds of one step of a drafting model of this pair (measured once)."""
-        if id(model) not in self.step_seconds:
-            from app.engine.cost_curve import measure_token_cost
-
-            self.step_seconds[id(model)] = measure_token_cost(model)
-        return self.step_seconds[id(model)]
 
 
 def load_self_draft(target: LanguageModel, spec: ModelSpec, n_layers: int) -> LanguageModel:
@@ -250,9 +257,22 @@ def _sounds_like_memory(message: str) -> bool:
 
 
 
+def _size(path: str) -> str:
+    file = Path(path)
+    return f" ({file.stat().st_size / 1e9:.1f} GB)" if file.is_file() else ""
+
+
 def load_pair(spec: ModelSpec, progress: Progress | None = None) -> LoadedPair:
     """Check the pair, then load target and draft. Incompatible pairs are refused."""
-    say = progress or (lambda message: None)
+    report = progress or (lambda message: None)
+    phases = 1 + bool(spec.rpc) + 2 * bool(spec.draft)
+    done = 0
+
+    def say(message: str) -> None:  # "step 2 of 3: loading target x.gguf (1.1 GB)"
+        nonlocal done
+        done += 1
+        report(f"step {done} of {phases}: {message}")
+
     check = None
     warnings: list[str] = []
     if spec.rpc:
@@ -267,11 +287,11 @@ def load_pair(spec: ModelSpec, progress: Progress | None = None) -> LoadedPair:
         check = check_pair_files(spec.target, spec.draft)
         check.raise_if_incompatible()
         warnings.extend(check.warnings)
-    say(f"loading target {Path(spec.target).name}")
+    say(f"loading target {Path(spec.target).name}{_size(spec.target)}")
     target = load_model(spec.target, spec, rpc=spec.rpc, mtp=spec.with_mtp)
     draft = None
     if spec.draft:
-        say(f"loading draft {Path(spec.draft).name}")
+        say(f"loading draft {Path(spec.draft).name}{_size(spec.draft)}")
         try:
             # logit widths may differ (padded output matrices); the engine aligns p and q
             draft = load_model(spec.draft, spec)
@@ -279,4 +299,12 @@ def load_pair(spec: ModelSpec, progress: Progress | None = None) -> LoadedPair:
             target.close()
             raise
     warnings.extend(target.caveats)
-    return LoadedPair(target, draft, check, spec, warnings)
+    pair = LoadedPair(target, draft, check, spec, warnings)
+    try:
+        for n_layers in spec.first_layers:
+            say(f"loading the target's first {n_layers} layers as a draft")
+            pair.load_self_draft(n_layers)
+    except Exception:
+        pair.close()
+        raise
+    return pair

@@ -4,23 +4,11 @@ layers, a self-draft) proposes tokens autoregressively, each drawn from its proc
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Protocol
 
 import numpy as np
 
-from app.engine.drafters import (
-    EMPTY_DRAFT,
-    NO_EARLY_STOP,
-    Budget,
-    Draft,
-    Drafter,
-    DrafterOptions,
-    DraftKind,
-    Entry,
-    StopRule,
-    TreeShape,
-    common_prefix,
-)
+from app.engine.decode_config import NO_EARLY_STOP, StopRule, TreeShape
+from app.engine.drafters import EMPTY_DRAFT, Budget, Draft, Drafter, DraftKind, common_prefix
 from app.engine.protocol import HiddenStateModel, LanguageModel
 from app.engine.sampling import SamplingParams, choose, draw, finite_logits, process
 from app.engine.tree import DraftTree, TreeBuilder, without_earlier_siblings
@@ -224,35 +212,3 @@ def _another_candidate(
     if params.greedy:
         return best
     return draw(without_earlier_siblings(q, drawn), rng)
-
-
-class SelfDraftSource(Protocol):
-    """What a self-draft reads of a run: the target, and its first N layers as a model."""
-
-    @property
-    def target(self) -> LanguageModel: ...
-
-    def self_draft(self, n_layers: int) -> LanguageModel: ...
-
-
-def self_draft_label(n_layers: int) -> str:
-    return f"self-draft (first {n_layers} layers)"
-
-
-def self_drafter(sources: SelfDraftSource, options: DrafterOptions, rule: StopRule,
-                 fallback: bool) -> ModelDrafter:
-    """The target's own first N layers drafting; its final-norm states are kept, to compare
-    with the target's (app.engine.similarity)."""
-    drafter = ModelDrafter(sources.self_draft(options.layers), rule,
-                           target_vocab=sources.target.n_vocab, with_hidden=True)
-    drafter.name = self_draft_label(options.layers)
-    return drafter
-
-
-def _self_needs(options: DrafterOptions) -> str:
-    return "" if options.layers > 0 else ("self drafts with the target's first N layers — "
-                                          "add --self-draft-layers N")
-
-
-SELF_ENTRY = Entry("self", self_drafter, lambda options, draft_file: self_draft_label(
-    options.layers), needs=_self_needs)
