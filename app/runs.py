@@ -9,19 +9,25 @@ from pathlib import Path
 from typing import Any
 
 from app.draft_memory import DraftMemory, RememberedOutput, prompt_fingerprint
-from app.engine.cost_curve import cached_verify_curve
+from app.engine.cost_curve import (
+    VerifyCostCurve,
+    calibrate_verify_curve,
+    machine_busy,
+    store_verify_curve,
+    stored_verify_curve,
+)
 from app.engine.decode_config import DecodeConfig
 from app.engine.drafters import Drafter
-from app.engine.heads import HeadsWeights
+from app.engine.drafters.draft_model.vocab_bridge import VocabBridge
+from app.engine.drafters.heads import HeadsWeights
+from app.engine.drafters.registry import build_drafter, label
+from app.engine.drafters.self_skip import SkipChoice
+from app.engine.drafters.suffix import RememberedRun, memory_buffer
+from app.engine.drafters.suffix.retry_copy import EarlierAnswer
+from app.engine.drafters.suffix.tree import SuffixTree
 from app.engine.protocol import LanguageModel
-from app.engine.registry import DrafterChoice, build_drafter
-from app.engine.retry_copy import EarlierAnswer
-from app.engine.self_skip import SkipChoice
 from app.engine.session import Session
-from app.engine.suffix import RememberedRun, SuffixOptions, memory_buffer
-from app.engine.suffix_tree import SuffixTree
 from app.engine.trace import MODE_PLAIN, MODE_SPECULATIVE, TraceHeader, TraceWriter
-from app.engine.vocab_bridge import VocabBridge
 from app.errors import SettingsError
 from app.models.loading import LoadedPair
 from app.models.self_skip import settle_self_skip
@@ -70,15 +76,13 @@ def encode_prompt(target: LanguageModel, prompt: str, chat: bool) -> list[int]:
 
 
 class PairSources:
-    """What the drafters of one run may draw on (app.engine.registry's factories): the
+    """What the drafters of one run may draw on (app.engine.drafters.registry's factories): the
     pair's models and files. `avoid_prompt`: the memory leaves out remembered answers to it
     (a benchmark's prompt must not draft from its own earlier answer)."""
 
-    def __init__(self, pair: LoadedPair, avoid_prompt: Sequence[int] | None = None,
-                 suffix: SuffixOptions | None = None) -> None:
+    def __init__(self, pair: LoadedPair, avoid_prompt: Sequence[int] | None = None) -> None:
         self.pair = pair
         self.avoid_prompt = avoid_prompt
-        self.suffix = suffix or SuffixOptions()
 
     @property
     def target(self) -> LanguageModel:
@@ -103,10 +107,6 @@ class PairSources:
         from app.models.draft_heads import load_heads
 
         return load_heads(path, self.pair.target)
-
-    @property
-    def suffix_options(self) -> SuffixOptions:
-        return self.suffix
 
     def memory(self, path: str, max_depth: int) -> SuffixTree:
         """The memory file's earlier outputs of this target in one global suffix tree: built
@@ -167,17 +167,8 @@ def new_drafter(pair: LoadedPair, config: DecodeConfig,
                 avoid_prompt: Sequence[int] | None = None) -> Drafter | None:
     """A fresh drafter for one run (drafters keep per-run state), or None for plain
     decoding (`avoid_prompt`: see PairSources)."""
-    sources = PairSources(pair, avoid_prompt, config.suffix)
+    sources = PairSources(pair, avoid_prompt)
     return build_drafter(config.drafter, sources, config.stop_rule)
-
-
-def drafting_model(pair: LoadedPair, choice: DrafterChoice) -> LanguageModel | None:
-    """The model that drafts in this choice, where one does (its step is measured)."""
-    if choice.uses("self"):  # timed on a cache of its own: the same computation per step
-        return pair.self_draft(choice.options.skip, borrow=False)
-    if choice.uses("draft"):
-        return pair.draft
-    return None
 
 
 def memory_key(pair: LoadedPair) -> str:
@@ -210,19 +201,33 @@ def build_session(pair: LoadedPair, config: DecodeConfig, plain: bool = False,
                   diagnostics: bool = True,
                   avoid_prompt: Sequence[int] | None = None) -> Session:
     """A speculative session on the pair, or plain target decoding when plain=True
-    (`avoid_prompt`: see PairSources).
-
-    Adaptive mode starts from the verify-cost curve measured for this target and device
-    (cached after the first measurement) and the draft model's measured step time.
-    """
+    (`avoid_prompt`: see PairSources). Nothing is measured here: every session prices passes
+    from the pair's timings (pair_prices), and the first token comes at once."""
     drafter = None if plain else new_drafter(pair, config, avoid_prompt)
-    curve = None
-    if drafter is not None and config.adaptive:
-        curve = cached_verify_curve(pair.target, config.draft_max)
-        model = drafting_model(pair, config.drafter)
-        if model is not None:
-            drafter.cost_hint = pair.step_cost(model)
-    return Session(pair.target, drafter, config, curve, diagnostics)
+    return Session(pair.target, drafter, config, pair_prices(pair), diagnostics)
+
+
+def pair_prices(pair: LoadedPair) -> VerifyCostCurve:
+    """The pair's pass timings, shared by its sessions: started from the curve stored for the
+    target (read only, nothing measured) and grown by every pass the sessions time."""
+    if pair.verify_curve is None:
+        pair.verify_curve = stored_verify_curve(pair.target)
+    return pair.verify_curve
+
+
+def calibrate_pair(pair: LoadedPair, draft_max: int) -> VerifyCostCurve:
+    """Benchmarks only: time every pass size up to draft_max + 1 now, before anything they
+    time, so that adaptive runs start from the machine's whole curve; stored unless the
+    machine is busy. Runs never calibrate."""
+    measured = calibrate_verify_curve(pair.target, draft_max)
+    pair.verify_curve = VerifyCostCurve(measured.points, stored_at=measured.stored_at)
+    return pair.verify_curve
+
+
+def remember_prices(pair: LoadedPair) -> None:
+    """Store the pair's quiet pass prices for later runs (never while the machine is busy)."""
+    if pair.verify_curve is not None and not machine_busy():
+        store_verify_curve(pair.target, pair.verify_curve.quiet_medians())
 
 
 def prepare_run(
@@ -264,7 +269,7 @@ def trace_header(
                 **(extra_settings or {})}
     return TraceHeader(
         target=spec.target,
-        draft="" if plain else config.drafter.label(spec.draft or ""),
+        draft="" if plain else label(config.drafter, spec.draft or ""),
         backend=pair.target.backend,
         device=pair.target.device,
         settings=settings,

@@ -1,4 +1,4 @@
-"""Training draft heads with torch on CPU (the heads' maths is in app.engine.heads).
+"""Training draft heads with torch on CPU (the heads' maths is in app.engine.drafters.heads).
 
 Head i maps the target's final hidden state h to h + W2·SiLU(W1·h), scored by the target's
 frozen output rows. To keep the softmax affordable on a CPU, the loss is a cross-entropy over

@@ -6,99 +6,25 @@ rollback removes the tail of sequence 0 from the KV cache (llama_memory_seq_rm).
 
 from __future__ import annotations
 
-import ctypes
 import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import jinja2
-import jinja2.sandbox
 import numpy as np
 
 from backends.base import BackendError
-from backends.llamacpp_rpc import device_list, offload_devices
+from backends.llamacpp_load import load_weights
+from backends.llamacpp_runtime import llamacpp_available, silence_logs
 from backends.llamacpp_skip import SkipScorer
+from backends.llamacpp_text import LlamaCppText
 from backends.llamacpp_threadpool import Threadpool
 
-_quiet_logger = None
 # sequences a tree pass may use: one per root-to-leaf path
 MAX_TREE_LEAVES = 32
 
 
-def llamacpp_available() -> tuple[bool, str]:
-    try:
-        import llama_cpp  # noqa: F401
-    except ImportError as exc:
-        return False, f"llama-cpp-python is not installed ({exc}) — run packaging/setup.sh"
-    return True, ""
-
-
-def describe_llamacpp() -> str:
-    ok, why = llamacpp_available()
-    if not ok:
-        return "llama-cpp-python: not installed"
-    import llama_cpp
-
-    offload = "yes" if gpu_offload_supported() else "no (CPU build)"
-    return f"llama-cpp-python {llama_cpp.__version__} · GPU offload {offload}"
-
-
-def gpu_offload_supported() -> bool:
-    """Whether this build can put layers on a GPU of this machine. llama.cpp also says yes
-    for a CPU build with the RPC backend, whose devices are other machines."""
-    import llama_cpp
-
-    from backends.llamacpp_rpc import local_gpus
-
-    return bool(llama_cpp.llama_supports_gpu_offload()) and bool(local_gpus())
-
-
-def _silence_logs() -> None:
-    """llama.cpp prints a page per model load; keep stderr for our own messages."""
-    global _quiet_logger
-    import llama_cpp
-
-    if _quiet_logger is not None or os.environ.get("DRAFTLENS_DEBUG"):
-        return
-    _quiet_logger = llama_cpp.llama_log_callback(lambda level, text, data: None)
-    llama_cpp.llama_log_set(_quiet_logger, ctypes.c_void_p(0))
-
-
-def _make_cpu_batch_invariant(model_params: Any) -> list[str]:
-    """Make a CPU verify pass over k+1 tokens give bit-identical logits to k+1 single steps.
-
-    llama.cpp's CPU backend picks kernels by batch size: repacked weights (gemv for one row,
-    gemm for several), a tiled K-quant matmul from 8 rows, llamafile's sgemm, and a flash
-    attention that splits the cache across threads for one query once it holds 512 cells.
-    Each sums in another order, so a verify pass and plain decoding disagree in the last
-    bits and greedy output can flip at a near-tie. Without them every logit is the same dot
-    products in the same order whatever the batch. Returns what could not be switched off.
-    """
-    import llama_cpp
-
-    model_params.use_extra_bufts = False
-    os.environ["GGML_CPU_TILED_MM"] = "0"  # read once per process, at the first matmul
-    info = llama_cpp.llama_print_system_info().decode(errors="replace")
-    if "LLAMAFILE = 1" in info:
-        return ["this llama-cpp-python was built with llamafile's sgemm (GGML_LLAMAFILE=ON): "
-                "verify passes may differ from plain decoding in the last bits; rebuild with "
-                "packaging/setup.sh for exact greedy equality"]
-    return []
-
-
-def weights_read_into_memory(device: str, file_bytes: int, memory_available: int | None
-                             ) -> bool:
-    """Read the weights into the process's memory rather than map the file, where they stay
-    on the CPU and take at most half the memory free: plain decoding ran 1.00-1.09x as fast so
-    in three runs here, 1.05-1.13x in llama-bench (docs/benchmarks.md), and the mapped file's
-    pages no longer count twice in resident memory. A GPU reads its own copy either way, and a
-    map lets the system page out a model that barely fits."""
-    return (device == "cpu" and memory_available is not None
-            and file_bytes <= memory_available // 2)
-
-
-class LlamaCppModel:
+class LlamaCppModel(LlamaCppText):
     backend = "llamacpp"
     sampler_order = "llama.cpp"  # common_sampler's chain: top-k, top-p, min-p, temperature last
 
@@ -121,59 +47,28 @@ class LlamaCppModel:
         decode on a polling threadpool kept for the context, as llama-bench does
         (backends.llamacpp_threadpool; docs/benchmarks.md has the measurement). mmap: map the
         file (True) or read the weights into memory (False); None decides by
-        weights_read_into_memory, with `memory_available` the bytes free before loading."""
+        backends.llamacpp_load.weights_read_into_memory, with `memory_available` the bytes
+        free before loading."""
         ok, why = llamacpp_available()
         if not ok:
             raise BackendError(why)
         import llama_cpp
 
         self._ll = llama_cpp
-        _silence_logs()
+        silence_logs()
         llama_cpp.llama_backend_init()
         path = Path(path)
         if not path.is_file():
             raise BackendError(f"model file not found: {path} — check the path")
         self.path = str(path)
         self.name = path.name
-        # --rpc: the layers go to the rpc-servers' devices (then local GPUs), the rest stays here
         self.rpc = rpc
-        devices = offload_devices(rpc) if rpc else []
-        offload = bool(devices) or gpu_offload_supported()
-        if n_gpu_layers == "auto":
-            layers = 999 if offload else 0
-        else:
-            layers = int(n_gpu_layers)
-        self.device = ("rpc" if rpc else "gpu") if offload and layers > 0 else "cpu"
-        self.n_gpu_layers = layers
-
-        model_params = llama_cpp.llama_model_default_params()
-        model_params.n_gpu_layers = layers
-        model_params.load_mtp = load_mtp
-        if mmap is None:
-            mmap = not weights_read_into_memory(self.device, path.stat().st_size,
-                                                memory_available)
-        self.mmap = mmap
-        if not mmap:  # else llama.cpp's auto: a map, save on devices that cannot use one
-            model_params.load_mode = llama_cpp.LLAMA_LOAD_MODE_NONE
-        device_array = device_list(devices) if devices else None
-        if device_array is not None:
-            model_params.devices = ctypes.cast(device_array, ctypes.c_void_p)
         self.batch_invariant = batch_invariant
-        self.caveats: list[str] = []
-        if batch_invariant:
-            self.caveats = _make_cpu_batch_invariant(model_params)
-            if self.device != "cpu":
-                self.caveats.append(
-                    f"--exact-kernels switches llama.cpp's CPU kernels only: with {layers} "
-                    f"layers on the {self.device} verify passes may still differ from plain "
-                    "decoding in the last bits — use -ngl 0 (no --rpc) for bit-identical "
-                    "greedy output")
-        self._model = llama_cpp.llama_model_load_from_file(self.path.encode(), model_params)
-        if not self._model:
-            raise BackendError(
-                f"llama.cpp could not load {path.name} — the file may be corrupt or of an "
-                "architecture this llama.cpp build does not know"
-            )
+        weights = load_weights(llama_cpp, path, n_gpu_layers, rpc, load_mtp, mmap,
+                               memory_available, batch_invariant)
+        self._model = weights.model
+        self.device, self.n_gpu_layers = weights.device, weights.n_gpu_layers
+        self.mmap, self.caveats = weights.mmap, weights.caveats
         self._vocab = llama_cpp.llama_model_get_vocab(self._model)
         self.n_vocab = int(llama_cpp.llama_vocab_n_tokens(self._vocab))
         train_ctx = int(llama_cpp.llama_model_n_ctx_train(self._model))
@@ -252,82 +147,6 @@ class LlamaCppModel:
     def speed_key(self) -> str:
         rpc = f"|rpc={self.rpc}" if self.rpc else ""
         return f"gpu-layers={self.n_gpu_layers}|batch-invariant={self.batch_invariant}{rpc}"
-
-    # --- text -------------------------------------------------------------------------
-    def tokenize(self, text: str, add_special: bool = True) -> list[int]:
-        data = text.encode("utf-8")
-        capacity = len(data) + 16
-        buf = (self._ll.llama_token * capacity)()
-        n = self._ll.llama_tokenize(self._vocab, data, len(data), buf, capacity, add_special, True)
-        if n < 0:
-            capacity = -n
-            buf = (self._ll.llama_token * capacity)()
-            n = self._ll.llama_tokenize(
-                self._vocab, data, len(data), buf, capacity, add_special, True
-            )
-        return list(buf[:n])
-
-    def token_bytes(self, token: int) -> bytes:
-        buf = ctypes.create_string_buffer(128)
-        n = self._ll.llama_token_to_piece(self._vocab, token, buf, 128, 0, True)
-        if n < 0:
-            buf = ctypes.create_string_buffer(-n)
-            n = self._ll.llama_token_to_piece(self._vocab, token, buf, -n, 0, True)
-        return buf.raw[:n]
-
-    def token_text(self, token: int) -> str:
-        text = self._text_cache.get(token)
-        if text is None:
-            text = self.token_bytes(token).decode("utf-8", errors="replace")
-            self._text_cache[token] = text
-        return text
-
-    def detokenize(self, ids: Sequence[int]) -> str:
-        if not ids:
-            return ""
-        tokens = (self._ll.llama_token * len(ids))(*ids)
-        size = 16 * len(ids) + 64
-        buf = ctypes.create_string_buffer(size)
-        n = self._ll.llama_detokenize(self._vocab, tokens, len(ids), buf, size, False, False)
-        if n < 0:
-            size = -n
-            buf = ctypes.create_string_buffer(size)
-            n = self._ll.llama_detokenize(self._vocab, tokens, len(ids), buf, size, False, False)
-        return buf.raw[:n].decode("utf-8", errors="replace")
-
-    def chat_prompt(self, user_text: str) -> str:
-        template = self._ll.llama_model_chat_template(self._model, None)
-        if not template:
-            raise BackendError(f"{self.name} has no chat template — run without --chat")
-        message = self._ll.llama_chat_message(role=b"user", content=user_text.encode())
-        messages = (self._ll.llama_chat_message * 1)(message)
-        size = 4 * len(user_text) + 1024
-        buf = ctypes.create_string_buffer(size)
-        n = self._ll.llama_chat_apply_template(template, messages, 1, True, buf, size)
-        if n > size:
-            buf = ctypes.create_string_buffer(n)
-            n = self._ll.llama_chat_apply_template(template, messages, 1, True, buf, n)
-        if n < 0:
-            return self._render_jinja(template.decode("utf-8", errors="replace"), user_text)
-        return buf.raw[:n].decode("utf-8", errors="replace")
-
-    def _render_jinja(self, template: str, user_text: str) -> str:
-        """Templates llama.cpp's built-in list does not recognise are rendered with Jinja."""
-        try:
-            env = jinja2.sandbox.ImmutableSandboxedEnvironment(
-                trim_blocks=True, lstrip_blocks=True
-            )
-            return env.from_string(template).render(
-                messages=[{"role": "user", "content": user_text}],
-                add_generation_prompt=True,
-                bos_token=self.token_text(self._ll.llama_vocab_bos(self._vocab)),
-                eos_token=self.token_text(self._ll.llama_vocab_eos(self._vocab)),
-            )
-        except jinja2.TemplateError as exc:
-            raise BackendError(
-                f"cannot apply the chat template in {self.name} ({exc}) — "
-                "run without --chat and write the prompt in the model's format"
-            ) from exc
 
     # --- the KV cache -----------------------------------------------------------------
     def extend(self, ids: Sequence[int], n_logits: int) -> np.ndarray:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import inspect
 import os
 from collections.abc import Sequence
@@ -12,121 +11,10 @@ from typing import Any
 import numpy as np
 
 from backends.base import BackendError, pick_device
+from backends.torch_runtime import attention_kernels, dtype_for, torch_available, torch_devices
 from backends.torch_skip import TorchSkipDraft, TorchSkipScorer
 
 _PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt")
-
-
-def torch_available() -> tuple[bool, str]:
-    """Whether this install can use the PyTorch backend, and why not."""
-    try:
-        import torch  # noqa: F401
-        import transformers  # noqa: F401
-    except ImportError as exc:
-        return False, (
-            f"PyTorch backend not installed ({exc.name} missing) — install the full build or "
-            "run: pip install 'draftlens[torch]'"
-        )
-    return True, ""
-
-
-def describe_torch() -> str:
-    ok, _why = torch_available()
-    if not ok:
-        return "PyTorch backend: not installed"
-    import torch
-    import transformers
-
-    cuda, mps = torch_devices()
-    devices = ["cpu"]
-    if cuda:
-        devices.append(f"cuda ({torch.cuda.get_device_name(0)})")
-    if mps:
-        devices.append("mps")
-    return (f"torch {torch.__version__} · transformers {transformers.__version__} · "
-            f"devices: {', '.join(devices)}")
-
-
-def torch_devices() -> tuple[bool, bool]:
-    """(CUDA, MPS): which GPUs PyTorch can use here."""
-    import torch
-
-    return torch.cuda.is_available(), torch.backends.mps.is_available()
-
-
-def read_tokenizer_vocab(
-    path: Path,
-) -> tuple[str, tuple[str, ...], int | None, int | None, frozenset[int]]:
-    """(kind, token texts, BOS id, EOS id, special token ids) of a transformers folder's (or
-    GGUF's) tokenizer, without loading weights; kind is "gpt2" for byte-level BPE, else
-    "sentencepiece"."""
-    ok, _why = torch_available()
-    if not ok:
-        raise BackendError(
-            f"{path} is a transformers folder but the PyTorch backend is not installed — "
-            "install draftlens[torch] or use a GGUF file"
-        )
-    from transformers import AutoTokenizer
-
-    folder, gguf_file = (path.parent, path.name) if path.is_file() else (path, None)
-    try:
-        tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=gguf_file)
-    except (OSError, ValueError) as exc:
-        raise BackendError(
-            f"cannot read a tokenizer from {path} — is it a transformers model folder?"
-        ) from exc
-    texts = tokenizer.convert_ids_to_tokens(list(range(len(tokenizer))))
-    kind = "gpt2" if any("Ġ" in (t or "") for t in texts[:2000]) else "sentencepiece"
-    special = {int(i) for i in tokenizer.all_special_ids}
-    special |= {int(i) for i, added in tokenizer.added_tokens_decoder.items() if added.special}
-    return (kind, tuple(t or "" for t in texts), tokenizer.bos_token_id,
-            tokenizer.eos_token_id, frozenset(special))
-
-
-def cpu_has_bf16() -> bool:
-    """Whether this CPU computes in bfloat16 natively (x86: AVX512-BF16 or AMX); elsewhere
-    bfloat16 would be emulated and slower than float32."""
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
-            for line in f:
-                if line.startswith("flags"):
-                    flags = set(line.split(":", 1)[1].split())
-                    return bool(flags & {"avx512_bf16", "amx_bf16"})
-    except OSError:
-        pass
-    return False
-
-
-def _dtype_for(device: str) -> Any:  # a torch.dtype; torch is imported lazily
-    """The dtype a user would pick: bfloat16 on CUDA that has it (float16 otherwise) and on
-    CPUs with native bfloat16, float16 on MPS, float32 on other CPUs."""
-    import torch
-
-    if device == "cuda":
-        return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
-    if device == "mps":
-        return torch.float16
-    if os.environ.get("DRAFTLENS_TORCH_CPU_DTYPE"):
-        return getattr(torch, os.environ["DRAFTLENS_TORCH_CPU_DTYPE"])
-    return torch.bfloat16 if cpu_has_bf16() else torch.float32
-
-
-def attention_kernels(device: str) -> contextlib.AbstractContextManager[Any]:
-    """The scaled-dot-product-attention backends a forward pass may use: on CUDA all but
-    cuDNN's. torch 2.11 on an H100 picks cuDNN attention for bfloat16, which builds an
-    execution plan for every new (query length, cache length) shape it meets; a decode meets
-    a new cache length at every step, so every step paid for a plan: plain decoding of a
-    1.1B model took 99-104 ms per token at cache lengths not met before and 21 ms at the same
-    lengths again; without cuDNN, 24-31 ms either way (measured 2026-11-25, docs/benchmarks.md
-    "On CUDA"). Flash and memory-efficient attention need no per-shape plan. On other devices
-    nothing changes."""
-    if device != "cuda":
-        return contextlib.nullcontext()
-    from torch.nn.attention import SDPBackend, sdpa_kernel
-
-    kernels: contextlib.AbstractContextManager[Any] = sdpa_kernel(
-        [SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH])
-    return kernels
 
 
 class TorchModel:
@@ -162,7 +50,7 @@ class TorchModel:
         if gguf_file is None:
             _refuse_pickle_only(folder, allow_pickle)
         self.device = pick_device(device, *torch_devices())
-        torch_dtype = getattr(torch, dtype) if dtype else _dtype_for(self.device)
+        torch_dtype = getattr(torch, dtype) if dtype else dtype_for(self.device)
         kwargs: dict[str, Any] = {"trust_remote_code": trust_remote_code}
         if gguf_file:
             kwargs["gguf_file"] = gguf_file
@@ -294,7 +182,15 @@ class TorchModel:
                       else np.zeros((0, self.n_embd), dtype=np.float32))
         if n_logits == 0:
             return np.zeros((0, self.n_vocab), dtype=np.float32), states
-        return np.asarray(out.logits[0, -n_logits:].float().cpu().numpy()), states
+        return self._rows(out.logits[0, -n_logits:]), states
+
+    def _rows(self, logits: Any) -> np.ndarray:
+        """Logits as numpy, float32 but for a float64 model: its rows stay float64 from the
+        last hidden state on, as check-exact's float64 check of the batched path needs
+        (float32 rounds a logit of 16 or more in steps of 1.9e-6, above that check's 1e-6)."""
+        if logits.dtype != self._torch.float64:
+            logits = logits.float()
+        return np.asarray(logits.cpu().numpy())
 
     def truncate(self, n: int) -> None:
         if self._tree_start is not None:  # a tree pass not followed by keep_path
@@ -351,8 +247,7 @@ class TorchModel:
         self._cache = getattr(out, self._cache_keyword)
         self._tree_start = past
         self._n_cached = past + n
-        rows = np.asarray(out.logits[0, -(n - n_skip):].float().cpu().numpy())
-        return rows, [False] * (n - n_skip)
+        return self._rows(out.logits[0, -(n - n_skip):]), [False] * (n - n_skip)
 
     def prepare_tree_passes(self) -> None:
         """A tree pass needs nothing made in advance here."""
@@ -443,10 +338,10 @@ class TorchModel:
 
     def skip_draft(self, skip: frozenset[int], borrow: bool = True) -> TorchSkipDraft:
         """This model without the `skip` layers, as a draft (backends.torch_skip)."""
-        return TorchSkipDraft(self, skip, borrow, attention_kernels)
+        return TorchSkipDraft(self, skip, borrow)
 
     def skip_scorer(self) -> TorchSkipScorer:
-        return TorchSkipScorer(self, attention_kernels)
+        return TorchSkipScorer(self)
 
     def close(self) -> None:
         self._cache = self._cache_cls()

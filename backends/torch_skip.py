@@ -13,18 +13,14 @@ step, for timing it where the target's cache must stay as it is.
 
 from __future__ import annotations
 
-import contextlib
 import copy
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
 from backends.base import BackendError
-
-# the attention kernels a pass runs under (backends.torch_hf.attention_kernels, handed in:
-# torch_hf builds these drafts, so this module does not import it back)
-Kernels = Callable[[str], contextlib.AbstractContextManager[Any]]
+from backends.torch_runtime import attention_kernels
 
 
 def without_layers(model: Any, skip: frozenset[int]) -> Any:
@@ -65,12 +61,10 @@ class TorchSkipDraft:
     backend = "torch"
     sampler_order = "transformers"
 
-    def __init__(self, target: Any, skip: frozenset[int], borrow: bool,
-                 kernels: Kernels) -> None:
+    def __init__(self, target: Any, skip: frozenset[int], borrow: bool) -> None:
         """target: the loaded backends.torch_hf.TorchModel."""
         check_skip_set(skip, target.n_layers, target.name)
         self._target = target
-        self._kernels = kernels
         self._torch = target._torch
         self.skip = skip
         self.kept = [i for i in range(target.n_layers) if i not in skip]
@@ -168,7 +162,7 @@ class TorchSkipDraft:
         cache = self._cache()
         input_ids = torch.tensor([list(ids)], dtype=torch.long, device=self.device)
         positions = torch.arange(start, start + len(ids), device=self.device).unsqueeze(0)
-        with torch.inference_mode(), self._kernels(self.device):
+        with torch.inference_mode(), attention_kernels(self.device):
             out = self.model(input_ids=input_ids, position_ids=positions, use_cache=True,
                              logits_to_keep=max(1, n_logits), output_hidden_states=hidden,
                              **{self._target._cache_keyword: cache})
@@ -181,7 +175,7 @@ class TorchSkipDraft:
             states = np.asarray(last.float().cpu().numpy())
         if n_logits == 0:
             return np.zeros((0, self.n_vocab), dtype=np.float32), states
-        return np.asarray(out.logits[0, -n_logits:].float().cpu().numpy()), states
+        return self._target._rows(out.logits[0, -n_logits:]), states
 
     def extend_tree(self, ids: Sequence[int], parents: Sequence[int], n_skip: int
                     ) -> tuple[np.ndarray, list[bool]]:
@@ -202,9 +196,8 @@ class TorchSkipScorer:
     """The target without a set of layers, read for the self-draft's search: the argmax at
     every position from one pass without a cache (the target's own cache is not touched)."""
 
-    def __init__(self, target: Any, kernels: Kernels) -> None:
+    def __init__(self, target: Any) -> None:
         self._target = target
-        self._kernels = kernels
         self.n_layers = int(target.n_layers)
 
     def skipped_argmax(self, ids: Sequence[int], skip: frozenset[int]) -> np.ndarray:
@@ -212,7 +205,7 @@ class TorchSkipScorer:
         torch = target._torch
         model = without_layers(target.model, skip) if skip else target.model
         input_ids = torch.tensor([list(ids)], dtype=torch.long, device=target.device)
-        with torch.inference_mode(), self._kernels(target.device):
+        with torch.inference_mode(), attention_kernels(target.device):
             out = model(input_ids=input_ids, use_cache=False, logits_to_keep=0)
         return np.asarray(out.logits[0].argmax(-1).cpu().numpy())
 

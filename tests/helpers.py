@@ -14,17 +14,17 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-from scipy.stats import power_divergence
 
 import app.engine.acceptance as acceptance
 import app.engine.speculative as speculative
 from app.analysis.divergence import MarginTap
+from app.analysis.stats import g_test
 from app.engine.adaptive import PassOutcome
 from app.engine.cost_curve import VerifyCostCurve
 from app.engine.decode_config import DecodeConfig
-from app.engine.draft_model import DRAFT_MODEL, ModelDrafter
 from app.engine.drafters import DraftKind
-from app.engine.heads import HeadsWeights
+from app.engine.drafters.draft_model import DRAFT_MODEL, ModelDrafter
+from app.engine.drafters.heads import HeadsWeights
 from app.engine.records import (
     ORIGIN_ACCEPTED,
     ORIGIN_BONUS,
@@ -125,31 +125,6 @@ BROKEN_P = 1e-6  # a broken sampler must be rejected at least this strongly
 PROMPT = "def add(a, b):\n    return"
 
 
-def gof_pvalue(samples: np.ndarray, probs: np.ndarray, min_expected: float = 5.0) -> float:
-    """G-test p-value of token samples against a distribution.
-
-    A sample on a token of probability 0 is an outright failure (p-value 0). Cells with an
-    expected count below `min_expected` are pooled so the chi-square approximation holds.
-    """
-    samples = np.asarray(samples, dtype=np.int64)
-    assert samples.size > 0, "no samples to test"
-    probs = np.asarray(probs, dtype=np.float64)
-    probs = probs / probs.sum()
-    counts = np.bincount(samples, minlength=probs.shape[0])
-    support = probs > 0
-    if counts[~support].any():
-        return 0.0
-    observed = counts[support].astype(np.float64)
-    expected = probs[support] * samples.size
-    small = expected < min_expected
-    if small.any():
-        observed = np.append(observed[~small], observed[small].sum())
-        expected = np.append(expected[~small], expected[small].sum())
-    if observed.size < 2:
-        return 1.0
-    return float(power_divergence(observed, expected, lambda_="log-likelihood").pvalue)
-
-
 @dataclass
 class Exact:
     first: np.ndarray  # target's processed distribution of the first generated token
@@ -173,7 +148,7 @@ def first_two_pvalues(target, drafter, params, n, seed0) -> tuple[float, float]:
     prompt_ids = target.tokenize(PROMPT)
     exact = exact_distributions(target, prompt_ids, params)
     tokens = first_two_tokens(target, drafter, prompt_ids, params, n, seed0)
-    return gof_pvalue(tokens[:, 0], exact.first), gof_pvalue(tokens[:, 1], exact.second)
+    return g_test(tokens[:, 0], exact.first).p_value, g_test(tokens[:, 1], exact.second).p_value
 
 
 def first_two_tokens(target, drafter, prompt_ids, params, n, seed0):
@@ -210,7 +185,7 @@ def unrenormalised_tli(monkeypatch):
     """Bug: a TLI draft keeps the draft's mass on the shared tokens without renormalising
     it there (the draw renormalises silently, the reported q does not), so q understates what
     each token was drawn from and too many drafts pass."""
-    import app.engine.vocab_bridge as vocab_bridge
+    import app.engine.drafters.draft_model.vocab_bridge as vocab_bridge
 
     def wrong(q_draft, bridge):
         shared = np.asarray(q_draft[bridge.draft_ids], dtype=np.float64)
@@ -277,7 +252,8 @@ def adaptive_session(target, draft, n_predict: int = 40) -> Session:
     config = DecodeConfig(n_predict=n_predict, draft_max=8, adaptive=True,
                           sampling=SamplingParams(temperature=0.0))
     session = Session(target, ModelDrafter(draft), config, cost_curve=curve)
-    session.controller.draft_cost_hint = 1e-4
+    session.controller.known_draft_cost = 1e-4
+    session.controller.fixed_prices = True  # these prices, whatever the passes take here
     return session
 
 

@@ -1,6 +1,7 @@
 """The layers hold: imports point down the floors, Qt stays in ui/, the engine knows no runtime,
-no import cycle, no oversized module, no test module importing another. Read from the source
-(every import, also those inside functions), so a lazy import cannot hide a wrong arrow."""
+no import cycle, no module over 500 lines in app/, backends/ or ui/, no test module importing
+another. Read from the source (every import, also those inside functions), so a lazy import
+cannot hide a wrong arrow."""
 
 from __future__ import annotations
 
@@ -14,6 +15,9 @@ PACKAGES = ("app", "backends", "ui")
 QT = ("PySide6", "pyqtgraph", "shiboken6")
 RUNTIMES = ("llama_cpp", "torch", "transformers")
 MAX_LINES = 500
+# modules and sub-packages at the engine's top level: the session, the judge, the controller,
+# the trace and their records; each drafter family has its own room in app/engine/drafters/
+MAX_ENGINE_ENTRIES = 20
 
 # floor of each part, lowest first; a module may import its own floor and those below
 FLOORS = [
@@ -174,11 +178,59 @@ def test_no_import_cycles(graph):
     assert cycle is None, "import cycle: " + " -> ".join(cycle or [])
 
 
-def test_no_module_in_app_or_ui_is_over_the_size_limit():
-    big = [f"{p.relative_to(ROOT)}: {n} lines" for pkg in ("app", "ui")
-           for p in (ROOT / pkg).rglob("*.py")
-           if (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_LINES]
+def oversized(root: Path) -> list[str]:
+    """Modules of the project's packages over MAX_LINES lines."""
+    return [f"{p.relative_to(root)}: {n} lines" for pkg in PACKAGES
+            for p in sorted((root / pkg).rglob("*.py"))
+            if (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_LINES]
+
+
+def test_no_module_in_app_backends_or_ui_is_over_the_size_limit(tmp_path):
+    big = oversized(ROOT)
     assert not big, "\n".join(big)
+    # a planted module one line over the limit is named, in each package
+    for pkg in PACKAGES:
+        (tmp_path / pkg).mkdir()
+        (tmp_path / pkg / "long.py").write_text("x = 1\n" * (MAX_LINES + 1))
+        (tmp_path / pkg / "fits.py").write_text("x = 1\n" * MAX_LINES)
+    assert oversized(tmp_path) == [f"{pkg}/long.py: {MAX_LINES + 1} lines" for pkg in PACKAGES]
+
+
+def top_level_entries(folder: Path) -> list[str]:
+    """The modules and sub-packages directly in a package (its __init__ not counted)."""
+    return sorted(p.name for p in folder.iterdir()
+                  if (p.suffix == ".py" and p.name != "__init__.py")
+                  or (p.is_dir() and (p / "__init__.py").is_file()))
+
+
+def test_engine_top_level_stays_small_with_drafters_in_their_rooms(tmp_path):
+    entries = top_level_entries(ROOT / "app" / "engine")
+    assert len(entries) <= MAX_ENGINE_ENTRIES, (
+        f"app/engine holds {len(entries)} modules and packages (at most {MAX_ENGINE_ENTRIES}): "
+        + ", ".join(entries))
+    assert "drafters" in entries
+    # the count sees a planted module and a planted package, and nothing else
+    (tmp_path / "one.py").write_text("")
+    (tmp_path / "room").mkdir()
+    (tmp_path / "room" / "__init__.py").write_text("")
+    (tmp_path / "data").mkdir()
+    (tmp_path / "__init__.py").write_text("")
+    assert top_level_entries(tmp_path) == ["one.py", "room"]
+
+
+def settings_imports(graph: dict[str, set[str]], settings: str = "app.engine.decode_config"
+                     ) -> list[str]:
+    """What the settings module imports of the drafters it configures (none: they are plain
+    data, and every user of the settings would otherwise load every drafter)."""
+    return sorted(m for m in graph.get(settings, ())
+                  if m == "app.engine.drafters" or m.startswith("app.engine.drafters."))
+
+
+def test_the_settings_import_no_drafter(graph):
+    assert settings_imports(graph) == []
+    planted = {"app.engine.decode_config": {"app.engine.sampling",
+                                            "app.engine.drafters.registry"}}
+    assert settings_imports(planted) == ["app.engine.drafters.registry"]
 
 
 def test_no_test_module_imports_another():

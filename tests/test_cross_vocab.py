@@ -16,9 +16,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from app.engine.cross_vocab import StringDrafter, TLIDrafter
 from app.engine.decode_config import DecodeConfig
 from app.engine.drafters import Budget
+from app.engine.drafters.draft_model.cross_vocab import StringDrafter, TLIDrafter
 from app.engine.sampling import SamplingParams
 from app.engine.session import Session
 from app.engine.trace import step_from_dict, step_to_dict

@@ -11,7 +11,7 @@ from app.engine.adaptive import DraftLengthController, PassOutcome
 from app.engine.cost_curve import VerifyCostCurve
 from app.engine.decode_config import DecodeConfig
 from app.engine.drafters import Budget, DraftKind
-from app.engine.lookup import (
+from app.engine.drafters.lookup import (
     NGRAM_COPY,
     NGRAM_GUESS,
     NGRAM_SELF,
@@ -19,7 +19,7 @@ from app.engine.lookup import (
     PromptLookup,
     block_limit,
 )
-from app.engine.lookup_edits import NGRAM_EDIT, EditAwareLookup
+from app.engine.drafters.lookup.edits import NGRAM_EDIT, EditAwareLookup
 from app.engine.sampling import SamplingParams
 from app.engine.session import Session
 from tests.helpers import pass_outcome
@@ -368,12 +368,12 @@ def test_compare_view_names_the_first_difference_and_the_near_tie():
 def test_torch_picks_bfloat16_on_cpus_that_have_it(monkeypatch):
     import torch
 
-    from backends import torch_hf
+    from backends import torch_runtime
 
     monkeypatch.delenv("DRAFTLENS_TORCH_CPU_DTYPE", raising=False)
-    expected = torch.bfloat16 if torch_hf.cpu_has_bf16() else torch.float32
-    assert torch_hf._dtype_for("cpu") == expected
-    assert torch_hf._dtype_for("mps") == torch.float16
+    expected = torch.bfloat16 if torch_runtime.cpu_has_bf16() else torch.float32
+    assert torch_runtime.dtype_for("cpu") == expected
+    assert torch_runtime.dtype_for("mps") == torch.float16
 
 
 def test_bfloat16_greedy_differences_are_near_ties(hf_dirs):

@@ -7,9 +7,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from app.analysis.stats import g_test
 from app.cli.main import main
 from app.engine.decode_config import DecodeConfig
-from app.engine.heads import HeadsDrafter, HeadsWeights
+from app.engine.drafters.heads import HeadsDrafter, HeadsWeights
 from app.engine.sampling import SamplingParams
 from app.engine.session import Session
 from app.errors import ModelFileError
@@ -21,7 +22,6 @@ from tests.helpers import (
     assert_drafted,
     exact_distributions,
     first_two_tokens,
-    gof_pvalue,
 )
 
 PROMPTS = ["def add(a, b):\n    return", "the cat sat on the mat. the cat", "import os\n"]
@@ -129,8 +129,8 @@ def test_sampling_with_heads_is_exact(hf_target, hf_heads):
     prompt_ids = hf_target.tokenize(PROMPT)
     exact = exact_distributions(hf_target, prompt_ids, params)
     tokens = first_two_tokens(hf_target, HeadsDrafter(weights), prompt_ids, params, 600, 40_000)
-    assert gof_pvalue(tokens[:, 0], exact.first) > EXACT_P
-    assert gof_pvalue(tokens[:, 1], exact.second) > EXACT_P
+    assert g_test(tokens[:, 0], exact.first).p_value > EXACT_P
+    assert g_test(tokens[:, 1], exact.second).p_value > EXACT_P
 
 
 def test_cli_trains_and_drafts(tmp_path, capsys):

@@ -12,8 +12,8 @@ import numpy as np
 
 from app.engine.adaptive import ConfidenceStop
 from app.engine.decode_config import DecodeConfig
-from app.engine.draft_model import ModelDrafter
 from app.engine.drafters import EMPTY_DRAFT, Budget, Draft
+from app.engine.drafters.draft_model import ModelDrafter
 from app.engine.sampling import SamplingParams, choose
 from app.engine.session import Session
 from app.engine.trace import step_from_dict, step_to_dict

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from app.engine.chain import ChainDrafter
 from app.engine.decode_config import DecodeConfig
-from app.engine.draft_model import ModelDrafter
-from app.engine.lookup_edits import EditAwareLookup
+from app.engine.drafters.chain import ChainDrafter
+from app.engine.drafters.draft_model import ModelDrafter
+from app.engine.drafters.lookup.edits import EditAwareLookup
 from app.engine.sampling import SamplingParams
 from app.engine.session import Session
 from tests.helpers import assert_drafted

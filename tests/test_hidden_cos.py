@@ -10,15 +10,14 @@ import json
 import numpy as np
 import pytest
 
-from app.engine.decode_config import DecodeConfig
-from app.engine.draft_model import ModelDrafter
-from app.engine.drafters import StopRule
-from app.engine.heads import HeadsDrafter
-from app.engine.lookup_edits import EditAwareLookup
+from app.engine.decode_config import DecodeConfig, StopRule
+from app.engine.drafters.draft_model import ModelDrafter
+from app.engine.drafters.heads import HeadsDrafter
+from app.engine.drafters.lookup.edits import EditAwareLookup
+from app.engine.drafters.self_draft import SelfDrafter
 from app.engine.protocol import HiddenStateModel
 from app.engine.records import StepRecord
 from app.engine.sampling import SamplingParams
-from app.engine.self_draft import SelfDrafter
 from app.engine.session import Session
 from app.engine.similarity import auc_interval, roc_auc
 from app.engine.trace import TraceWriter, read_trace, step_to_dict

@@ -14,9 +14,8 @@ from collections import deque
 import numpy as np
 import pytest
 
-from app.analysis.cost import Conditions, PairCosts
 from app.analysis.divergence import Divergence
-from app.analysis.exactness import ExactReport, GreedySuite
+from app.analysis.exact_report import ExactReport, GreedySuite
 from app.analysis.rank import (
     DraftModelCandidate,
     LoadedCandidate,
@@ -25,12 +24,14 @@ from app.analysis.rank import (
     SelfDraftCandidate,
 )
 from app.analysis.sweep import SweepRow
-from app.engine.cost_curve import RECENT_PASSES, VerifyCostCurve
-from app.engine.decode_config import DecodeConfig
-from app.engine.drafters import DrafterOptions
-from app.engine.registry import DrafterChoice, choice_to_dict
+from app.engine.decode_config import (
+    DecodeConfig,
+    DrafterChoice,
+    DrafterOptions,
+    SuffixOptions,
+    choice_to_dict,
+)
 from app.engine.sampling import SamplingParams
-from app.engine.suffix import SuffixOptions
 from app.host import protocol, wire
 from app.host.client import EngineHost
 from app.models.loading import ModelSpec
@@ -42,22 +43,6 @@ def trip(value, expect=object):
 
 
 # --- each object the protocol carries -----------------------------------------------------
-
-
-def test_pair_costs_survive_with_their_curve_and_numpy_figures():
-    curve = VerifyCostCurve({1: np.float64(0.030), 2: 0.056, 5: np.float64(0.11)})
-    for n, seconds in [(1, 0.031), (3, np.float64(0.07)), (1, 0.029), (2, 0.057)]:
-        curve.observe(n, seconds)
-    costs = PairCosts(curve, np.float64(0.0305), 0.004, "draft model",
-                      Conditions("measured side by side when the pair loaded",
-                                 np.float64(1.25), 2))
-    back = trip(costs, PairCosts)
-    assert back == costs
-    assert list(back.curve.points) == [1, 2, 5]  # int keys, not JSON's strings
-    assert back.curve.recent.maxlen == RECENT_PASSES
-    assert all(type(entry) is tuple for entry in back.curve.recent)
-    assert type(back.t_plain) is float and type(back.conditions.load) is float
-    assert back.t_verify(4) == costs.t_verify(4)
 
 
 def test_sweep_and_rank_rows_survive():
@@ -100,10 +85,11 @@ def test_an_exactness_report_survives_with_its_suites(exact):
 
 
 def test_the_job_settings_survive():
-    drafter = DrafterChoice(("ngram", "draft"), DrafterOptions(cross_vocab="tli"))
+    drafter = DrafterChoice(("ngram", "suffix"), DrafterOptions(
+        cross_vocab="tli", suffix=SuffixOptions(factor=2.0, max_depth=32)))
     config = DecodeConfig(n_predict=64, draft_max=5, adaptive=True,
                           sampling=SamplingParams(temperature=0.7, top_k=40, seed=3),
-                          drafter=drafter, suffix=SuffixOptions(factor=2.0, max_depth=32))
+                          drafter=drafter)
     sweep = {"config": config, "prompt": "def add(a, b):", "chat": False, "ks": [1, 2, 4]}
     assert trip(sweep) == sweep
     assert type(trip(sweep)["config"].drafter.names) is tuple
@@ -133,7 +119,7 @@ def test_an_unknown_type_is_refused_by_name():
     with pytest.raises(wire.WireError, match="unknown type 'subprocess.Popen'"):
         wire.decode(nested)
     with pytest.raises(wire.WireError, match="unknown type"):
-        wire.decode({wire.TAG: ["PairCosts"]})
+        wire.decode({wire.TAG: ["SweepRow"]})
 
 
 def test_malformed_objects_are_refused_with_what_is_wrong():
@@ -144,10 +130,10 @@ def test_malformed_objects_are_refused_with_what_is_wrong():
         wire.decode({**row, "extra": 1})
     with pytest.raises(wire.WireError, match="a malformed SweepRow"):
         wire.decode({k: v for k, v in row.items() if k != "k"})
-    with pytest.raises(wire.WireError, match="a malformed VerifyCostCurve"):
-        wire.decode({wire.TAG: "VerifyCostCurve", "points": 3})
-    with pytest.raises(wire.WireError, match="expected PairCosts on the wire, got SweepRow"):
-        wire.decode(row, PairCosts)
+    with pytest.raises(wire.WireError, match="unknown type 'VerifyCostCurve'"):
+        wire.decode({wire.TAG: "VerifyCostCurve", "points": 3})  # prices never cross the wire
+    with pytest.raises(wire.WireError, match="expected GreedySuite on the wire, got SweepRow"):
+        wire.decode(row, GreedySuite)
     with pytest.raises(wire.WireError, match="expected list or ExactReport on the wire, got "
                                              "NoneType"):
         wire.decode(None, (list, ExactReport))
@@ -194,15 +180,15 @@ def test_the_host_runs_jobs_by_name_and_refuses_any_other(gguf_files):
         assert "the sweep job's settings do not fit it" in events[0]["message"]
 
         settings = {"config": config, "prompt": "the cat", "chat": False, "ks": [1, 2]}
-        host.send(protocol.JOB, spec=spec, drafter=choice_to_dict(drafter), costs=True,
+        host.send(protocol.JOB, spec=spec, drafter=choice_to_dict(drafter),
                   job="sweep", settings=wire.encode(settings))
         events = events_until_done(host)
     finally:
         host.close()
     names = [e["event"] for e in events]
     assert protocol.ERROR not in names, events
-    costs = next(e for e in events if e["event"] == protocol.COSTS)
-    assert isinstance(wire.decode(costs["costs"], PairCosts), PairCosts)
+    # nothing is timed when the pair loads: prices come from the runs' own passes
+    assert all(e["event"] != "costs" for e in events)
     rows = wire.decode(next(e for e in events if e["event"] == protocol.RESULT)["result"], list)
     assert [type(r) for r in rows] == [SweepRow, SweepRow] and [r.k for r in rows] == [1, 2]
 
@@ -227,10 +213,9 @@ def crafted_lines(marker: str) -> dict[str, dict]:
         "a result naming a callable": {
             "event": protocol.RESULT, "result": {wire.TAG: "builtins.open", "file": marker,
                                                  "mode": "w"}},
-        "costs with a callable inside": {
-            "event": protocol.COSTS, "costs": {
-                wire.TAG: "PairCosts", "curve": {wire.TAG: "io.open", "file": marker},
-                "t_plain": 0.1, "t_draft": 0.01, "drafter": "", "conditions": None}},
+        "a sweep row with a callable inside": {
+            "event": protocol.RESULT, "result": [{
+                wire.TAG: "SweepRow", "k": {wire.TAG: "io.open", "file": marker}}]},
     }
 
 

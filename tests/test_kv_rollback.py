@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from app.engine.decode_config import DecodeConfig
-from app.engine.draft_model import ModelDrafter
 from app.engine.drafters import Budget
+from app.engine.drafters.draft_model import ModelDrafter
 from app.engine.sampling import SamplingParams, softmax
 from app.engine.session import Session
 

@@ -14,7 +14,8 @@ import pytest
 from app.cli.main import build_parser
 from app.cli.options import drafter_choice, model_spec
 from app.models.loading import ModelSpec, load_model
-from backends.llamacpp import LlamaCppModel, weights_read_into_memory
+from backends.llamacpp import LlamaCppModel
+from backends.llamacpp_load import weights_read_into_memory
 
 GB = 1 << 30
 

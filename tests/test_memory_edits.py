@@ -1,14 +1,15 @@
 """Copies from the draft memory go on across the renames the target made to them in this
-request (app.engine.memory_edits), and unlearn a rename the target did not make again."""
+request (app.engine.drafters.suffix.memory_edits), and unlearn a rename the target did not make
+again."""
 
 from __future__ import annotations
 
 import numpy as np
 
 from app.engine.drafters import Budget
+from app.engine.drafters.suffix import RememberedRun, SuffixDrafter, memory_buffer
 from app.engine.records import COPIED_FROM_MEMORY
 from app.engine.sampling import SamplingParams
-from app.engine.suffix import RememberedRun, SuffixDrafter, memory_buffer
 
 GREEDY = SamplingParams()
 RNG = np.random.default_rng(0)

@@ -11,9 +11,10 @@ import numpy as np
 import pytest
 
 import app.engine.speculative as speculative_module
+from app.analysis.stats import g_test
 from app.cli.main import main
 from app.engine.decode_config import DecodeConfig
-from app.engine.draft_model import ModelDrafter
+from app.engine.drafters.draft_model import ModelDrafter
 from app.engine.sampling import SamplingParams
 from app.engine.session import Session
 from app.models.pair_check import MAX_VOCAB_SIZE_DIFFERENCE, check_pair_files
@@ -23,7 +24,6 @@ from tests.helpers import (
     assert_drafted,
     exact_distributions,
     first_two_tokens,
-    gof_pvalue,
 )
 from tests.tiny_gguf import write_tiny_gguf
 from tests.tiny_hf import write_tiny_hf
@@ -194,8 +194,8 @@ def test_padding_carries_mass_in_this_test(hf_padded, exact_and_sampled):
 
 def test_first_two_tokens_follow_the_target_when_widths_differ(exact_and_sampled):
     exact, tokens = exact_and_sampled
-    assert gof_pvalue(tokens[:, 0], exact.first) > EXACT_P
-    assert gof_pvalue(tokens[:, 1], exact.second) > EXACT_P
+    assert g_test(tokens[:, 0], exact.first).p_value > EXACT_P
+    assert g_test(tokens[:, 1], exact.second).p_value > EXACT_P
 
 
 def test_dropping_the_targets_extra_ids_is_detected(hf_padded, monkeypatch):
@@ -213,4 +213,4 @@ def test_dropping_the_targets_extra_ids_is_detected(hf_padded, monkeypatch):
     monkeypatch.setattr(speculative_module, "process", narrow)
     drafter = ModelDrafter(draft, target_vocab=target.n_vocab)
     tokens = first_two_tokens(target, drafter, prompt_ids, PARAMS, 400, 30_000)
-    assert gof_pvalue(tokens[:, 0], exact.first) < BROKEN_P
+    assert g_test(tokens[:, 0], exact.first).p_value < BROKEN_P

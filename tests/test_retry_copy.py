@@ -1,6 +1,6 @@
-"""A retried request drafts the answer its prompt got before (app.engine.retry_copy): a unit
-check of following and departing, and end to end on a tiny real model through the draft
-memory file, as the app runs it."""
+"""A retried request drafts the answer its prompt got before
+(app.engine.drafters.suffix.retry_copy): a unit check of following and departing, and end to
+end on a tiny real model through the draft memory file, as the app runs it."""
 
 from __future__ import annotations
 
@@ -8,14 +8,13 @@ import pytest
 
 from app.engine.adaptive import DraftLengthController
 from app.engine.cost_curve import VerifyCostCurve
-from app.engine.decode_config import DecodeConfig
-from app.engine.drafters import Budget, DrafterOptions, TreeShape
+from app.engine.decode_config import DecodeConfig, DrafterChoice, DrafterOptions, TreeShape
+from app.engine.drafters import Budget
+from app.engine.drafters.suffix import SUFFIX_COPY, SuffixDrafter
+from app.engine.drafters.suffix.retry_copy import RETRY_COPY, EarlierAnswer, RetryCopy
 from app.engine.records import COPIED_FROM_MEMORY, COPIED_ON_RETRY, CopySource
-from app.engine.registry import DrafterChoice
-from app.engine.retry_copy import RETRY_COPY, EarlierAnswer, RetryCopy
 from app.engine.sampling import SamplingParams
 from app.engine.session import Session
-from app.engine.suffix import SUFFIX_COPY, SuffixDrafter
 from app.models.loading import ModelSpec, load_pair
 from app.runs import PairSources, new_drafter, remember_output
 from ui.format import copy_source

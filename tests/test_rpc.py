@@ -24,7 +24,7 @@ import pytest
 
 from app.cli.main import main
 from app.engine.decode_config import DecodeConfig
-from app.engine.draft_model import ModelDrafter
+from app.engine.drafters.draft_model import ModelDrafter
 from app.engine.sampling import SamplingParams
 from app.engine.session import Session
 from app.engine.trace import read_trace

@@ -22,14 +22,15 @@ import pytest
 from scipy.stats import binomtest
 
 import app.engine.speculative as speculative
+from app.analysis.stats import g_test
 from app.engine.decode_config import DecodeConfig
-from app.engine.draft_model import ModelDrafter
-from app.engine.lookup_edits import EditAwareLookup
+from app.engine.drafters.draft_model import ModelDrafter
+from app.engine.drafters.lookup.edits import EditAwareLookup
+from app.engine.drafters.suffix import SuffixDrafter
+from app.engine.drafters.suffix.retry_copy import EarlierAnswer
 from app.engine.records import COPIED_ON_RETRY
-from app.engine.retry_copy import EarlierAnswer
 from app.engine.sampling import SamplingParams
 from app.engine.session import Session
-from app.engine.suffix import SuffixDrafter
 from tests.helpers import (
     BROKEN_P,
     EXACT_P,
@@ -38,7 +39,6 @@ from tests.helpers import (
     always_accept,
     exact_distributions,
     first_two_tokens,
-    gof_pvalue,
     resample_from_p,
 )
 
@@ -148,16 +148,16 @@ def correct_runs(case: str, k: int) -> Runs:
 
 
 def first_token_pvalue(runs: Runs) -> float:
-    return gof_pvalue(runs.first, runs.p_rows[0])
+    return g_test(runs.first, runs.p_rows[0]).p_value
 
 
 def replacement_pvalue(runs: Runs) -> float:
     replacements = runs.first[runs.rejected]
-    return gof_pvalue(replacements, residual(runs.p_rows[0], runs.q_rows[0]))
+    return g_test(replacements, residual(runs.p_rows[0], runs.q_rows[0])).p_value
 
 
 def after_acceptance_pvalue(runs: Runs) -> float:
-    return gof_pvalue(runs.second[~runs.rejected], runs.p_rows[1])
+    return g_test(runs.second[~runs.rejected], runs.p_rows[1]).p_value
 
 
 def acceptance_rate_pvalue(runs: Runs) -> float:
@@ -277,14 +277,14 @@ def session_runs(hf_pair):
 def test_session_first_token_matches_target_distribution(session_runs, name):
     exact, tokens = session_runs(name)
     assert set(tokens[:, 0].tolist()) <= set(np.flatnonzero(exact.first).tolist())
-    assert gof_pvalue(tokens[:, 0], exact.first) > EXACT_P
+    assert g_test(tokens[:, 0], exact.first).p_value > EXACT_P
 
 
 @pytest.mark.parametrize("name", list(SESSION_CONFIGS))
 def test_session_second_token_matches_target_marginal(session_runs, name):
     exact, tokens = session_runs(name)
     assert set(tokens[:, 1].tolist()) <= set(np.flatnonzero(exact.second).tolist())
-    assert gof_pvalue(tokens[:, 1], exact.second) > EXACT_P
+    assert g_test(tokens[:, 1], exact.second).p_value > EXACT_P
 
 
 def test_session_with_ngram_drafter_matches_target_distribution(hf_pair, session_runs):
@@ -294,13 +294,14 @@ def test_session_with_ngram_drafter_matches_target_distribution(hf_pair, session
     first_step = next(session.steps(target.tokenize(NGRAM_PROMPT)))
     assert first_step.k > 0 and first_step.tokens[0].q == 1.0  # a one-hot draft is judged
     exact, tokens = session_runs("t1.0", "ngram")
-    assert gof_pvalue(tokens[:, 0], exact.first) > EXACT_P
-    assert gof_pvalue(tokens[:, 1], exact.second) > EXACT_P
+    assert g_test(tokens[:, 0], exact.first).p_value > EXACT_P
+    assert g_test(tokens[:, 1], exact.second).p_value > EXACT_P
 
 
 def test_session_with_a_retry_copy_matches_target_distribution(hf_pair):
     """A retried prompt drafts its remembered answer whole and one-hot
-    (app.engine.retry_copy); sampled, the answer is judged as any copy is, so the output
+    (app.engine.drafters.suffix.retry_copy); sampled, the answer is judged as any copy is, so the
+    output
     keeps the target's distribution whether the copy passes or departs."""
     target, _ = hf_pair
     params = SESSION_CONFIGS["t1.0"]
@@ -315,8 +316,8 @@ def test_session_with_a_retry_copy_matches_target_distribution(hf_pair):
                                      and t.copied_from.kind == COPIED_ON_RETRY
                                      for t in first_step.tokens)
     tokens = first_two_tokens(target, drafter, prompt_ids, params, N_SESSION, 20_000)
-    assert gof_pvalue(tokens[:, 0], exact.first) > EXACT_P
-    assert gof_pvalue(tokens[:, 1], exact.second) > EXACT_P
+    assert g_test(tokens[:, 0], exact.first).p_value > EXACT_P
+    assert g_test(tokens[:, 1], exact.second).p_value > EXACT_P
 
 
 def test_session_level_test_detects_resampling_from_p(hf_pair, monkeypatch):
@@ -327,4 +328,4 @@ def test_session_level_test_detects_resampling_from_p(hf_pair, monkeypatch):
     exact = exact_distributions(target, prompt_ids, params)
     resample_from_p(monkeypatch)
     tokens = first_two_tokens(target, ModelDrafter(draft), prompt_ids, params, 800, 50_000)
-    assert gof_pvalue(tokens[:, 0], exact.first) < BROKEN_P
+    assert g_test(tokens[:, 0], exact.first).p_value < BROKEN_P

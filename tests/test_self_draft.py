@@ -13,11 +13,9 @@ import gguf
 import numpy as np
 import pytest
 
-from app.engine.decode_config import DecodeConfig
-from app.engine.drafters import DrafterOptions, StopRule
-from app.engine.registry import DrafterChoice
+from app.engine.decode_config import DecodeConfig, DrafterChoice, DrafterOptions, StopRule
+from app.engine.drafters.self_draft import SelfDrafter
 from app.engine.sampling import SamplingParams
-from app.engine.self_draft import SelfDrafter
 from app.engine.session import Session
 from app.errors import ModelFileError, SettingsError
 from app.models.early_exit import kept_blocks_gguf
@@ -231,7 +229,7 @@ def test_gguf_skip_set_out_of_range(deep_gguf):
 @pytest.mark.parametrize("skip", ["1", "1-2", "2-3"])
 def test_llamacpp_self_draft_greedy_equals_plain(deep_gguf, prompt, skip):
     pair = load_pair(ModelSpec(target=str(deep_gguf[0]), n_gpu_layers=0, n_ctx=256,
-                               batch_invariant=True))
+                               batch_invariant=True, self_skips=(skip,)))
     try:
         config = DecodeConfig(drafter=DrafterChoice(("self",), DrafterOptions(skip=skip)))
         drafter = new_drafter(pair, config)
@@ -252,7 +250,7 @@ def test_llamacpp_self_draft_sampling_is_exact(deep_gguf):
         params = SamplingParams(temperature=1.0)
         prompt_ids = pair.target.tokenize(PROMPT)
         exact = exact_distributions(pair.target, prompt_ids, params)
-        drafter = SelfDrafter(pair.self_draft("1-2"), StopRule(), pair.target.n_vocab)
+        drafter = SelfDrafter(pair.load_self_draft("1-2"), StopRule(), pair.target.n_vocab)
         tokens = first_two_tokens(pair.target, drafter, prompt_ids, params, 1000, 20_000)
         assert gof_pvalue(tokens[:, 0], exact.first) > EXACT_P
         assert gof_pvalue(tokens[:, 1], exact.second) > EXACT_P

@@ -9,10 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from app.engine.decode_config import DecodeConfig
-from app.engine.drafters import DrafterOptions
-from app.engine.registry import DrafterChoice
-from app.engine.self_skip import (
+from app.engine.decode_config import DecodeConfig, DrafterChoice, DrafterOptions
+from app.engine.drafters.self_skip import (
     SkipChoice,
     estimated_cost,
     format_skip,
@@ -151,7 +149,7 @@ def test_bench_uses_a_set_given_by_hand_and_reports_its_figures(deep_gguf, capsy
     assert report["self_skip"]["skip"] == "2-3" and report["self_skip"]["how"] == "given"
     assert report["self_skip"]["kept"] == 4
     assert report["identical"] is True
-    assert report["drafter"].startswith("self-draft (skip 2-3: 4 of 6 layers, agreement ")
+    assert report["drafter"] == "self-draft (skips layers 2-3)"  # as the trace names it
 
 
 def test_self_draft_flags_are_checked(deep_gguf, capsys):
@@ -167,3 +165,23 @@ def test_self_draft_flags_are_checked(deep_gguf, capsys):
     code, _, err = run_cli(capsys, "run", "-m", str(deep_gguf), "-md", str(deep_gguf),
                            "--spec-type", "self,draft", "--self-skip", "1", "-p", "x")
     assert code == 1 and "put self last" in err
+
+
+def test_a_set_given_by_hand_loads_with_the_pair_and_building_a_run_loads_none(deep_gguf):
+    from app.cli.main import build_parser
+    from app.cli.options import plan
+    from app.runs import build_session
+
+    bench = plan(build_parser().parse_args(["bench", "-m", str(deep_gguf), "--self-skip", "2-3",
+                                            "-p", "the cat"]))
+    assert bench.spec.self_skips == ("2-3",) and bench.runs[0].drafter.options.skip == "2-3"
+    pair = load_pair(bench.spec)
+    try:
+        assert list(pair.self_drafts) == [("2-3", True)]
+        build_session(pair, bench.runs[0])
+        other = DecodeConfig(drafter=DrafterChoice(("self",), DrafterOptions(skip="1")))
+        with pytest.raises(SettingsError, match="without layers 1 was not loaded"):
+            build_session(pair, other)
+        assert list(pair.self_drafts) == [("2-3", True)]
+    finally:
+        pair.close()

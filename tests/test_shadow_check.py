@@ -10,11 +10,11 @@ from collections.abc import Sequence
 import numpy as np
 
 from app.engine.adaptive import FIRST_PROBE_GAP, DraftLengthController
-from app.engine.chain import ChainDrafter
 from app.engine.cost_curve import VerifyCostCurve
 from app.engine.decode_config import DecodeConfig
 from app.engine.drafters import Budget, Draft, Drafter, DraftKind
-from app.engine.lookup_edits import EditAwareLookup
+from app.engine.drafters.chain import ChainDrafter
+from app.engine.drafters.lookup.edits import EditAwareLookup
 from app.engine.sampling import SamplingParams
 from app.engine.session import Session, ShadowCheck
 

@@ -10,13 +10,11 @@ import pytest
 from app.analysis.measure import Tally, timed_run
 from app.cli.main import main
 from app.draft_memory import DraftMemory
-from app.engine.decode_config import DecodeConfig
-from app.engine.drafters import DrafterOptions
+from app.engine.decode_config import DecodeConfig, DrafterChoice, DrafterOptions
+from app.engine.drafters.suffix import RememberedRun, SuffixDrafter, memory_buffer
 from app.engine.records import COPIED_FROM_MEMORY, COPIED_ON_RETRY
-from app.engine.registry import DrafterChoice
 from app.engine.sampling import SamplingParams
 from app.engine.session import Session
-from app.engine.suffix import RememberedRun, SuffixDrafter, memory_buffer
 from app.engine.trace import read_trace
 from app.models.loading import ModelSpec, load_pair
 from app.runs import held_memory, new_drafter

@@ -9,18 +9,19 @@ import numpy as np
 
 from app.engine.adaptive import DraftLengthController, PassOutcome
 from app.engine.cost_curve import VerifyCostCurve
-from app.engine.drafters import Budget, TreeShape
-from app.engine.lookup import NGRAM_COPY
-from app.engine.lookup_edits import NGRAM_EDIT
-from app.engine.records import COPIED_FROM_MEMORY, COPIED_FROM_OUTPUT, COPIED_FROM_PROMPT
-from app.engine.sampling import SamplingParams
-from app.engine.suffix import (
+from app.engine.decode_config import TreeShape
+from app.engine.drafters import Budget
+from app.engine.drafters.lookup import NGRAM_COPY
+from app.engine.drafters.lookup.edits import NGRAM_EDIT
+from app.engine.drafters.suffix import (
     SUFFIX_COPY,
     SUFFIX_GUESS,
     RememberedRun,
     SuffixDrafter,
     memory_buffer,
 )
+from app.engine.records import COPIED_FROM_MEMORY, COPIED_FROM_OUTPUT, COPIED_FROM_PROMPT
+from app.engine.sampling import SamplingParams
 
 GREEDY = SamplingParams()
 RNG = np.random.default_rng(0)

@@ -6,9 +6,9 @@ stop_request."""
 
 from __future__ import annotations
 
+from app.engine.drafters.suffix import RememberedRun, memory_buffer
+from app.engine.drafters.suffix.index import SuffixCache, TreeBudget
 from app.engine.records import COPIED_FROM_MEMORY, COPIED_FROM_OUTPUT, COPIED_FROM_PROMPT
-from app.engine.suffix import RememberedRun, memory_buffer
-from app.engine.suffix_index import SuffixCache, TreeBudget
 
 
 def cache_for(prompt: list[int], *runs: list[int]) -> SuffixCache:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import random
 from collections import Counter
 
-from app.engine.suffix_tree import ROOT, Matcher, SuffixTree
+from app.engine.drafters.suffix.tree import ROOT, Matcher, SuffixTree
 
 
 def substring_counts(sequences: dict[int, list[int]], depth: int) -> Counter[tuple[int, ...]]:

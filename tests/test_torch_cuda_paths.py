@@ -8,7 +8,7 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from backends.torch_hf import attention_kernels  # noqa: E402
+from backends.torch_runtime import attention_kernels  # noqa: E402
 
 
 def _enabled() -> dict[str, bool]:

@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 
 from app.engine.adaptive import DraftLengthController
-from app.engine.cost_curve import VerifyCostCurve
+from app.engine.cost_curve import STALL_FACTOR, VerifyCostCurve
 from app.engine.decode_config import DecodeConfig
-from app.engine.draft_model import DRAFT_MODEL, ModelDrafter
 from app.engine.drafters import DraftKind
+from app.engine.drafters.draft_model import DRAFT_MODEL, ModelDrafter
 from app.engine.metrics import RunStats, expected_tokens_per_pass, predicted_speedup, theory_speedup
 from app.engine.records import (
     StepRecord,
@@ -311,12 +311,16 @@ def test_verify_cost_curve_without_points_assumes_linear_cost():
     assert VerifyCostCurve().cost(4) == 4.0
 
 
-def test_verify_cost_curve_observe_smooths():
+def test_a_size_is_priced_only_from_the_median_of_several_kept_passes():
     curve = VerifyCostCurve()
-    curve.observe(2, 1.0)
-    assert curve.cost(2) == 1.0
+    assert curve.observe(2, 9.0) == "warm-up"  # a size's first pass grows buffers: dropped
+    assert curve.observe(2, 1.0) == "kept" and not curve.can_price(2)  # one sample: no price
     curve.observe(2, 2.0)
-    assert 1.0 < curve.cost(2) < 2.0
+    assert not curve.can_price(2)
+    curve.observe(2, 1.5)
+    assert curve.can_price(2) and curve.cost(2) == 1.5  # the median of three
+    assert curve.observe(2, 1.5 * STALL_FACTOR + 0.1) == "stalled" and curve.refused == 1
+    assert curve.cost(2) == 1.5 and not curve.can_price(3)  # nothing past what was timed
 
 
 def believing(accept: float) -> DraftKind:
@@ -350,7 +354,7 @@ def test_k_is_zero_whenever_even_95_percent_acceptance_would_lose(seed):
     rng = np.random.default_rng(seed)
     ctl = controller(rng.uniform(0.0, 1.5), random_curve(rng))
     kind = believing(rng.uniform(0.0, 0.95))
-    optimistic = controller(ctl.draft_cost_hint, ctl.curve.points).rates(believing(0.95))
+    optimistic = controller(ctl.known_draft_cost or 0.0, ctl.curve.points).rates(believing(0.95))
     choices = [ctl.decide(100, kind).k for _ in range(300)]
     if optimistic.max() <= optimistic[0]:
         assert choices == [0] * 300  # not even a probe

@@ -7,13 +7,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from app.engine.chain import ChainDrafter
+from app.analysis.stats import g_test
 from app.engine.decode_config import DecodeConfig
-from app.engine.draft_model import DRAFT_MODEL, ModelDrafter
-from app.engine.lookup_edits import EditAwareLookup
+from app.engine.drafters.chain import ChainDrafter
+from app.engine.drafters.draft_model import DRAFT_MODEL, ModelDrafter
+from app.engine.drafters.lookup.edits import EditAwareLookup
 from app.engine.sampling import SamplingParams
 from app.engine.session import Session
-from tests.helpers import EXACT_P, assert_drafted, exact_distributions, gof_pvalue
+from tests.helpers import EXACT_P, assert_drafted, exact_distributions
 
 PROMPTS = ["def add(a, b):\n    return", "the cat sat on the mat. the cat"]
 
@@ -129,8 +130,8 @@ def test_tree_sampling_end_to_end_matches_target(hf_pair):
                 break
         tokens[i] = session.output_ids[:2]
     assert trees >= N_TREE_SESSIONS  # every first step was a tree
-    assert gof_pvalue(tokens[:, 0], exact.first) > EXACT_P
-    assert gof_pvalue(tokens[:, 1], exact.second) > EXACT_P
+    assert g_test(tokens[:, 0], exact.first).p_value > EXACT_P
+    assert g_test(tokens[:, 1], exact.second).p_value > EXACT_P
 
 
 def test_adaptive_tree_counts_the_extra_nodes_it_verifies(gguf_pair):

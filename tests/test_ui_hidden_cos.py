@@ -11,12 +11,11 @@ import pytest
 
 pytest.importorskip("pytestqt")
 
-from app.engine.decode_config import DecodeConfig
-from app.engine.draft_model import ModelDrafter  # noqa: E402
-from app.engine.drafters import StopRule  # noqa: E402
-from app.engine.heads import HeadsDrafter  # noqa: E402
-from app.engine.lookup_edits import EditAwareLookup  # noqa: E402
-from app.engine.self_draft import SelfDrafter  # noqa: E402
+from app.engine.decode_config import DecodeConfig, StopRule
+from app.engine.drafters.draft_model import ModelDrafter  # noqa: E402
+from app.engine.drafters.heads import HeadsDrafter  # noqa: E402
+from app.engine.drafters.lookup.edits import EditAwareLookup  # noqa: E402
+from app.engine.drafters.self_draft import SelfDrafter  # noqa: E402
 from app.engine.session import Session  # noqa: E402
 from app.engine.similarity import auc_interval  # noqa: E402
 from tests.helpers import random_heads  # noqa: E402

@@ -36,7 +36,7 @@ def window(qtbot, tmp_path, dialogs):
 
 def fixed_k_run(window, qtbot, hf_dirs, k=3):
     choose_pair(window, qtbot, *hf_dirs)
-    set_decoding(window, tokens=20, k=k)
+    set_decoding(window, tokens=40, k=k)  # inspect mode prices plain steps by then
     window.decode.adaptive.setChecked(False)
     with qtbot.waitSignal(window.why.cost.costs_shown, timeout=60_000):
         run(window, qtbot)
@@ -45,7 +45,10 @@ def fixed_k_run(window, qtbot, hf_dirs, k=3):
 def test_first_run_defaults_and_no_empty_axes(hf_dirs, window):
     # hf_dirs first: building the tiny models imports transformers before any window
     # thread (the device probe) does
-    assert Settings().decode.adaptive is True and window.decode.adaptive.isChecked()
+    # the first run inspects: a fixed short draft every step, so there is something to see
+    assert Settings().decode.mode == "inspect" and window.decode.mode_name == "inspect"
+    assert not window.decode.adaptive.isChecked() and window.decode.draft_max.value() == 3
+    assert window.decode.config().price_plain  # plain decoding priced beside the draft
     assert window.charts.showing_placeholder
     assert not window.why.cost.curve_view.isVisible()
     assert not window.why.verdict.isVisible()

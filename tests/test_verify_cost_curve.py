@@ -11,22 +11,31 @@ import pytest
 
 from app.engine import cost_curve as calibration
 from app.engine.adaptive import DraftLengthController, PassOutcome
-from app.engine.cost_curve import VerifyCostCurve
+from app.engine.cost_curve import MIN_SAMPLES, VerifyCostCurve
 from app.engine.diagnostics import top_indices
-from app.engine.draft_model import DRAFT_MODEL
 from app.engine.drafters import DraftKind
-from app.engine.heads import DRAFT_HEADS
-from app.engine.lookup import NGRAM_COPY, NGRAM_GUESS, STRONG_ANCHOR
-from app.engine.lookup_edits import NGRAM_EDIT
+from app.engine.drafters.draft_model import DRAFT_MODEL
+from app.engine.drafters.heads import DRAFT_HEADS
+from app.engine.drafters.lookup import NGRAM_COPY, NGRAM_GUESS, STRONG_ANCHOR
+from app.engine.drafters.lookup.edits import NGRAM_EDIT
 from app.paths import cache_dir
 from tests.helpers import pass_outcome
 
 
-def test_live_passes_set_the_level_of_the_whole_calibrated_curve():
+def observe_priced(curve: VerifyCostCurve, n: int, seconds: float) -> None:
+    """A size's warm-up pass, then enough kept passes to price it."""
+    for _ in range(MIN_SAMPLES + 1):
+        curve.observe(n, seconds)
+
+
+def test_live_passes_set_the_level_of_the_whole_stored_curve():
     curve = VerifyCostCurve({1: 1.0, 9: 3.0, 17: 4.0})
-    curve.observe(1, 2.0)  # the machine is twice as busy as when it was calibrated
-    assert curve.cost(1) == 2.0
-    assert curve.load == 2.0  # the first live pass sets the level
+    curve.observe(1, 2.0)
+    curve.observe(1, 2.0)
+    assert curve.cost(1) == 1.0 and curve.load == 1.0  # one kept pass sets no price
+    curve.observe(1, 2.0)
+    curve.observe(1, 2.0)  # the machine is twice as busy as when the curve was stored
+    assert curve.cost(1) == 2.0 and curve.load == 2.0
     assert curve.cost(9) == pytest.approx(3.0 * curve.load)
     assert curve.cost(17) == pytest.approx(4.0 * curve.load)
     for _ in range(30):
@@ -38,7 +47,7 @@ def test_rescaling_keeps_the_calibrated_shape_where_longer_passes_cost_less():
     # CPU kernels take rows in blocks: 16 tokens can cost less than 17, and barely more
     # than 9 (measured on llama.cpp); a busy machine scales the level, not the shape
     curve = VerifyCostCurve({1: 45.0, 9: 308.0, 16: 319.0, 17: 388.0})
-    curve.observe(9, 616.0)
+    observe_priced(curve, 9, 616.0)
     assert curve.cost(16) / curve.cost(9) == pytest.approx(319 / 308)
     assert curve.cost(16) < curve.cost(17)
 
@@ -92,24 +101,24 @@ def test_near_the_end_the_best_k_is_chosen_within_what_is_left():
     assert ctl.decide(50, NGRAM_COPY).k == 31
 
 
-def test_a_curve_measured_on_a_busy_machine_is_not_cached(gguf_pair, monkeypatch):
+def test_runs_store_only_quiet_prices_and_read_them_back(gguf_pair, monkeypatch):
+    """Nothing is measured before a run: a session reads the stored curve, and what its
+    passes priced on a quiet machine is stored for the next; a busy machine stores nothing."""
     target, _ = gguf_pair
     store = cache_dir() / "verify_cost.json"
-    # an earlier test that calibrated this target on a busy machine kept its curve in-process
-    monkeypatch.setattr(calibration, "_UNCACHED", {})
-    monkeypatch.setattr(calibration, "_busy", lambda: True)
-    calls = []
-    measure = calibration.measure_verify_curve
-    monkeypatch.setattr(calibration, "measure_verify_curve",
-                        lambda *a, **k: calls.append(1) or measure(*a, **k))
-    first = calibration.cached_verify_curve(target, 4)
-    again = calibration.cached_verify_curve(target, 4)
-    assert len(calls) == 1 and first.points == again.points  # kept for this process
-    assert not store.exists() or not json.loads(store.read_text())
-    monkeypatch.setattr(calibration, "_busy", lambda: False)
-    calibration._UNCACHED.clear()
-    calibration.cached_verify_curve(target, 4)
-    assert len(calls) == 2 and len(json.loads(store.read_text())) == 1
+    assert not calibration.stored_verify_curve(target).points
+    quiet = VerifyCostCurve()
+    observe_priced(quiet, 1, 0.01)
+    observe_priced(quiet, 4, 0.02)
+    busy = VerifyCostCurve()
+    for _ in range(MIN_SAMPLES + 1):
+        busy.observe(2, 0.5, busy=True)
+    calibration.store_verify_curve(target, busy.quiet_medians())
+    assert not store.exists()
+    calibration.store_verify_curve(target, quiet.quiet_medians())
+    stored = calibration.stored_verify_curve(target)
+    assert stored.points == {1: 0.01, 4: 0.02} and stored.stored_at is not None
+    assert json.loads(store.read_text())
 
 
 @pytest.mark.parametrize("peak", [0.0, 5.0, 40.0, 300.0])
@@ -173,7 +182,7 @@ def test_the_plain_step_and_longer_passes_are_priced_from_their_own_live_times()
     guess = DraftKind("guess at 80%", free=True, prior=0.8)
     ctl = DraftLengthController(1, adaptive=True, curve=curve)
     assert ctl.best_k(guess) == 1  # the calibration's shape: (1 + 0.8) / 1.62 = 1.11x
-    for _ in range(3):
+    for _ in range(MIN_SAMPLES + 1):
         curve.observe(1, 30.4e-3)
         curve.observe(2, 56.7e-3)
     assert curve.cost(2) / curve.cost(1) == pytest.approx(56.7 / 30.4)

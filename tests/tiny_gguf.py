@@ -57,6 +57,42 @@ def tiny_vocab(
     return texts, scores, [int(t) for t in types]
 
 
+class RandomMatrices:
+    """Random F32 weight matrices from one generator, drawn in the order they are asked for
+    (the same seed gives the same model), scaled by 1/sqrt(fan-in)."""
+
+    def __init__(self, rng: np.random.Generator) -> None:
+        self.rng = rng
+
+    def __call__(self, rows: int, cols: int, scale: float = 1.0) -> np.ndarray:
+        return (self.rng.standard_normal((rows, cols)) * scale / np.sqrt(cols)).astype(
+            np.float32)
+
+
+def embeddings_and_head(mat: RandomMatrices, n_vocab: int, hidden: int,
+                        peak: float) -> dict[str, np.ndarray]:
+    """Token embeddings, the final norm and the output head (scaled by `peak`, so that
+    next-token distributions are peaked rather than uniform)."""
+    return {
+        "token_embd.weight": mat.rng.standard_normal((n_vocab, hidden)).astype(np.float32),
+        "output_norm.weight": np.ones(hidden, dtype=np.float32),
+        "output.weight": mat(n_vocab, hidden, peak),
+    }
+
+
+def attention(mat: RandomMatrices, blk: str, hidden: int,
+              out_scale: float = 1.0) -> dict[str, np.ndarray]:
+    """A block's attention: its input norm and the q, k, v and output projections (the
+    output's scaled by `out_scale`)."""
+    return {
+        f"{blk}.attn_norm.weight": np.ones(hidden, dtype=np.float32),
+        f"{blk}.attn_q.weight": mat(hidden, hidden),
+        f"{blk}.attn_k.weight": mat(hidden, hidden),
+        f"{blk}.attn_v.weight": mat(hidden, hidden),
+        f"{blk}.attn_output.weight": mat(hidden, hidden, out_scale),
+    }
+
+
 def write_tiny_gguf(
     path: str | Path,
     *,
@@ -74,8 +110,12 @@ def write_tiny_gguf(
     pad_logit_scale: float = 0.0,
     rows_from: Path | None = None,
     weight_type: str = "F32",
+    metadata: dict[str, str] | None = None,
 ) -> Path:
     """Write a tiny llama GGUF; returns its path.
+
+    `metadata`: string fields to write (general.basename, general.size_label, ... as
+    llama.cpp's converter writes them); a general.name among them replaces the default.
 
     `weight_type` "Q4_0" or "Q8_0" quantises the blocks' matrices (the embeddings and output
     head stay F32): llama.cpp's CPU backend repacks such weights for its gemm/gemv kernels
@@ -106,24 +146,12 @@ def write_tiny_gguf(
     scores += [0.0] * pad_vocab
     types += [int(gguf.TokenType.UNUSED)] * pad_vocab
     rng = np.random.default_rng(seed)
-
-    def mat(rows: int, cols: int, scale: float = 1.0) -> np.ndarray:
-        return (rng.standard_normal((rows, cols)) * scale / np.sqrt(cols)).astype(np.float32)
-
+    mat = RandomMatrices(rng)
     ones = np.ones(hidden, dtype=np.float32)
-    tensors: dict[str, np.ndarray] = {
-        "token_embd.weight": rng.standard_normal((n_real, hidden)).astype(np.float32),
-        "output_norm.weight": ones.copy(),
-        "output.weight": mat(n_real, hidden, peak),
-    }
+    tensors = embeddings_and_head(mat, n_real, hidden, peak)
     for i in range(n_layer):
         blk = f"blk.{i}"
-        tensors |= {
-            f"{blk}.attn_norm.weight": ones.copy(),
-            f"{blk}.attn_q.weight": mat(hidden, hidden),
-            f"{blk}.attn_k.weight": mat(hidden, hidden),
-            f"{blk}.attn_v.weight": mat(hidden, hidden),
-            f"{blk}.attn_output.weight": mat(hidden, hidden),
+        tensors |= attention(mat, blk, hidden) | {
             f"{blk}.ffn_norm.weight": ones.copy(),
             f"{blk}.ffn_gate.weight": mat(n_ff, hidden),
             f"{blk}.ffn_up.weight": mat(n_ff, hidden),
@@ -137,7 +165,9 @@ def write_tiny_gguf(
         tensors = _pad_rows(tensors, pad_vocab, pad_logit_scale, seed)
 
     writer = gguf.GGUFWriter(str(path), "llama")
-    writer.add_name(f"tiny-llama-seed{seed}")
+    metadata = {"general.name": f"tiny-llama-seed{seed}", **(metadata or {})}
+    for key, value in metadata.items():
+        writer.add_string(key, value)
     writer.add_context_length(n_ctx)
     writer.add_embedding_length(hidden)
     writer.add_block_count(n_layer)

@@ -23,7 +23,13 @@ from pathlib import Path
 import gguf
 import numpy as np
 
-from tests.tiny_gguf import finish_llama_gguf, tiny_vocab
+from tests.tiny_gguf import (
+    RandomMatrices,
+    attention,
+    embeddings_and_head,
+    finish_llama_gguf,
+    tiny_vocab,
+)
 
 WORDS = ("the", "a", "cat", "dog", "sat", "on", "mat", "and", "ran", "to")
 
@@ -52,25 +58,12 @@ def write_tiny_mtp_gguf(
     path = Path(path)
     texts, scores, types = tiny_vocab(words)
     n_vocab, n_ff, head_dim = len(texts), 2 * hidden, hidden // n_head
-    rng = np.random.default_rng(seed)
-
-    def mat(rows: int, cols: int, scale: float = 1.0) -> np.ndarray:
-        return (rng.standard_normal((rows, cols)) * scale / np.sqrt(cols)).astype(np.float32)
-
+    mat = RandomMatrices(np.random.default_rng(seed))
     ones = np.ones(hidden, dtype=np.float32)
-    tensors: dict[str, np.ndarray] = {
-        "token_embd.weight": rng.standard_normal((n_vocab, hidden)).astype(np.float32),
-        "output_norm.weight": ones.copy(),
-        "output.weight": mat(n_vocab, hidden, peak),
-    }
+    tensors = embeddings_and_head(mat, n_vocab, hidden, peak)
     for i in range(n_layer + nextn):
         blk = f"blk.{i}"
-        tensors |= {
-            f"{blk}.attn_norm.weight": ones.copy(),
-            f"{blk}.attn_q.weight": mat(hidden, hidden),
-            f"{blk}.attn_k.weight": mat(hidden, hidden),
-            f"{blk}.attn_v.weight": mat(hidden, hidden),
-            f"{blk}.attn_output.weight": mat(hidden, hidden, mix),
+        tensors |= attention(mat, blk, hidden, mix) | {
             f"{blk}.post_attention_norm.weight": ones.copy(),
         }
         if i < n_layer:

@@ -34,9 +34,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.analysis.cost import PairCosts, predicted_curve
+from app.analysis.cost import predicted_curve
 from app.engine.metrics import expected_tokens_per_pass, theory_speedup
-from ui.plain_notice import PlainRunNotice
 from ui.run_data import RunData, run_costs
 from ui.theme import LIGHT, Colours
 
@@ -106,14 +105,11 @@ class ChartsPanel(QWidget):
         self._stack = QStackedLayout(self)
         self._stack.addWidget(self.placeholder)
         self._stack.addWidget(self.plots_widget)
-        self.costs: PairCosts | None = None
         self.waiting = False  # a run was started: its first step is on the way
-        self.notice = PlainRunNotice()  # above the acceptance charts a plain run leaves empty
         grid_widget = QWidget()
         column = QVBoxLayout(self.plots_widget)
         column.setContentsMargins(0, 0, 0, 0)
         column.setSpacing(2)
-        column.addWidget(self.notice)
         column.addWidget(grid_widget, 1)
         self._grid = QGridLayout(grid_widget)
         self._grid.setContentsMargins(0, 0, 0, 0)
@@ -384,7 +380,7 @@ class ChartsPanel(QWidget):
             return
         stats = run.stats
         alpha, k = stats.alpha, stats.mean_k
-        live = run_costs(self.costs, run)
+        live = run_costs(run)
         if live is not None and live.t_plain > 0:
             # a plain step and a draft token from the same run (medians), or measured in turns
             t_target: float | None = live.t_plain
@@ -408,8 +404,8 @@ class ChartsPanel(QWidget):
                             "tokens / pass", f"α   (k = {k:.1f}; compare for the speedup)")
         self.theory_curve.setData(_ALPHAS, curve)
         predicted: list[float] = []
-        if c is not None and t_target and self.costs is not None and k > 0:
-            predicted = predicted_curve(self.costs.curve, t_target, t_draft, k, list(_ALPHAS))
+        if c is not None and t_target and live is not None and k > 0:
+            predicted = predicted_curve(live.curve, t_target, t_draft, k, list(_ALPHAS))
             self.cost_curve.setData(_ALPHAS, predicted)
         else:
             self.cost_curve.setData([], [])
@@ -433,11 +429,6 @@ class ChartsPanel(QWidget):
         plot.setTitle(title, size="9pt", color=self._colours.foreground)
         plot.setLabel("left", left)
         plot.setLabel("bottom", bottom)
-
-    def set_costs(self, costs: PairCosts | None) -> None:
-        """The measured costs of the loaded pair: the speedup chart adds the cost model."""
-        self.costs = costs
-        self._ranges.pop("theory", None)
 
     @property
     def showing_placeholder(self) -> bool:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from PySide6.QtGui import QAction
 from PySide6.QtWidgets import (
     QCheckBox,
+    QComboBox,
     QDoubleSpinBox,
     QGridLayout,
     QGroupBox,
@@ -23,7 +24,14 @@ from PySide6.QtWidgets import (
 
 from app.engine.decode_config import MAX_DRAFT, MAX_TREE_NODES, MAX_TREE_WIDTH, DecodeConfig
 from app.engine.sampling import SamplingParams
-from app.settings import DecodeChoices
+from app.settings import (
+    FASTEST_K,
+    INSPECT_K,
+    MODE_CUSTOM,
+    MODE_FASTEST,
+    MODE_INSPECT,
+    DecodeChoices,
+)
 from ui.fit import wrapping_check
 
 
@@ -58,13 +66,26 @@ class DecodePanel(QGroupBox):
         self.prompt.setPlaceholderText("Text to continue from (or a question in chat mode)")
         self.prompt.setMinimumHeight(70)
         self.chat = QCheckBox()
-        self.draft_max = _spin(1, MAX_DRAFT, 8, "k: tokens the draft proposes per verify pass")
+        self._applying = False  # a named mode is setting k and adaptive: it stays named
+        self.draft_max = _spin(1, MAX_DRAFT, INSPECT_K,
+                               "k: tokens the draft proposes per verify pass")
         self.draft_min = _spin(0, MAX_DRAFT, 0, "fewest draft tokens worth a verify pass")
         self.adaptive = QCheckBox("adaptive k")
-        self.adaptive.setToolTip("choose k per step from measured acceptance and costs; "
-                                 "falls back to plain decoding when drafting does not pay. "
-                                 "A draft model's draft (up to k) ends where its own "
-                                 "confidence says one more token would not pay")
+        self.adaptive.setToolTip("choose k per step from measured acceptance and this "
+                                 "machine's pass prices; decode plainly where no k is priced "
+                                 "to pay. A draft model's draft (up to k) ends where its own "
+                                 "confidence says no longer draft would pay for its time")
+        self.mode = QComboBox()
+        self.mode.addItem(f"Inspect: fixed k = {INSPECT_K}, every step drafts", MODE_INSPECT)
+        self.mode.addItem("Fastest: adaptive k, plain where drafting does not pay",
+                          MODE_FASTEST)
+        self.mode.addItem("Custom: the settings below", MODE_CUSTOM)
+        self.mode.setToolTip("Inspect shows drafts being judged on any machine (and prices "
+                             "plain decoding beside them now and then); Fastest chooses k for "
+                             "speed and may not draft at all where drafting costs more than "
+                             "it saves")
+        self.mode.currentIndexChanged.connect(self._apply_mode)
+        self.adaptive.toggled.connect(self._mode_follows_settings)
         self.p_min = _dspin(0.0, 0.99, 0.0, 0.05, 2,
                             "stop drafting when the draft's own probability drops below this",
                             special="off")
@@ -82,6 +103,7 @@ class DecodePanel(QGroupBox):
         self.compare.setToolTip("after the run, decode the same prompt with the target alone "
                                 "and report the speedup and whether the texts are identical")
         self.draft_max.valueChanged.connect(lambda v: self.draft_min.setMaximum(v))
+        self.draft_max.valueChanged.connect(self._mode_follows_settings)
         self.draft_min.setMaximum(self.draft_max.value())
 
         grid = QGridLayout()
@@ -121,6 +143,10 @@ class DecodePanel(QGroupBox):
 
         layout = QVBoxLayout(self)
         layout.addWidget(self.prompt, 1)
+        mode_row = QHBoxLayout()
+        mode_row.addWidget(QLabel("mode"))
+        mode_row.addWidget(self.mode, 1)
+        layout.addLayout(mode_row)
         layout.addWidget(wrapping_check(self.chat, "chat mode (apply the target's chat template)"))
         layout.addLayout(grid)
 
@@ -132,6 +158,36 @@ class DecodePanel(QGroupBox):
         button.setMinimumWidth(72)
         return button
 
+    # --- the named modes ----------------------------------------------------------------
+    @property
+    def mode_name(self) -> str:
+        return str(self.mode.currentData())
+
+    def set_mode(self, name: str) -> None:
+        index = self.mode.findData(name)
+        self.mode.setCurrentIndex(index if index >= 0 else self.mode.findData(MODE_CUSTOM))
+
+    def _apply_mode(self) -> None:
+        name = self.mode_name
+        if name == MODE_CUSTOM:
+            return
+        self._applying = True
+        self.adaptive.setChecked(name == MODE_FASTEST)
+        self.draft_max.setValue(FASTEST_K if name == MODE_FASTEST else INSPECT_K)
+        self._applying = False
+
+    def _mode_follows_settings(self) -> None:
+        """A k or adaptive setting changed by hand that no named mode has: Custom."""
+        if self._applying:
+            return
+        adaptive, k = self.adaptive.isChecked(), self.draft_max.value()
+        named = (MODE_FASTEST if adaptive and k == FASTEST_K
+                 else MODE_INSPECT if not adaptive and k == INSPECT_K else MODE_CUSTOM)
+        if named != self.mode_name:
+            self.mode.blockSignals(True)
+            self.set_mode(named)
+            self.mode.blockSignals(False)
+
     # --- values -------------------------------------------------------------------------
     def config(self) -> DecodeConfig:
         """The settings as the engine takes them (validated by the engine when a run starts)."""
@@ -142,6 +198,8 @@ class DecodePanel(QGroupBox):
             draft_min=self.draft_min.value(),
             draft_p_min=self.p_min.value(),
             adaptive=self.adaptive.isChecked(),
+            # fixed k in the window prices plain decoding beside the draft (cost view)
+            price_plain=not self.adaptive.isChecked(),
             tree_width=self.tree_width.value(),
             tree_nodes=self.tree_nodes.value(),
             sampling=SamplingParams(
@@ -156,6 +214,7 @@ class DecodePanel(QGroupBox):
         return DecodeChoices(
             prompt=self.prompt.toPlainText(),
             chat=self.chat.isChecked(),
+            mode=self.mode_name,
             draft_max=self.draft_max.value(),
             draft_min=self.draft_min.value(),
             adaptive=self.adaptive.isChecked(),
@@ -173,9 +232,15 @@ class DecodePanel(QGroupBox):
     def set_choices(self, c: DecodeChoices) -> None:
         self.prompt.setPlainText(c.prompt)
         self.chat.setChecked(c.chat)
+        self._applying = True
         self.draft_max.setValue(c.draft_max)
         self.draft_min.setValue(c.draft_min)
         self.adaptive.setChecked(c.adaptive)
+        self._applying = False
+        self.mode.blockSignals(True)
+        self.set_mode(c.mode)
+        self.mode.blockSignals(False)
+        self._mode_follows_settings()
         self.tree_width.setValue(c.tree_width)
         self.tree_nodes.setValue(c.tree_nodes)
         self.p_min.setValue(c.p_min)

@@ -9,7 +9,6 @@ from dataclasses import replace
 from typing import Any, Protocol
 
 import pyqtgraph as pg
-from PySide6.QtCore import Signal
 from PySide6.QtWidgets import (
     QCheckBox,
     QGridLayout,
@@ -32,8 +31,8 @@ from app.analysis.rank import (
     SelfDraftCandidate,
 )
 from app.analysis.sweep import SweepRow, parse_ks
-from app.engine.decode_config import DecodeConfig
-from app.engine.registry import DrafterChoice
+from app.engine.decode_config import DecodeConfig, DrafterChoice
+from app.engine.drafters.registry import label
 from app.errors import DraftLensError
 from app.models.loading import ModelSpec
 from ui.decode_panel import DecodePanel
@@ -57,8 +56,6 @@ class ExperimentWindow(Protocol):
 
 
 class ExperimentsPanel(QWidget):
-    _request_job = Signal(object)  # JobRequest, to the worker thread
-
     def __init__(self, window: ExperimentWindow, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.window = window
@@ -67,8 +64,7 @@ class ExperimentsPanel(QWidget):
         self.rank_rows: list[RankRow] = []
         self.exact: ExactReport | None = None
         self.busy_with = ""
-        self._request_job.connect(self.runs.worker.run_job)
-        self.runs.worker.job_done.connect(self._job_done)
+        self.runs.job_ended.connect(self._job_done)
 
         self.ks = QLineEdit("1,2,4,8")
         self.ks.setToolTip("draft lengths to measure, each against plain decoding")
@@ -166,11 +162,8 @@ class ExperimentsPanel(QWidget):
         self.busy_with = name
         for button in self.buttons:
             button.setEnabled(False)
-        self.status.setText(f"{name}: running… (Stop ends it after the current run)")
-        self.runs.running = True
-        self.runs.worker.prepare(step_mode=False)
-        self.window.update_actions()
-        self._request_job.emit(JobRequest(spec, drafter, name, job, settings))
+        self.status.setText(f"{name}: running… (Stop or Run cancels it)")
+        self.runs.start_job(JobRequest(spec, drafter, name, job, settings))
 
     def start_sweep(self) -> None:
         inputs = self._inputs()
@@ -189,7 +182,7 @@ class ExperimentsPanel(QWidget):
     def candidate_list(self, spec: ModelSpec, choice: DrafterChoice) -> list[Candidate]:
         found: list[Candidate] = []
         if choice:
-            found.append(LoadedCandidate(choice.label(spec.draft or "") + " (loaded)", choice))
+            found.append(LoadedCandidate(label(choice, spec.draft or "") + " (loaded)", choice))
         for path in (p.strip() for p in self.candidates.text().split(";")):
             if path:
                 found.append(DraftModelCandidate(path))
@@ -221,23 +214,25 @@ class ExperimentsPanel(QWidget):
                     samples=samples, choice=config.drafter)
 
     # --- results ----------------------------------------------------------------------
-    def _job_done(self, name: str, result: object) -> None:
+    def _job_done(self, name: str, result: object, why: str) -> None:
+        """`why`: where a Run cancelled the job, that (what the job had finished by then, if
+        anything, is shown)."""
         self.busy_with = ""
         for button in self.buttons:
             button.setEnabled(True)
-        self.runs.running = False
-        self.window.update_actions()
-        self.runs.window.status_label.setText(f"{name} finished" if result is not None
-                                              else f"{name} stopped")
         if result is None:
-            self.status.setText(f"{name}: stopped or failed")
+            self.status.setText(f"{name}: {why or 'stopped or failed'}")
             return
+        before = self.status.text()
         if name == "sweep" and isinstance(result, list):
             self.show_sweep(result)
         elif name == "rank" and isinstance(result, list):
             self.show_rank(result)
         elif isinstance(result, ExactReport):
             self.show_exact(result)
+        if why:
+            shown = self.status.text()
+            self.status.setText(f"{name}: {why}" + (f" — {shown}" if shown != before else ""))
 
     def show_sweep(self, rows: list[SweepRow]) -> None:
         self.sweep_rows = rows

@@ -213,7 +213,7 @@ class MainWindow(QMainWindow):
 
         self.status_label = QLabel("ready")
         self.busy = QProgressBar()
-        self.busy.setRange(0, 0)  # indeterminate: loading has phases, not a fraction
+        self.busy.setRange(0, 0)  # busy, until a step of loading says its size
         self.busy.setMaximumWidth(160)
         self.busy.setVisible(False)
         self.statusBar().addWidget(self.status_label, 1)
@@ -237,9 +237,7 @@ class MainWindow(QMainWindow):
     def _make_why_tabs(self) -> None:
         """The bottom tabs need the run control (worker signals), so they come after it."""
         self.why = WhyTabs(self, self.charts)
-        self.why.notices.append(self.inspector.notice)
-        for notice in self.why.notices:
-            notice.watch_draft.connect(self.watch_draft_anyway)
+        self.why.notice.watch_draft.connect(self.watch_draft_anyway)
         self.right_split.addWidget(self.why)
         # about half for the charts: on a 768-pixel screen less cut their axis labels off
         self.right_split.setSizes([460, 480])
@@ -417,7 +415,7 @@ class MainWindow(QMainWindow):
         runs = self.run_control
         reason = self.picker.blocking_reason()
         idle = not runs.running
-        free = idle or bool(runs.finishing)  # work after a run: Run cancels it, then runs
+        free = idle or bool(runs.interruptible)  # a job, work after a run: Run cancels it
         self.act_run.setEnabled((free and not reason) or (runs.running and runs.step_mode))
         self.act_step.setEnabled((idle and not reason) or runs.running)
         self.act_stop.setEnabled(runs.running)

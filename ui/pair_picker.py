@@ -26,8 +26,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.draft_memory import DEFAULT_CAP_TOKENS, MEMORY_FILE, default_memory_path
-from app.engine.drafters import DrafterOptions
-from app.engine.registry import DrafterChoice
+from app.engine.decode_config import DrafterChoice, DrafterOptions
 from app.models import runtimes
 from app.models.loading import ModelSpec, rpc_problem
 from app.models.mtp import mtp_offer
@@ -103,10 +102,13 @@ class PairPicker(QGroupBox):
         self.verdict.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         form = QFormLayout(self)
         form.addRow("Recent", self.recent)
-        form.addRow("Target", self.target)
-        form.addRow("", self.found_targets)
-        form.addRow("Draft", self.draft)
-        form.addRow("", self.found_drafts)
+        # each model under its caption, the panel's whole width: room for its name in full
+        # ("Qwen2.5-Coder 1.5B Instruct · Q4_K_M")
+        for caption, row, chooser in (("Target", self.target, self.found_targets),
+                                      ("Draft", self.draft, self.found_drafts)):
+            form.addRow(QLabel(caption))
+            form.addRow(row)
+            form.addRow(chooser)
         found = QHBoxLayout()
         found.addWidget(self.folders_button)
         found.addWidget(self.download_button)
@@ -317,7 +319,7 @@ class PairPicker(QGroupBox):
         return ModelSpec(pair.target, pair.draft or None, backend="torch", device=pair.device)
 
     def drafter_choice(self) -> DrafterChoice:
-        """What drafts (app.engine.registry): the lookup, suffix decoding (remembering
+        """What drafts (app.engine.drafters.registry): the lookup, suffix decoding (remembering
         earlier outputs where ticked), the target's MTP layers, or the draft model."""
         if self.ngram.isChecked():
             return DrafterChoice(("ngram",))

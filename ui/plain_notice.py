@@ -1,6 +1,8 @@
-"""Said where the empty views are (the step table, the p/q bars, the acceptance charts): adaptive
+"""Said once in the window (ui.why_tabs puts it under the cost view's verdict, the width of the
+window's right side, between the step table and the charts a plain run leaves empty): adaptive
 k decoded this run (almost) plainly, why (the controller's recorded decisions, in the words of
-app.analysis.reasons), and one click to watch the draft anyway at a fixed k."""
+app.analysis.reasons, with the figures of its last decision that no draft paid), and one click
+to watch the draft anyway at a fixed k."""
 
 from __future__ import annotations
 
@@ -8,7 +10,7 @@ from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QPushButton, QWidget
 
 from app.analysis.cost import CostView
-from app.analysis.reasons import best_alternative_k, plain_run_reason, plain_run_summary
+from app.analysis.reasons import best_alternative_k, plain_run_reason
 from app.engine.records import StepRecord
 from ui.run_data import PlainRun
 
@@ -24,11 +26,8 @@ class PlainRunNotice(QFrame):
 
     watch_draft = Signal(int)  # run again with this fixed k
 
-    def __init__(self, parent: QWidget | None = None, detailed: bool = True) -> None:
-        """detailed: add the figures of the run's last decision that no draft paid (the
-        inspector, short of room, leaves them to its step's reason line)."""
+    def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
-        self.detailed = detailed
         self.setFrameShape(QFrame.Shape.StyledPanel)
         self.text = QLabel()
         self.text.setWordWrap(True)
@@ -53,7 +52,6 @@ class PlainRunNotice(QFrame):
             self.setVisible(False)
             return
         self.k = watch_k(steps, view, run_k)
-        self.text.setText(plain_run_reason(steps) if self.detailed
-                          else plain_run_summary(steps))
+        self.text.setText(plain_run_reason(steps))
         self.button.setText(f"Watch the draft anyway\n(fixed k = {self.k})")
         self.setVisible(True)

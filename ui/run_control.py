@@ -1,6 +1,8 @@
 """Run control: start, step and stop a run on the worker thread, take the worker's signals, and
 render what arrived into the window's views on a ~10 Hz timer, with the numbers in the status
-line.
+line. Window jobs (sweep, ranking, exactness check) start here too; while one goes, or while
+the host works after a run's steps, Run stays available: it cancels that work and starts once
+the work has stopped, and the status line says so.
 
 Records reach the views through one path, `begin_run` + `add_step`, whether they come from the
 worker live or from a trace file (ui.trace_files), so an opened trace looks exactly like a live
@@ -29,8 +31,8 @@ from ui.pair_picker import PairPicker
 from ui.run_data import CompareResult, RunData
 from ui.step_inspector import StepInspector
 from ui.token_view import TokenView
-from ui.work_status import WorkStatus
-from ui.worker import LoadInfo, RunRequest, RunWorker, default_trace_path
+from ui.work_status import Pace, WorkStatus, progress_text
+from ui.worker import JobRequest, LoadInfo, RunRequest, RunWorker, default_trace_path
 
 REDRAW_MS = 100
 INSPECTOR_S = 1.0  # during a run, the inspector follows the newest step at most this often
@@ -89,6 +91,10 @@ class RunControl(QObject):
     timer. `window` must be a QObject (it becomes this object's parent)."""
 
     _request_run = Signal(object)  # RunRequest, to the worker thread
+    _request_job = Signal(object)  # JobRequest, to the worker thread
+    # a window job has ended: its name, its result (None: failed or cancelled) and, where a
+    # Run cancelled it, why ("" else)
+    job_ended = Signal(str, object, str)
 
     def __init__(self, window: RunWindow) -> None:
         super().__init__(window)
@@ -101,12 +107,15 @@ class RunControl(QObject):
         # the host's work after the run's steps (a compare's baseline, explaining a
         # difference): "" while there is none; Run stays available and cancels it
         self.finishing = ""
-        self._pending_run: bool | None = None  # a Run pressed meanwhile: its step mode
+        self.job = ""  # the window job going (its name), "" while there is none
+        # a Run pressed during work it cancels: its step mode, and the work in words
+        self._pending_run: tuple[bool, str] | None = None
         self.step_mode = False
         self._dirty = False
         self._charts_dirty = False
         self._inspector = _Throttled(INSPECTOR_S)
         self._status = _Throttled(STATUS_S)
+        self._loading = Pace()  # the pace of loading's steps that have a known size
         self._current: RunData | None = None
 
         self.worker_thread = QThread(self)
@@ -114,6 +123,7 @@ class RunControl(QObject):
         self.worker = RunWorker()
         self.worker.moveToThread(self.worker_thread)
         self._request_run.connect(self.worker.run)
+        self._request_job.connect(self.worker.run_job)
         self.worker.progress.connect(self._on_progress)
         self.worker.loaded.connect(self._on_loaded)
         self.worker.run_started.connect(self._on_run_started)
@@ -124,7 +134,7 @@ class RunControl(QObject):
         self.worker.failed.connect(window.show_error)
         self.worker.done.connect(self._on_done)
         self.worker.work.connect(self._on_work)
-        self.worker.job_done.connect(lambda *_: self.work_status.clear())
+        self.worker.job_done.connect(self._on_job_done)
         self.worker_thread.start()
         self.work_status = WorkStatus()
         self.work_status.cancel_requested.connect(self.cancel_work)
@@ -135,34 +145,34 @@ class RunControl(QObject):
         self.timer.start()
 
     # --- start, step, stop --------------------------------------------------------------
+    @property
+    def interruptible(self) -> str:
+        """The work a Run cancels (a window job, or the host's work after a run's steps), in
+        words; "" while a run's own steps go, or nothing does."""
+        if not self.running:
+            return ""
+        return f"the {self.job}" if self.job else f"“{self.finishing}”" if self.finishing else ""
+
     def start_run(self, step_mode: bool = False) -> None:
-        """Run (or, during a Step-mode run, continue without pausing)."""
+        """Run (or, during a Step-mode run, continue without pausing). During a window job or
+        the work after a run, cancel that work and run once it has stopped."""
         w = self.window
-        if self.running and self.finishing:
-            self._pending_run = step_mode
-            self.cancel_work("to start the new run")
-            w.status_label.setText(f"the new run starts once “{self.finishing}” has stopped")
-            return
-        if self.running:
+        if self.running and not self.interruptible:
             if self.step_mode and not step_mode:
                 self.step_mode = False
                 self.worker.set_step_mode(False)
                 w.update_actions()
             return
-        reason = w.picker.blocking_reason()
-        if reason:
-            w.status_label.setText(reason)
+        request = self._run_request()
+        if request is None:
             return
-        choices = w.decode.choices()
-        config = replace(w.decode.config(), drafter=w.picker.drafter_choice())
-        try:
-            config.validate()
-        except DraftLensError as exc:
-            w.show_error(str(exc))
+        if self.running:
+            what = self.interruptible
+            self._pending_run = (step_mode, what)
+            self.cancel_work("to start the new run")
+            w.status_label.setText(f"Run: cancelling {what} — the new run starts once it "
+                                   "has stopped")
             return
-        request = RunRequest(w.picker.model_spec(), choices.prompt, config,
-                             chat=choices.chat, compare=choices.compare,
-                             trace_path=default_trace_path(w.trace_folder))
         self.reset_views()
         self.trace_path = None
         self.running = True
@@ -172,13 +182,64 @@ class RunControl(QObject):
         if step_mode:
             self.worker.release_step()
         w.status_label.setText("starting…")
+        w.busy.setRange(0, 0)  # busy until loading says how far it has come
+        self._loading.reset()
         w.busy.setVisible(True)
         self._request_run.emit(request)
         w.update_actions()
 
+    def _run_request(self) -> RunRequest | None:
+        """The run the window's settings ask for, or None (with the reason shown) when the
+        pair cannot run or a setting is wrong."""
+        w = self.window
+        reason = w.picker.blocking_reason()
+        if reason:
+            w.status_label.setText(reason)
+            return None
+        choices = w.decode.choices()
+        config = replace(w.decode.config(), drafter=w.picker.drafter_choice())
+        try:
+            config.validate()
+        except DraftLensError as exc:
+            w.show_error(str(exc))
+            return None
+        return RunRequest(w.picker.model_spec(), choices.prompt, config, chat=choices.chat,
+                          compare=choices.compare, trace_path=default_trace_path(w.trace_folder))
+
+    def start_job(self, request: JobRequest) -> None:
+        """A window job on the worker: Run stays available, and cancels it."""
+        self.running = True
+        self.job = request.name
+        self.worker.prepare(step_mode=False)
+        self.window.status_label.setText(f"{request.name}: running…")
+        self.window.update_actions()
+        self._request_job.emit(request)
+
+    def _on_job_done(self, name: str, result: object) -> None:
+        self.work_status.clear()
+        self.running = False
+        self.job = ""
+        why = "cancelled to start a run" if self._pending_run is not None else ""
+        self.window.status_label.setText(f"{name} finished" if result is not None
+                                         else f"{name} stopped")
+        self.window.update_actions()
+        self.job_ended.emit(name, result, why)
+        self._start_pending()
+
+    def _start_pending(self) -> None:
+        """The Run pressed during work it cancelled, now that the work has stopped."""
+        if self._pending_run is None:
+            return
+        (step_mode, what), self._pending_run = self._pending_run, None
+        self.start_run(step_mode)
+        if self.running:
+            self.window.status_label.setText(f"{what[0].upper()}{what[1:]} was cancelled · "
+                                             "starting the new run…")
+
     def step_once(self) -> None:
-        """Idle: start a run one step at a time. Running: release (or pause at) the next step."""
-        if not self.running:
+        """Idle: start a run one step at a time. Running: release (or pause at) the next step.
+        During work a Run would cancel, a Step does the same, then steps."""
+        if not self.running or self.interruptible:
             self.start_run(step_mode=True)
         elif self.step_mode:
             self.worker.release_step()
@@ -188,7 +249,7 @@ class RunControl(QObject):
             self.window.update_actions()
 
     def stop_run(self) -> None:
-        if self.running and self.finishing:
+        if self.interruptible:
             self.cancel_work()
         elif self.running:
             self.worker.cancel()
@@ -201,14 +262,14 @@ class RunControl(QObject):
             self.worker.cancel()
             self.work_status.cancelling(why)
 
-    def _on_work(self, task: str, done: int, total: int) -> None:
+    def _on_work(self, task: str, done: int, total: int, unit: str) -> None:
         if not self.running:
             return
         first = not self.finishing
-        current = self._current  # None in a job (an analysis): Run waits for its end
+        current = self._current  # None in a window job (its own state: self.job)
         if current is not None and (current.summary is not None or current is self.baseline):
             self.finishing = task  # the run's own steps are over: Run is available again
-        self.work_status.show_work(task, done, total)
+        self.work_status.show_work(task, done, total, unit)
         if self.worker.cancelled:
             self.work_status.cancelling()
         if first and self.finishing:
@@ -299,8 +360,15 @@ class RunControl(QObject):
         self.window.status_label.setText(prefix + " · ".join(parts))
 
     # --- worker signals -----------------------------------------------------------------
-    def _on_progress(self, message: str) -> None:
-        self.window.status_label.setText(f"loading: {message}…")
+    def _on_progress(self, message: str, done: int, total: int, unit: str) -> None:
+        """What loading (or timing the pair) is at; with its size known, how far it has come,
+        about how long it has left, and a bar with the fraction."""
+        left = self._loading.seconds_left(done, total)
+        text = progress_text(message, done, total, unit, left) if total else f"{message}…"
+        self.window.status_label.setText(f"loading: {text}")
+        busy = self.window.busy
+        busy.setRange(0, max(0, total))  # (0, 0): busy, no fraction known
+        busy.setValue(min(done, total))
 
     def _on_loaded(self, info: LoadInfo) -> None:
         text = f"loaded {info.target}" + (f" + {info.draft}" if info.draft else "")
@@ -352,9 +420,7 @@ class RunControl(QObject):
             w.status_label.setText("stopped" if self.worker.cancelled else "ready")
         w.update_actions()
         w.run_done.emit()
-        if self._pending_run is not None:
-            step_mode, self._pending_run = self._pending_run, None
-            self.start_run(step_mode)
+        self._start_pending()
 
     # --- closing ------------------------------------------------------------------------
     def cancel(self) -> None:

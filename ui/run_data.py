@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from app.analysis.cost import PairCosts, conditions_now, costs_from_run
+from app.analysis.cost import PairCosts, costs_from_decision
 from app.analysis.divergence import Divergence
 from app.engine.metrics import RunStats
 from app.engine.records import StepRecord
@@ -78,7 +78,8 @@ class CompareResult:
             verdict = ("texts differ where the target's top two tokens nearly tie — the fast "
                        "kernels sum a verify pass differently from a single step, by no more "
                        "than measured on this model (" + self.divergence.describe()
-                       + "); --exact-kernels gives identical text")
+                       + "); --exact-kernels gives identical text (llama.cpp: with every "
+                       "layer on the CPU, where its batch-invariant kernels hold)")
         elif self.greedy:
             verdict = "texts DIFFER (greedy runs should match — please report this)"
             if self.divergence is not None:
@@ -116,15 +117,16 @@ class RunData:
         return "".join(t for step in self.steps for t in step.emitted_text)
 
 
-def run_costs(costs: PairCosts | None, run: RunData | None) -> PairCosts | None:
-    """The pair's costs from this run's own step timings (medians), where it has them: the
-    figures the cost view and the speedup chart show during and after a run."""
-    if costs is None or run is None or run.columns.n == 0:
-        return costs
-    cols = run.columns
-    where = f"this run's {cols.n} step{'s' if cols.n != 1 else ''}, medians"
-    return costs_from_run(costs, cols["k"], cols["t_draft"], cols["t_verify"], cols["n_pass"],
-                          conditions_now(where))
+def run_costs(run: RunData | None) -> PairCosts | None:
+    """The costs the run's controller priced its latest decision on (None before it priced
+    any): the figures the cost view, the speedup chart and the Why line all show."""
+    for step in reversed(run.steps if run is not None else []):
+        decision = step.decision
+        if decision is not None and decision.prices:
+            drafter = "draft model" if decision.stop_limit is not None or decision.kind in (
+                "model", "tli", "mtp") else decision.kind
+            return costs_from_decision(decision, drafter)
+    return None
 
 
 @dataclass(frozen=True)

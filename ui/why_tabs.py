@@ -4,15 +4,16 @@ sweep / ranking / exactness experiments — under the cost model's one-line verd
 
 The verdict rests on comparable figures: a plain step and a draft token timed in turns when the
 pair loads, then, once a second during a run and when it ends, the run's own step timings
-(medians). Where a run's adaptive k decoded plainly, the notices beside the empty views say why
-in the same figures (ui.plain_notice)."""
+(medians). Where a run's adaptive k decoded plainly, the notice under the verdict says why in the
+same figures (ui.plain_notice): one notice, the width of the window's right side, between the
+empty step table above and the empty acceptance charts below, whichever tab is open."""
 
 from __future__ import annotations
 
 from PySide6.QtCore import QTimer
 from PySide6.QtWidgets import QLabel, QTabWidget, QVBoxLayout, QWidget
 
-from app.analysis.cost import AcceptanceSeen, PairCosts
+from app.analysis.cost import AcceptanceSeen
 from ui.charts import ChartsPanel
 from ui.cost_view import CostPanel
 from ui.experiments import ExperimentsPanel, ExperimentWindow
@@ -32,8 +33,7 @@ class WhyTabs(QWidget):
         self.verdict = QLabel("")
         self.verdict.setWordWrap(True)
         self.verdict.setVisible(False)
-        self.pair_costs: PairCosts | None = None  # measured when the pair loaded
-        self.notices: list[PlainRunNotice] = [charts.notice]
+        self.notice = PlainRunNotice()
         self.cost = CostPanel()
         self.rejections = RejectionPanel()
         self.experiments = ExperimentsPanel(window)
@@ -45,25 +45,17 @@ class WhyTabs(QWidget):
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.addWidget(self.verdict)
+        layout.addWidget(self.notice)
         layout.addWidget(self.tabs, 1)
         self.tabs.currentChanged.connect(lambda _: self.refresh())
         self.timer = QTimer(self, interval=REFRESH_MS)
         self.timer.timeout.connect(self._tick)
         self.timer.start()
-        runs = window.run_control
-        runs.worker.costs.connect(self.set_costs)
 
     def set_colours(self, colours: Colours) -> None:
         self.cost.set_colours(colours)
         self.rejections.set_colours(colours)
         self.experiments.set_colours(colours)
-
-    def set_costs(self, costs: PairCosts) -> None:
-        self.pair_costs = costs
-        self.charts.set_costs(costs)
-        self.cost.set_costs(costs)
-        self._show_verdict()
-        self.window.run_control.mark_dirty()
 
     def _show_verdict(self) -> None:
         view = self.cost.view_data
@@ -87,8 +79,8 @@ class WhyTabs(QWidget):
             self.rejections.show_steps(run.steps)
 
     def _follow_costs(self, run: RunData | None) -> None:
-        """The cost view from this run's own step timings and acceptance, and the notices."""
-        costs = run_costs(self.pair_costs, run) if self.pair_costs is not None else None
+        """The cost view from this run's own step timings and acceptance, and the notice."""
+        costs = run_costs(run)
         if run is not None and run.stats.spec_steps:
             self.cost.show_costs(costs, AcceptanceSeen(run.stats.accepted, run.stats.judged))
         elif costs is not None:
@@ -96,5 +88,4 @@ class WhyTabs(QWidget):
         self._show_verdict()
         plain = adaptive_ran_plainly(run)
         run_k = int(run.header.settings.get("draft_max", 0)) if run and run.header else 0
-        for notice in self.notices:
-            notice.show_reason(plain, run.steps if run else [], self.cost.view_data, run_k)
+        self.notice.show_reason(plain, run.steps if run else [], self.cost.view_data, run_k)

@@ -24,10 +24,8 @@ from typing import Any
 
 from PySide6.QtCore import QObject, Signal, Slot
 
-from app.analysis.cost import PairCosts
 from app.analysis.exactness import ExactReport
-from app.engine.decode_config import DecodeConfig
-from app.engine.registry import DrafterChoice, choice_to_dict
+from app.engine.decode_config import DecodeConfig, DrafterChoice, choice_to_dict
 from app.errors import DraftLensError, TraceWriteError
 from app.host import protocol, wire
 from app.host.client import EXITED, EngineHost
@@ -97,10 +95,17 @@ def plain_trace_path(path: Path) -> Path:
     return path.with_name(path.stem + ".plain.jsonl")
 
 
+def _amount(event: dict[str, Any]) -> tuple[int, int, str]:
+    """How far a `progress` or `work` event's work has come: done, total (0: not known) and
+    what they count."""
+    return (int(event.get("done") or 0), int(event.get("total") or 0),
+            str(event.get("unit") or ""))
+
+
 class RunWorker(QObject):
     """Lives on a QThread; `run` is invoked through a queued signal from the window."""
 
-    progress = Signal(str)
+    progress = Signal(str, int, int, str)  # loading: what, done of total (0: unknown), unit
     loaded = Signal(object)  # LoadInfo
     run_started = Signal(str, object)  # kind, TraceHeader
     step = Signal(str, object)  # kind, StepRecord
@@ -109,11 +114,10 @@ class RunWorker(QObject):
     waiting = Signal()  # step mode: the next step waits for a release
     failed = Signal(str)  # the one-line message of an error
     done = Signal(str)  # the trace path ("" if none was written) once the request has ended
-    costs = Signal(object)  # PairCosts of a newly loaded pair (the cost view's data)
     job_done = Signal(str, object)  # name, result (None when it failed or was stopped)
     # what the host does after a run's steps, or a job's progress: task, done, total (0: no
-    # fraction known); the work ends with `done` or `job_done`
-    work = Signal(str, int, int)
+    # fraction known), unit (app.host.protocol WORK); the work ends with `done` or `job_done`
+    work = Signal(str, int, int, str)
 
     def __init__(self) -> None:
         super().__init__()
@@ -195,7 +199,7 @@ class RunWorker(QObject):
             host = self._host
             host.ready_for_next()
             host.send(command, spec=protocol.spec_to_dict(spec),
-                      drafter=choice_to_dict(drafter), costs=True,
+                      drafter=choice_to_dict(drafter),
                       step_mode=self._step_mode.is_set(), permits=self._early_steps, **data)
             self._early_steps = 0
             self._host_busy = True
@@ -265,18 +269,16 @@ class RunWorker(QObject):
         """The events that carry no records."""
         name = event["event"]
         if name == protocol.PROGRESS:
-            self.progress.emit(event["message"])
+            self.progress.emit(event["message"], *_amount(event))
         elif name == protocol.LOADED:
             self.loaded.emit(LoadInfo(event["target"], event["draft"], event["backend"],
                                       event["device"], tuple(event["warnings"])))
             freeze_heap()  # the window's own heap: later GC pauses only walk new objects
-        elif name == protocol.COSTS:
-            self.costs.emit(wire.decode(event.get("costs"), PairCosts))
         elif name == protocol.WAITING:
             if not self._cancel.is_set():
                 self.waiting.emit()
         elif name == protocol.WORK:
-            self.work.emit(event["task"], int(event.get("done", 0)), int(event.get("total", 0)))
+            self.work.emit(event["task"], *_amount(event))
         elif name == protocol.COMPARED and not self._cancel.is_set():
             self.compared.emit(CompareResult(
                 event["speculative_tok_s"], event["plain_tok_s"], event["identical"],

@@ -8,15 +8,12 @@ from __future__ import annotations
 
 import math
 import os
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
-import numpy as np
-
-from app.engine.cost_curve import VerifyCostCurve, cached_verify_curve, measure_step_costs
+from app.engine.adaptive import MIN_GAIN
+from app.engine.cost_curve import MIN_SAMPLES, VerifyCostCurve
 from app.engine.metrics import expected_tokens_per_pass, predicted_speedup, theory_speedup
-from app.engine.registry import DrafterChoice
-from app.models.loading import LoadedPair
-from app.runs import drafting_model
+from app.engine.records import Decision
 
 # acceptance assumed before any run has measured it (the adaptive controller's prior)
 ASSUMED_ALPHA = 0.6
@@ -107,54 +104,40 @@ class PairCosts:
     def view(self, seen: AcceptanceSeen | None, k_max: int = COST_K_MAX) -> CostView:
         """The cost view at the acceptance a run measured (None: none yet, the prior)."""
         alpha = seen.rate if seen is not None and seen.judged else None
-        return cost_view(self.curve, self.t_draft, alpha, k_max, self.t_plain, self.conditions,
+        if self.curve.points:  # the k's priced, no further
+            k_max = max(1, min(k_max, max(self.curve.points) - 1))
+        view = cost_view(self.curve, self.t_draft, alpha, k_max, self.t_plain, self.conditions,
                          seen=seen)
+        view.confident_drafts = self.drafter == "draft model"
+        return view
 
 
-def measure_pair_costs(pair: LoadedPair, choice: DrafterChoice,
-                       k_max: int = COST_K_MAX) -> PairCosts:
-    """The calibrated curve (cached per model file and device), and a plain target step and a
-    step of the model that drafts in `choice` measured now, in turns. That step, in the
-    calibrated curve's time, is what adaptive k starts from (LoadedPair.step_cost), so its
-    first guess compares like with like too."""
-    model = drafting_model(pair, choice)
-    copying = choice.uses("ngram") or choice.uses("suffix")
-    drafter = "draft model" if model is not None else ("lookup" if copying else "")
-    curve = cached_verify_curve(pair.target, k_max)
-    conditions = conditions_now("measured side by side when the pair loaded")
-    t_plain, t_draft = measure_step_costs(pair.target, model)
-    if model is not None and t_plain > 0:
-        pair.step_seconds[id(model)] = t_draft * curve.cost(1) / t_plain
-    return PairCosts(curve, t_plain, t_draft, drafter, conditions)
+def costs_from_decision(decision: Decision, drafter: str,
+                        conditions: Conditions | None = None) -> PairCosts | None:
+    """The costs a run's controller priced its last decision on (None where it priced none
+    yet): the plain step, a draft token and each k's verify pass, the very figures its Why
+    line states. So the cost view, the notices and the Why line show one price per pass."""
+    prices, t_draft = decision.prices, decision.draft_token_seconds or 0.0
+    if len(prices) < 2 or not prices[0]:
+        return None
+    verify = {k + 1: seconds - k * t_draft for k, seconds in enumerate(prices)}
+    if conditions is None:
+        conditions = conditions_now(priced_from(decision))
+    return PairCosts(VerifyCostCurve(verify), prices[0], t_draft, drafter, conditions)
 
 
-def costs_from_run(costs: PairCosts, k: np.ndarray, t_draft: np.ndarray, t_verify: np.ndarray,
-                   n_pass: np.ndarray, conditions: Conditions) -> PairCosts:
-    """The same costs from a run's own steps (one entry per step; k = 0 for a plain step):
-    the plain step is the median plain step of the run, or else the calibrated curve scaled to
-    the run's verify passes; the draft token is the median over its drafting steps that
-    followed a drafting step. A side the run has too few steps for keeps the ratio measured
-    when the pair loaded."""
-    plain = t_verify[k == 0]
-    drafting = k > 0
-    base = costs.curve.cost(1)
-    if len(plain) >= MIN_RUN_STEPS or (len(plain) and not drafting.any()):
-        t_plain = float(np.median(plain))
-    elif drafting.any():
-        sizes, where = np.unique(n_pass[drafting], return_inverse=True)  # few pass sizes
-        calibrated = np.array([costs.curve.cost(int(n)) for n in sizes])[where]
-        t_plain = base * float(np.median(t_verify[drafting] / calibrated))
+def priced_from(decision: Decision) -> str:
+    """Where a decision's prices come from, in words."""
+    if decision.plain_samples >= MIN_SAMPLES:
+        source = (f"medians of this pair's timed passes ({decision.plain_samples} plain "
+                  "steps kept")
     else:
-        return costs
-    # a draft token's cost from drafting steps that followed a drafting step: a draft model
-    # that sat idle (plain steps, or before the first draft) first re-reads what was emitted
-    # meanwhile, which is no draft token's cost (the first step also carries the cold start)
-    steady = drafting & np.concatenate(([False], drafting[:-1]))
-    if steady.sum() >= MIN_RUN_STEPS and costs.drafter == "draft model":
-        t_draft_token = float(np.median(t_draft[steady] / k[steady]))
-    else:
-        t_draft_token = costs.t_draft * t_plain / costs.t_plain if costs.t_plain > 0 else 0.0
-    return replace(costs, t_plain=t_plain, t_draft=t_draft_token, conditions=conditions)
+        source = "the curve stored from earlier quiet runs, scaled to this run's passes ("
+        source += f"{decision.plain_samples} plain steps kept"
+    if decision.refused:
+        source += (f", {decision.refused} stalled pass{'es' if decision.refused != 1 else ''} "
+                   "refused")
+    return source + ")"
 
 
 @dataclass
@@ -182,6 +165,7 @@ class CostView:
     # the cost model at the interval's ends (empty below MIN_VERDICT_TOKENS)
     low_points: list[CostPoint] = field(default_factory=list)
     high_points: list[CostPoint] = field(default_factory=list)
+    confident_drafts: bool = False  # a draft model's drafts, which can end on its confidence
 
     @property
     def alpha_tokens(self) -> int:
@@ -244,12 +228,16 @@ class CostView:
         if self.settled is True:
             line = (f"On this device this pair can reach {best.predicted_speedup:.2f}× at a "
                     f"fixed k = {best.k} (at least {low.predicted_speedup:.2f}×, at most "
-                    f"{high.predicted_speedup:.2f}×; {source}): {why}; adaptive k can go "
-                    "further, ending each draft where the draft's confidence drops")
+                    f"{high.predicted_speedup:.2f}×; {source}): {why}")
+            if self.confident_drafts:
+                line += ("; adaptive k may also end each draft where the draft model's own "
+                         "confidence drops")
         elif self.settled is False:
-            line = (f"On this device this pair can reach at most {high.predicted_speedup:.2f}× "
-                    f"(k = {high.k}, {source}): {why} — plain decoding is faster; adaptive k "
-                    "falls back to it")
+            line = (f"On this device plain decoding is {1 / high.predicted_speedup:.2f}× as "
+                    f"fast as the best draft even at the interval's top (k = {high.k}, "
+                    f"{high.predicted_speedup:.2f}×; {source}): {why}. Adaptive k drafts only "
+                    f"where a k is priced at {MIN_GAIN:.2f}× plain or more, so it would decode "
+                    "plainly here")
         else:
             line = (f"Not settled yet: between {low.predicted_speedup:.2f}× and "
                     f"{high.predicted_speedup:.2f}× ({source}), an interval that spans break-even "

@@ -11,7 +11,7 @@ from app.analysis.divergence import MarginTap, TopTwo
 from app.engine.decode_config import DecodeConfig
 from app.engine.metrics import RunStats
 from app.models.loading import LoadedPair
-from app.runs import build_session, remember_output
+from app.runs import build_session, calibrate_pair, remember_output
 
 
 @dataclass
@@ -71,10 +71,12 @@ def pair_ratios(plain: Tally, spec: Tally) -> list[float]:
 
 
 def warm_up(pair: LoadedPair, config: DecodeConfig, prompt_ids: list[int]) -> None:
-    """First decodes allocate buffers; adaptive runs calibrate once: both outside the timing."""
+    """First decodes allocate buffers; adaptive runs start from a calibrated curve: both
+    outside the timing."""
     timed_run(pair, DecodeConfig(n_predict=4, sampling=config.sampling), prompt_ids, True,
               Tally())
-    build_session(pair, config)
+    if config.adaptive:
+        calibrate_pair(pair, config.draft_max)
 
 
 Cancelled = Callable[[], bool]

@@ -18,16 +18,15 @@ import numpy as np
 
 from app.analysis.measure import Cancelled, side_by_side, warm_up
 from app.engine.adaptive import PassCost, rates_by_k
-from app.engine.cost_curve import VerifyCostCurve, cached_verify_curve
-from app.engine.decode_config import DecodeConfig
-from app.engine.drafters import DrafterOptions
-from app.engine.lookup_edits import NGRAM_LABEL
+from app.engine.cost_curve import VerifyCostCurve
+from app.engine.decode_config import DecodeConfig, DrafterChoice, DrafterOptions
+from app.engine.drafters.lookup.edits import NGRAM_LABEL
+from app.engine.drafters.self_draft import self_label
 from app.engine.metrics import RunStats
-from app.engine.registry import DrafterChoice
-from app.engine.self_draft import self_label
 from app.errors import DraftLensError, ModelFileError
 from app.models.loading import LoadedPair, load_model
 from app.models.pair_check import check_pair_files
+from app.runs import calibrate_pair
 
 Progress = Callable[[str], None]
 
@@ -135,7 +134,7 @@ class SelfDraftCandidate:
         self.choice = DrafterChoice(("self",), DrafterOptions(skip=skip))
 
     def attach(self, base: LoadedPair) -> LoadedPair:
-        base.self_draft(self.skip)  # built once per loaded target, closed with it
+        base.load_self_draft(self.skip)  # once per loaded target, closed with it
         return base
 
     def detach(self) -> None:
@@ -180,7 +179,7 @@ def rank_candidates(base: LoadedPair, candidates: list[Candidate], config: Decod
     say = progress or (lambda message: None)
     k_max = config.draft_max
     warm_up(base, replace(config, adaptive=False), encoded[0])
-    curve = cached_verify_curve(base.target, k_max)
+    curve = calibrate_pair(base, k_max)
     rows = []
     for candidate in candidates:
         if cancelled():

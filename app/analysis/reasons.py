@@ -15,6 +15,7 @@ from app.engine.records import (
     RULE_BEST_RATE,
     RULE_END_OF_OUTPUT,
     RULE_FIXED,
+    RULE_MEASURE,
     RULE_NO_GAIN,
     RULE_NOTHING_TO_DRAFT,
     RULE_PROBE,
@@ -30,6 +31,7 @@ RULE_WORDS = {
     RULE_BEST_RATE: "the best expected rate",
     RULE_NO_GAIN: "no k beat plain decoding by the margin asked",
     RULE_PROBE: "a probe, to measure acceptance",
+    RULE_MEASURE: "a pass timed, to price it from enough samples",
 }
 NO_DECISION = "no decision recorded"
 
@@ -62,6 +64,27 @@ def priced_acceptance(d: Decision) -> str:
     return f"{rate} (from {seen})"
 
 
+def _positions(d: Decision, k: int) -> str:
+    """The per-position acceptance E(k) was priced from, where it differs from the pooled
+    rate: ", by position 0.95, 0.91, 0.88"."""
+    shown = d.accept_at[:k]
+    if not shown or d.acceptance is None or all(abs(a - d.acceptance) < 0.005 for a in shown):
+        return ""
+    return ", by position " + ", ".join(f"{a:.2f}" for a in shown)
+
+
+def _conditions(d: Decision) -> str:
+    """A busy machine or refused samples, where a decision's prices met them."""
+    notes = []
+    if d.busy:
+        notes.append("the machine was busy: these prices may not hold on a quiet one")
+    if d.refused:
+        notes.append(f"{d.refused} stalled pass timing{'s' if d.refused != 1 else ''} refused")
+    if d.plain_samples == 0 and d.plain_seconds is not None:
+        notes.append("the plain step priced from the curve stored from earlier quiet runs")
+    return (" (" + "; ".join(notes) + ")") if notes else ""
+
+
 def _tokens(expected: float | None) -> str:
     return f" for {expected:.2f} expected tokens" if expected is not None else ""
 
@@ -85,24 +108,46 @@ def describe_decision(d: Decision | None) -> str:
         return NO_DECISION
     kind = f" ({d.kind})" if d.kind else ""
     if d.rule == RULE_FIXED:
-        return (f"k = {d.k}: fixed draft length (adaptive k is off: each step drafts the "
+        text = (f"k = {d.k}: fixed draft length (adaptive k is off: each step drafts the "
                 "configured length, or less where less is left to write or to draft).")
+        if d.gain is None:
+            return text
+        verdict = f"{_x(d.gain)} plain decoding"
+        if 0 < d.gain < 1.0:
+            verdict += f" (plain decoding {_x(1 / d.gain)} as fast)"
+        return (text + f" Priced at {verdict}: acceptance {priced_acceptance(d)}"
+                f"{_positions(d, d.k)}, this pass {_ms(d.pass_seconds)}"
+                f"{_tokens(d.expected_tokens)} against a plain step priced at "
+                f"{_ms(d.plain_seconds)}{_conditions(d)}.")
     if d.rule == RULE_NOTHING_TO_DRAFT:
         return f"k = 0: the drafter{kind} had nothing to offer at this point."
     if d.rule == RULE_END_OF_OUTPUT:
         return "k = 0: one token or none left to write, so there was nothing to verify."
-    costs = f"a plain step priced at {_ms(d.plain_seconds)}"
+    if d.rule == RULE_MEASURE:
+        what = ("a plain step" if d.k == 0 else f"a {d.measuring}-token pass")
+        if d.samples is None or d.measuring is None:
+            return f"k = {d.k}: timing {what}, to price it."
+        return (f"k = {d.k}{kind}: timing {what}, to price it from the median of several: "
+                f"{d.samples} kept so far ({d.plain_samples} plain "
+                f"step{'s' if d.plain_samples != 1 else ''}){_conditions(d)}.")
+    costs = f"a plain step priced at {_ms(d.plain_seconds)}{_conditions(d)}"
     if d.rule == RULE_NO_GAIN:
         priced = _pass_of(d.alternative_tokens, d.alternative_seconds)
         best = (f"the best draft, k = {d.alternative_k}, was priced at "
                 f"{_x(d.alternative_gain)} plain{priced}" if d.alternative_k
                 else "no draft length paid")
         return (f"k = 0: plain decoding{kind} — {best}, short of {_margin(d)}; acceptance "
-                f"priced at {priced_acceptance(d)}, {costs}.")
+                f"priced at {priced_acceptance(d)}{_positions(d, d.alternative_k or 0)}, "
+                f"{costs}.")
     if d.rule == RULE_PROBE:
-        return (f"k = {d.k}: a probe{kind} — plain decoding was priced faster, but only "
-                f"drafting corrects an acceptance estimate; acceptance priced at "
-                f"{priced_acceptance(d)}, this pass {_ms(d.pass_seconds)} against {costs}.")
+        if d.gain is not None and d.gain >= 1.0:
+            priced = (f"drafting was priced {_x(d.gain)} plain, short of {_margin(d)}")
+        else:
+            priced = f"plain decoding was priced faster (this k at {_x(d.gain)} plain)"
+        return (f"k = {d.k}: a probe{kind} — {priced}, but only drafting corrects an "
+                f"acceptance estimate; acceptance priced at {priced_acceptance(d)}"
+                f"{_positions(d, d.k)}, this pass {_ms(d.pass_seconds)}"
+                f"{_tokens(d.expected_tokens)} against {costs}.")
     if d.rule == RULE_BEST_RATE:
         other = (f"; next best k = {d.alternative_k} at {_x(d.alternative_gain)}"
                  if d.alternative_k is not None else "")
@@ -110,7 +155,8 @@ def describe_decision(d: Decision | None) -> str:
                 "model's confidence says no longer draft would pay for its time."
                 if d.stop_limit else "")
         return (f"k = {d.k}{kind}: the best expected rate, {_x(d.gain)} plain decoding "
-                f"(≥ {_margin(d)}){other}; acceptance priced at {priced_acceptance(d)}, "
+                f"(≥ {_margin(d)}){other}; acceptance priced at {priced_acceptance(d)}"
+                f"{_positions(d, d.k)}, "
                 f"this pass {_ms(d.pass_seconds)}{_tokens(d.expected_tokens)} against "
                 f"{costs}.{stop}")
     return f"k = {d.k}: rule {d.rule!r}."

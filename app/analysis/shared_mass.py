@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from app.engine.drafters.draft_model.vocab_bridge import VocabBridge
 from app.engine.protocol import LanguageModel
 from app.engine.sampling import softmax
-from app.engine.vocab_bridge import VocabBridge
 
 SAMPLE_PROMPTS = (
     "def fibonacci(n):\n    ",

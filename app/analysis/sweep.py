@@ -8,11 +8,11 @@ from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from app.analysis.measure import Cancelled, side_by_side, warm_up
-from app.engine.cost_curve import cached_verify_curve
 from app.engine.decode_config import DecodeConfig
 from app.engine.metrics import predicted_speedup
 from app.errors import SettingsError
 from app.models.loading import LoadedPair
+from app.runs import calibrate_pair
 
 Progress = Callable[[str], None]
 
@@ -66,7 +66,7 @@ def run_sweep(pair: LoadedPair, config: DecodeConfig, encoded: list[list[int]], 
     say = progress or (lambda message: None)
     base = replace(config, adaptive=False)
     warm_up(pair, base, encoded[0])
-    curve = cached_verify_curve(pair.target, max(ks))
+    curve = calibrate_pair(pair, max(ks))
     rows = []
     for k in ks:
         if cancelled():

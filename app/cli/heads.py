@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from app.engine.heads import HeadsWeights
+from app.engine.drafters.heads import HeadsWeights
 from app.errors import SettingsError
 from app.models.draft_heads import collect, read_prompts, save_heads
 from app.models.loading import ModelSpec, load_model

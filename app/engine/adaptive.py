@@ -4,7 +4,7 @@ With E(k) the expected tokens of a pass that drafts k (app.engine.metrics) and
 time(k) = k * t_draft + t_verify(pass size) (app.engine.cost_curve):
 
     k = argmax E(k) / time(k),   k = 0 (plain decoding) when no k beats one plain step
-                                 by _MIN_GAIN.
+                                 by MIN_GAIN.
 
 Acceptance is learnt per kind of draft (DraftKind) and per draft position from one narrow
 signal, a PassOutcome per pass (or per free draft checked against the output without a
@@ -14,20 +14,32 @@ the figures it compared, so whatever explains a step reads the reason, never gue
 
 from __future__ import annotations
 
-import math
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from app.engine.cost_curve import RECENT_PASSES, VerifyCostCurve, interpolate
+from app.engine.cost_curve import (
+    MIN_SAMPLES,
+    RECENT_PASSES,
+    VerifyCostCurve,
+    interpolate,
+    machine_busy,
+)
 from app.engine.drafters import DraftKind
+from app.engine.estimates import (
+    POOL_MEMORY,
+    AcceptanceEstimate,
+    ConfidenceStop,
+    wilson_interval,
+)
 from app.engine.metrics import expected_tokens_for_each_k
 from app.engine.records import (
     RULE_BEST_RATE,
     RULE_END_OF_OUTPUT,
     RULE_FIXED,
+    RULE_MEASURE,
     RULE_NO_GAIN,
     RULE_NOTHING_TO_DRAFT,
     RULE_PROBE,
@@ -50,29 +62,22 @@ _EMA = 0.15
 # streak of passes at a few percent of expected gain lost 4% of a fresh-code run to plain
 # decoding (a 2-token pass at 57% acceptance where 94% was needed to pay). Replays, which
 # have no timing noise, favour less: 1.00 +3% on the GPU-like draft, -0.4% on suffix edits
-_MIN_GAIN = 1.05
+MIN_GAIN = 1.05
 # a probe is worth a pass only if drafting could pay at near-perfect acceptance (0.9 or 0.99
 # replayed the same)
 _OPTIMISTIC_ACCEPT = 0.95
-_Z95 = 1.959964  # the normal quantile of a 95% interval
-
-# pooled counts fade per judged token (a memory of about 32 tokens, however they came: 32
-# one-token passes or half of one long copy; 16: suffix repetitive -1.0%, 64: -0.2%); each
-# position's own counts fade per pass (0.6: suffix repetitive -2.0%, 0.9: within 0.3%)
-POOL_DECAY_PER_TOKEN = 1 - 1 / 32
-POOL_MEMORY = 1 / (1 - POOL_DECAY_PER_TOKEN)  # what decayed counts add up to at most
-_POSITION_DECAY = 0.8
-# the kind's prior, in tokens, inside the pooled rate (0.5: ngram edit -7.6%, 2: -9.6%)
-_PRIOR_WEIGHT = 1.0
-# the pooled rate, in observations, inside a position's estimate (2: ngram edit -2.0%, 8:
-# -2.2%)
-_POOL_WEIGHT = 4.0
-
 # plain steps before a kind that does not pay is drafted again (4: +3.1%, 16: -3.8% on the
 # GPU-like draft; free kinds are never probed), the gap doubling up to MAX_PROBE_GAP (32 or
 # 512 replayed the same)
 FIRST_PROBE_GAP = 8
 MAX_PROBE_GAP = 128
+
+# with fixed k and plain steps asked for (the window's inspect mode): a plain step after the
+# first draft (the plain size's warm-up pass), then one after every PLAIN_EVERY drafting steps
+# until plain decoding is priced from MIN_SAMPLES of them (by about the tenth step), then one
+# after every PLAIN_REFRESH to follow the machine (a share of the run, not measured)
+PLAIN_EVERY = 2
+PLAIN_REFRESH = 32
 
 
 @dataclass(frozen=True)
@@ -89,82 +94,10 @@ class PassOutcome:
     draft_depth: int = 0  # draft tokens in a row (k for a chain, the deepest node of a tree)
     t_draft: float = 0.0
     t_verify: float = 0.0
+    busy: bool = False  # the machine was busy (app.engine.cost_curve.machine_busy)
 
 
-def wilson_interval(hits: int, n: int) -> tuple[float, float]:
-    """The 95% Wilson score interval for a rate of hits / n ((0, 1) when n = 0)."""
-    if n == 0:
-        return 0.0, 1.0
-    rate, z2 = hits / n, _Z95 * _Z95
-    centre = (rate + z2 / (2 * n)) / (1 + z2 / n)
-    half = _Z95 * math.sqrt(rate * (1 - rate) / n + z2 / (4 * n * n)) / (1 + z2 / n)
-    return max(0.0, centre - half), min(1.0, centre + half)
-
-
-@dataclass
-class AcceptanceEstimate:
-    """a_i, the chance that draft position i of one kind is accepted once reached, for
-    positions 0..positions-1 (it captures acceptance correlated along a draft, as in copying,
-    which a single alpha does not). Hierarchical: a pooled rate over all positions (decayed
-    counts, the kind's prior worth _PRIOR_WEIGHT tokens) is the prior of each position's own
-    decayed counts, and stands alone for positions never reached. `judged` and `judged_hits`
-    count every verdict undecayed: the evidence behind the estimate."""
-
-    prior: float
-    positions: int
-    accept_at: list[float] = field(default_factory=list)
-    hits_at: list[float] = field(default_factory=list)
-    seen_at: list[float] = field(default_factory=list)
-    pool_hits: float = 0.0
-    pool_seen: float = 0.0
-    judged: int = 0
-    judged_hits: int = 0
-
-    def __post_init__(self) -> None:
-        for counts in (self.hits_at, self.seen_at):
-            counts.extend([0.0] * (self.positions - len(counts)))
-        self._estimate()
-
-    def pooled(self) -> float:
-        return self.pooled_from(self.pool_hits, self.pool_seen)
-
-    def pooled_from(self, hits: float, seen: float) -> float:
-        """The pooled rate these counts give with this kind's prior."""
-        return (hits + _PRIOR_WEIGHT * self.prior) / (seen + _PRIOR_WEIGHT)
-
-    def interval(self) -> tuple[float, float]:
-        return wilson_interval(self.judged_hits, self.judged)
-
-    def observe(self, accepted: Sequence[bool]) -> None:
-        """One pass's verdicts, position by position up to the first rejection."""
-        judged = list(accepted[: self.positions])
-        # every position fades each pass, reached or not: an estimate that once fell low would
-        # otherwise keep k below that position and never be corrected (it returns to the pool)
-        for i in range(self.positions):
-            hit = judged[i] if i < len(judged) else None
-            self.seen_at[i] = _POSITION_DECAY * self.seen_at[i] + (hit is not None)
-            self.hits_at[i] = _POSITION_DECAY * self.hits_at[i] + bool(hit)
-        fade = POOL_DECAY_PER_TOKEN ** len(judged)
-        self.pool_seen = fade * self.pool_seen + len(judged)
-        self.pool_hits = fade * self.pool_hits + sum(judged)
-        self.judged += len(judged)
-        self.judged_hits += sum(judged)
-        self._estimate()
-
-    def raise_pool(self, hits: float, seen: float) -> None:
-        """Take these pooled counts where, with this kind's prior, they say more is accepted
-        than its own."""
-        if self.pooled_from(hits, seen) > self.pooled_from(self.pool_hits, self.pool_seen):
-            self.pool_hits, self.pool_seen = hits, seen
-            self._estimate()
-
-    def _estimate(self) -> None:
-        pooled = self.pooled()
-        self.accept_at = [(hits + _POOL_WEIGHT * pooled) / (seen + _POOL_WEIGHT)
-                          for hits, seen in zip(self.hits_at, self.seen_at, strict=True)]
-
-
-def paying_k(rates: np.ndarray, min_gain: float = _MIN_GAIN) -> int:
+def paying_k(rates: np.ndarray, min_gain: float = MIN_GAIN) -> int:
     """The k of the best rate in `rates` (k = 0..), or 0 where it beats plain decoding's
     (rates[0]) by less than `min_gain`."""
     k = int(np.argmax(rates))
@@ -183,8 +116,9 @@ class PassCost:
     reads beyond the k + 1 of a chain, per draft level (tree siblings, and committed tokens a
     tree step left for the next pass to re-read)."""
 
-    draft_cost: float  # seconds per drafted token
+    draft_cost: float  # seconds per drafted token (0 until priced, and for a free kind)
     extra_per_level: float = 0.0
+    priced: bool = False  # draft_cost is the median of MIN_SAMPLES drafting passes or more
 
     def pass_size(self, k: int) -> int:
         return k + 1 + round(self.extra_per_level * k)
@@ -231,69 +165,34 @@ class _Probes:
         return True
 
 
-@dataclass
-class ConfidenceStop:
-    """Where a draft model's draft should end: after the token where its own confidence says
-    that no longer draft would pay for its time. With c the chance that every token drafted so
-    far passes (their q's multiplied), a the kind's pooled acceptance for the tokens not yet
-    drawn, and R the rate the controller expects, a pass that has drafted j tokens keeps
-    drafting while some longer draft m <= limit earns its extra time at that rate:
-
-        c * (a + a^2 + ... + a^(m-j))  >=  R * (seconds[m] - seconds[j])
-
-    `seconds` are the pass times the controller priced k on (drafting plus the verify curve),
-    not a straight line: on a CPU whose 4-token pass costs less than its 3-token one (the demo
-    target, 2 threads: 0.118 against 0.140 s) a one-token slope stopped every draft after its
-    first token, at a pass that loses to plain decoding, where the k it had priced paid.
-    On a straight line the first extra token decides alone, as it did before.
-    Each q is taken at face value as the chance its token passes: on the demo pair 99.6% of
-    the tokens drafted with q >= 0.9 passed, and learning a calibration of q in 9 bins made
-    the replayed drafts no faster (docs/ablation.md). Ending the draft keeps sampling exact:
-    the token whose q ended it is kept, so the length is a stopping time of the draft's own
-    tokens."""
-
-    limit: int  # the most tokens this pass may draft
-    next_accept: float
-    rate: float
-    seconds: Sequence[float]  # a pass that drafts m tokens, m = 0..limit
-    chance: float = 1.0  # that every token drafted so far passes
-    stopped: bool = False  # the last answer was to stop: the confidence ended the draft
-
-    def keep_drafting(self, drafted: int, q: float) -> bool:
-        """`drafted` tokens so far, the last of them drawn with probability q."""
-        self.chance *= q
-        # the last answer counts: a drafter held to a minimum length may draft on after a no
-        longest = min(self.limit, len(self.seconds) - 1)
-        spent = self.seconds[min(drafted, longest)]
-        self.stopped = True
-        reach = 0.0  # a + a^2 + ... up to the longer draft m: its further tokens' chances
-        for m in range(drafted + 1, longest + 1):
-            reach += self.next_accept ** (m - drafted)
-            if self.chance * reach >= self.rate * (self.seconds[m] - spent):
-                self.stopped = False
-                break
-        return not self.stopped
-
-
 class DraftLengthController:
     """Fixed k, or adaptive k that drops to plain decoding when drafting does not pay."""
 
     def __init__(self, draft_max: int, adaptive: bool, curve: VerifyCostCurve | None = None,
-                 draft_cost: float = 0.0, free_kinds_shadowed: bool = False) -> None:
+                 free_kinds_shadowed: bool = False, price_plain: bool = False,
+                 draft_cost: float | None = None) -> None:
         """free_kinds_shadowed: the caller checks the drafts of free kinds it did not verify
         against the output (app.engine.session.ShadowCheck) and reports their verdicts, so they
-        need no probes."""
+        need no probes. price_plain: with fixed k, take a plain step now and then (RULE_MEASURE)
+        so that drafting can be priced against plain decoding from this run's own passes.
+        draft_cost: a draft token's price known beforehand (replays, tests); runs learn it."""
         self.draft_max = draft_max
         self.adaptive = adaptive
         self.free_kinds_shadowed = free_kinds_shadowed
-        self.curve = curve or VerifyCostCurve()
-        self.draft_cost_hint = draft_cost
-        self.min_gain = _MIN_GAIN
+        self.price_plain = price_plain
+        self.curve = curve if curve is not None else VerifyCostCurve()
+        self._since_plain = 0  # steps decided since the last plain one (price_plain)
+        self.known_draft_cost = draft_cost
+        # replays and tests that price from a given curve and draft cost set this: passes
+        # then teach acceptance only, never prices
+        self.fixed_prices = False
+        self.min_gain = MIN_GAIN
         self.estimates: dict[str, AcceptanceEstimate] = {}  # by DraftKind.name
         self.costs: dict[str, PassCost] = {}
         self.probes = _Probes()
         self._draft_times: dict[str, deque[float]] = {}  # per kind: seconds per drafted token
         self._probing = False
+        self._measuring = False  # this step times a pass: it drafts the k chosen, no less
 
     # -- queries: they read, never learn --
 
@@ -304,8 +203,19 @@ class DraftLengthController:
 
     def pass_cost(self, kind: DraftKind) -> PassCost:
         known = self.costs.get(kind.name)
-        return known if known is not None else PassCost(0.0 if kind.free
-                                                        else self.draft_cost_hint)
+        if known is not None:
+            return known
+        if kind.free or self.known_draft_cost is None:
+            return PassCost(0.0, priced=kind.free)
+        return PassCost(self.known_draft_cost, priced=True)
+
+    def unpriced(self, kind: DraftKind, limit: int) -> list[int]:
+        """The draft lengths 0..limit this kind's passes cannot be priced for yet: their pass
+        size has no price (too few kept samples, no stored curve), or the kind's draft token
+        none (too few drafting passes)."""
+        cost = self.pass_cost(kind)
+        return [k for k in range(limit + 1)
+                if not self.curve.can_price(cost.pass_size(k)) or (k and not cost.priced)]
 
     def _pricing(self, kind: DraftKind, top: int, accept_at: Sequence[float] | None = None
                  ) -> _Pricing:
@@ -322,12 +232,12 @@ class DraftLengthController:
     def best_k(self, kind: DraftKind, limit: int | None = None) -> int:
         """The k with the best expected rate, among k <= limit (near the end of the output
         a shorter draft may fit a cheaper pass size than the unlimited best cut short), or 0
-        where it beats plain decoding by less than _MIN_GAIN."""
+        where it beats plain decoding by less than MIN_GAIN."""
         return paying_k(self.rates(kind, limit), self.min_gain)
 
     def could_pay(self, kind: DraftKind, limit: int | None = None) -> int:
         """The best k (up to limit) if acceptance were near perfect, or 0 if even then
-        drafting would not gain _MIN_GAIN (a probe that could at best break even, a 1-token
+        drafting would not gain MIN_GAIN (a probe that could at best break even, a 1-token
         guess where a 2-token pass costs 1.94 steps, only costs)."""
         top = self.draft_max if limit is None else min(limit, self.draft_max)
         return paying_k(self._pricing(kind, top, [_OPTIMISTIC_ACCEPT] * top).rates,
@@ -341,7 +251,7 @@ class DraftLengthController:
         """In adaptive mode, for a draft model: the rule that ends this pass's draft where
         no longer draft would earn its extra time at the expected rate; the pass may
         then draft up to draft_max (within what is left). None: draft the k chosen."""
-        if not self.adaptive or not kind.confident:
+        if not self.adaptive or not kind.confident or self._measuring:
             return None
         limit = max(0, min(self.draft_max, remaining - 1))
         priced = self._pricing(kind, limit)
@@ -363,9 +273,18 @@ class DraftLengthController:
                 return Decision(RULE_NOTHING_TO_DRAFT, 0, kind.name, 0)
             limit = min(limit, available)
         self._register(kind)
+        self._since_plain += 1
         if not self.adaptive:
+            if self._plain_price_due():
+                return self._explain(RULE_MEASURE, 0, kind, limit, self._pricing(kind, limit))
             return self._explain(RULE_FIXED, limit, kind, limit, self._pricing(kind, limit))
         self._lift(kind, copied)
+        unpriced = self.unpriced(kind, limit)
+        self._measuring = bool(unpriced)
+        if unpriced:
+            self._probing = False
+            return self._explain(RULE_MEASURE, self._to_measure(kind, limit, unpriced), kind,
+                                 limit, self._pricing(kind, limit))
         priced = self._pricing(kind, limit)
         k = paying_k(priced.rates, self.min_gain)
         self._probing = (k == 0 and not self.shadows(kind)
@@ -380,12 +299,44 @@ class DraftLengthController:
         decision.min_gain = self.min_gain
         return decision
 
+    def _plain_price_due(self) -> bool:
+        """Fixed k with plain steps asked for: whether this step is one (never a run's first
+        step, which shows a draft)."""
+        if not self.price_plain:
+            return False
+        plain = self.curve.samples(1)
+        gap = PLAIN_REFRESH if plain.priced else PLAIN_EVERY if plain.warmed else 1
+        return self._since_plain > gap
+
+    def _to_measure(self, kind: DraftKind, limit: int, unpriced: list[int]) -> int:
+        """The draft length whose pass to time next: of the lengths that price the rest (plain
+        decoding and the longest draft, between which the curve interpolates), the one with the
+        fewest kept samples, a draft before a plain step (the first steps then show drafts)."""
+        cost = self.pass_cost(kind)
+        wanted = [k for k in (limit, 0) if k in unpriced or (k and not cost.priced)]
+        if not wanted:  # a size inside the range: measure it directly
+            wanted = unpriced
+        return min(wanted, key=lambda k: len(self.curve.samples(cost.pass_size(k)).times))
+
     def _explain(self, rule: str, k: int, kind: DraftKind, limit: int,
                  priced: _Pricing) -> Decision:
         """The decision with the figures it was made on: the kind's acceptance as priced,
         the evidence behind it, each k's pass cost and gain over a plain step."""
+        if k == 0:
+            self._since_plain = 0
         estimate = self.estimate(kind)
         low, high = estimate.interval()
+        cost = self.pass_cost(kind)
+        plain = self.curve.samples(1)
+        if rule == RULE_MEASURE or not self.adaptive and not self._fully_priced(kind, limit):
+            return Decision(
+                rule, k, kind.name, limit, acceptance=estimate.pooled(), acceptance_low=low,
+                acceptance_high=high, evidence=estimate.judged, prior=kind.prior,
+                accept_at=list(estimate.accept_at[:limit]),
+                measuring=cost.pass_size(k), samples=len(self.curve.samples(
+                    cost.pass_size(k)).times), plain_samples=len(plain.times),
+                refused=self.curve.refused, busy=machine_busy(),
+            )
         rates = priced.rates
         gains = rates / rates[0]
         others = rates.copy()
@@ -397,6 +348,10 @@ class DraftLengthController:
             evidence=estimate.judged, prior=kind.prior,
             plain_seconds=priced.seconds[0], pass_seconds=priced.seconds[k],
             expected_tokens=float(priced.tokens[k]), gain=float(gains[k]),
+            accept_at=list(estimate.accept_at[:limit]), prices=list(priced.seconds),
+            draft_token_seconds=cost.draft_cost, plain_samples=len(plain.times),
+            refused=self.curve.refused, busy=machine_busy() or self.curve.busy(1),
+            stored_at=self.curve.stored_at if not plain.priced else None,
         )
         if alternative is not None:
             decision.alternative_k = alternative
@@ -405,29 +360,35 @@ class DraftLengthController:
             decision.alternative_tokens = float(priced.tokens[alternative])
         return decision
 
+    def _fully_priced(self, kind: DraftKind, limit: int) -> bool:
+        return not self.unpriced(kind, limit)
+
     # -- learning --
 
     def observe(self, outcome: PassOutcome) -> None:
         """One pass (or one free draft checked against the output) and its verdicts."""
         kind = outcome.kind
-        if outcome.pass_tokens:
+        if outcome.pass_tokens and not self.fixed_prices:
             self.curve.observe(outcome.pass_tokens if outcome.draft_depth else 1,
-                               outcome.t_verify)
+                               outcome.t_verify, outcome.busy)
         if kind is None or (outcome.pass_tokens and not outcome.draft_depth):
             return
         self._register(kind)
-        if outcome.pass_tokens:
+        if outcome.pass_tokens and not self.fixed_prices:
             self._learn_cost(kind, outcome)
         self.estimates[kind.name].observe(outcome.verdicts)
 
     def _learn_cost(self, kind: DraftKind, outcome: PassOutcome) -> None:
         cost = self.costs[kind.name]
         depth = outcome.draft_depth
-        # a probe's draft time includes catching up on the tokens emitted while it sat idle
-        if not self._probing:
-            samples = self._draft_times.setdefault(kind.name, deque(maxlen=RECENT_PASSES))
+        # a probe's draft time includes catching up on the tokens emitted while it sat idle,
+        # and a kind's first drafting pass the drafter's cold start: neither is a price
+        if not self._probing and kind.name in self._draft_times:
+            samples = self._draft_times[kind.name]
             samples.append(outcome.t_draft / depth)
-            cost.draft_cost = float(np.median(samples))  # one cold or loaded pass moves nothing
+            if len(samples) >= MIN_SAMPLES:  # a median: one cold or loaded pass moves nothing
+                cost.draft_cost, cost.priced = float(np.median(samples)), True
+        self._draft_times.setdefault(kind.name, deque(maxlen=RECENT_PASSES))
         extra = (outcome.pass_tokens - depth - 1) / depth
         cost.extra_per_level = (1 - _EMA) * cost.extra_per_level + _EMA * extra
 

@@ -1,5 +1,6 @@
-"""What a target pass over n tokens costs, in seconds: a curve calibrated once per model file
-and device (measured, then cached), rescaled live by the passes of the run.
+"""What a target pass over n tokens costs, in seconds: priced from the passes this process has
+timed (medians of several kept samples per pass size), over a curve stored from earlier quiet
+runs where one exists. Nothing is measured before a run's first token.
 
 On a CPU verifying 9 tokens can cost 3-4 plain steps, on a GPU almost one; where a kernel
 takes rows in blocks a longer pass can even cost less than a shorter one. So the curve is
@@ -22,83 +23,144 @@ import numpy as np
 from app.engine.protocol import LanguageModel
 from app.paths import cache_dir, write_atomically
 
-# the live level is the median over this many of the latest passes, once there are
-# _LIVE_SAMPLES of them (fewer: one cold or stalled pass decides). Measured in bfae2f5: with
-# each size's own live time a cold first plain step (20 ms against 0.17 warm) priced plain
-# decoding and a draft 13x a plain step drafted k = 1 in 15 of 24 steps
-# (tests/test_verify_cost_curve.py replays it); 9 and 3 themselves were not swept
+# kept samples per pass size; the price of a size is their median once there are
+# MIN_SAMPLES of them: one cold or stalled pass never sets a price (a median of 3 outvotes
+# one). Measured in bfae2f5: with each size priced from its own latest time a cold first plain
+# step (20 ms against 0.17 warm) priced plain decoding and a draft 13x a plain step drafted
+# k = 1 in 15 of 24 steps (tests/test_verify_cost_curve.py replays it)
 RECENT_PASSES = 9
-_LIVE_SAMPLES = 3
+MIN_SAMPLES = 3
+# a sample this many times its size's price is refused as stalled: on 2 cores shared with a
+# build and the test suite single passes took 0.04-3.4 s against 24-123 ms quiet (llama-bench),
+# while a quiet machine's passes of one size stay within 1.5x of each other (not swept)
+STALL_FACTOR = 3.0
+# the machine is busy when more threads want to run than it has cores (os.getloadavg): its
+# timings are then the machine's, not the pair's, and are never stored for later runs
+BUSY_LOAD_PER_CORE = 1.0
+
+
+def machine_load() -> float:
+    """The 1-minute load average (0 where the system has none, as on Windows)."""
+    try:
+        return os.getloadavg()[0]
+    except (OSError, AttributeError):
+        return 0.0
+
+
+def machine_busy() -> bool:
+    return machine_load() > BUSY_LOAD_PER_CORE * (os.cpu_count() or 1)
+
+
+@dataclass
+class SizeSamples:
+    """The kept timings of one pass size, and whether any was taken on a busy machine."""
+
+    times: deque[float] = field(default_factory=lambda: deque(maxlen=RECENT_PASSES))
+    busy: deque[bool] = field(default_factory=lambda: deque(maxlen=RECENT_PASSES))
+    warmed: bool = False  # the first pass of a size (buffers grow then) was seen and dropped
+
+    @property
+    def priced(self) -> bool:
+        return len(self.times) >= MIN_SAMPLES
+
+    @property
+    def median(self) -> float:
+        return float(np.median(self.times))
 
 
 @dataclass
 class VerifyCostCurve:
-    """Seconds for one target pass over n tokens, keyed by n; interpolated between points.
+    """Seconds for one target pass over n tokens, keyed by n.
 
-    `points` are calibrated (measured once per model and device, cached); the machine's load
-    moves the level of the whole curve but seldom its shape. So live passes set one `load`,
-    the median ratio of live to calibrated time over the last few passes of any size, and
-    every size costs its calibrated time scaled by it: all sizes are priced at the same
-    moment. Per-size live times would not be: a plain step is timed only while k = 0, so a
-    slow (cold) plain step once made every later pass size look cheap beside it and kept a
-    draft that never passed drafting. A curve measured on a busy machine is not trusted for
-    ever, and one slow pass moves nothing. Without calibrated points the live median of each
-    size is the curve.
+    `points` is a stored shape (the medians of earlier quiet runs on this model and device, or
+    an explicit calibration); `sizes` holds the samples this process kept. A size with
+    MIN_SAMPLES kept samples is priced at their median; with a stored shape, every other size
+    costs its stored time scaled by the live level (the median ratio of live to stored time
+    over the priced sizes), and without one it is interpolated between priced sizes. A size
+    past the largest priced one, with no stored shape and a single priced size, has no price:
+    the controller measures it (app.engine.adaptive, RULE_MEASURE) rather than guess.
 
-    The one exception is the plain step, every draft's yardstick: this machine's 2 cores switch
-    for minutes at a time between a state where a single step costs 29.5 ms and a 2-token pass
-    56.5 (1.9x) and one where they cost 33-34 and 55.7 (1.65x). A calibration catches one state,
-    the run may be in the other, and at 1.65x a 1-token guess pays from 74% acceptance, at 1.9x
-    never. So once a few plain steps are timed lately, their median is t(1), and the passes
-    over more tokens set the level of the rest of the curve (the median of all passes until
-    there are a few of them).
-    """
+    observe() drops the first pass of each size (a cold pass), and refuses a sample STALL_FACTOR
+    times the size's price (a pass stalled on busy cores); `refused` counts them."""
 
     points: dict[int, float] = field(default_factory=dict)
-    recent: deque[tuple[int, float]] = field(
-        default_factory=lambda: deque(maxlen=RECENT_PASSES))
+    sizes: dict[int, SizeSamples] = field(default_factory=dict)
+    refused: int = 0
+    stored_at: float | None = None  # when the stored shape was measured (time.time())
 
-    recent_plain: deque[float] = field(
-        default_factory=lambda: deque(maxlen=RECENT_PASSES))
-    recent_passes: deque[tuple[int, float]] = field(
-        default_factory=lambda: deque(maxlen=RECENT_PASSES))
-
-    @property
-    def load(self) -> float:
-        return self._load(self.recent)
-
-    def _load(self, passes: deque[tuple[int, float]]) -> float:
-        ratios = [t / max(interpolate(self.points, n), 1e-9) for n, t in passes]
-        return float(np.median(ratios)) if self.points and ratios else 1.0
+    def samples(self, n: int) -> SizeSamples:
+        return self.sizes.setdefault(n, SizeSamples())
 
     @property
     def live(self) -> dict[int, float]:
-        """The median live time of each pass size seen lately."""
-        by_size: dict[int, list[float]] = {}
-        for n, t in self.recent:
-            by_size.setdefault(n, []).append(t)
-        return {n: float(np.median(times)) for n, times in by_size.items()}
+        """The median of each size's kept samples, for the sizes that have enough of them; the
+        plain step never above a longer pass (it does a part of that pass's work: plain steps
+        stalled that long on a busy machine say nothing of the pair)."""
+        live = {n: s.median for n, s in self.sizes.items() if s.priced}
+        longer = [t for n, t in live.items() if n > 1]
+        if 1 in live and longer:
+            live[1] = min(live[1], *longer)
+        return live
+
+    @property
+    def load(self) -> float:
+        """Live time over stored time, the median over the sizes priced live (1: no shape)."""
+        live = self.live
+        if not self.points or not live:
+            return 1.0
+        # the passes over several tokens set the level where there are any: this machine's
+        # 2 cores switch for minutes between states where a 2-token pass costs 1.65x and
+        # 1.9x a single step, so the plain step's own level says little of the others'
+        longer = {n: t for n, t in live.items() if n > 1} or live
+        return float(np.median([t / max(interpolate(self.points, n), 1e-9)
+                                for n, t in longer.items()]))
 
     def current(self) -> dict[int, float]:
+        """Every size this curve can price now, with its price."""
+        live = self.live
         if not self.points:
-            return self.live
-        enough = len(self.recent_passes) >= _LIVE_SAMPLES
-        load = self._load(self.recent_passes) if enough else self.load
-        scaled = {n: t * load for n, t in self.points.items()}
-        if len(self.recent_plain) >= _LIVE_SAMPLES:
-            # never above a 2-token pass: plain steps stalled that long say nothing of the shape
-            scaled[1] = min(float(np.median(self.recent_plain)), interpolate(scaled, 2))
-        return scaled
+            return live
+        load = self.load
+        return {**{n: t * load for n, t in self.points.items()}, **live}
+
+    def can_price(self, n: int) -> bool:
+        """A stored shape prices every size; live prices alone, the sizes between the
+        smallest and largest priced one, and past it along the last two's slope (a draft
+        that copies less than asked may never fill the longest pass)."""
+        known = self.current()
+        if not known:
+            return False
+        return bool(self.points) or min(known) <= n <= max(known) or \
+            (len(known) >= 2 and n > max(known))
 
     def cost(self, n: int) -> float:
         return interpolate(self.current(), n)
 
-    def observe(self, n: int, seconds: float) -> None:
-        self.recent.append((n, seconds))
-        if n == 1:
-            self.recent_plain.append(seconds)
+    def busy(self, n: int) -> bool:
+        """Whether a kept sample behind size n's live price was taken on a busy machine."""
+        samples = self.sizes.get(n)
+        return samples is not None and samples.priced and any(samples.busy)
+
+    def observe(self, n: int, seconds: float, busy: bool = False) -> str:
+        """Keep one pass's time, or say why not: "warm-up", "stalled" or "kept"."""
+        samples = self.samples(n)
+        if not samples.warmed:
+            samples.warmed = True
+            return "warm-up"
+        if samples.priced:
+            reference: float | None = samples.median
         else:
-            self.recent_passes.append((n, seconds))
+            reference = self.cost(n) if self.points else None
+        if reference is not None and seconds > STALL_FACTOR * reference:
+            self.refused += 1
+            return "stalled"
+        samples.times.append(seconds)
+        samples.busy.append(busy)
+        return "kept"
+
+    def quiet_medians(self) -> dict[int, float]:
+        """The priced sizes whose kept samples were all taken on a quiet machine."""
+        return {n: s.median for n, s in self.sizes.items() if s.priced and not any(s.busy)}
 
 
 def interpolate(points: dict[int, float], n: int) -> float:
@@ -116,17 +178,16 @@ def interpolate(points: dict[int, float], n: int) -> float:
     return float(np.interp(n, sizes, values))
 
 
-# -- calibration: measuring the curve once per model file and device, and caching it --
+# -- the stored curve: the medians of quiet runs (or of an explicit calibration), per model
+# file and device --
 _CONTEXT_TOKENS = 48  # the context a calibration pass follows (not measured)
-# pass sizes timed over more rounds (measure_verify_curve): 43836f7, 3-round calibrations put
+# pass sizes timed over more rounds (calibrate_verify_curve): 43836f7, 3-round calibrations put
 # the demo target's t(2) / t(1) at 1.59-1.69 against 1.88-1.96 live
 _SMALL = 5
 # sizes up to this one each timed (calibration_sizes): 85fe594's timed A/B, and
 # docs/ablation.md (the 5-size calibration: suffix repetitive -2.9% before the removals)
 _EVERY_SIZE = 17
 _STORE = "verify_cost.json"
-# curves measured on a busy machine: kept for this process, never written to the cache
-_UNCACHED: dict[str, dict[str, float]] = {}
 
 
 def calibration_sizes(draft_max: int) -> list[int]:
@@ -151,16 +212,9 @@ def measure_verify_curve(
     model: LanguageModel, sizes: list[int], repeats: int = 3, small_repeats: int = 9
 ) -> VerifyCostCurve:
     """Time extend(n tokens, n logits) after a short context: the median of `repeats` rounds
-    over all sizes (one draw, or the best of a few, is what a moment of load or of luck made
-    it), and of `small_repeats` rounds for the sizes up to _SMALL. Those few set whether a
-    short draft pays at all, and they are cheap: the demo target's t(2) / t(1) is 1.9 on this
-    machine, and 3-round calibrations put it at 1.59-1.69 (a single step timed 17% slow),
-    which made 1-token guesses look worth drafting at 74% acceptance where they never pay.
-
-    The warm-up pass is as large as the largest size: the first pass of a new size grows
-    llama.cpp's compute buffers, and a size timed only with that cost (or in a moment of
-    load: best of 2 was not enough here) prices a long draft out for every later run, since
-    the controller never drafts that long to see its live cost."""
+    over all sizes, and of `small_repeats` rounds for the sizes up to _SMALL (they set whether
+    a short draft pays at all, and they are cheap). The warm-up pass is as large as the largest
+    size: the first pass of a new size grows llama.cpp's compute buffers."""
     context = _context(model)
     model.truncate(0)
     model.extend(context, 0)
@@ -182,49 +236,46 @@ def measure_verify_curve(
     return VerifyCostCurve({n: statistics.median(t) for n, t in times.items()})
 
 
-def _busy() -> bool:
-    """More runnable work than cores: a curve measured now would teach every later run the
-    wrong shape, so it is used for this run only and not cached."""
-    try:
-        return os.getloadavg()[0] > 1.5 * (os.cpu_count() or 1)  # threshold not measured
-    except (OSError, AttributeError):  # Windows has no getloadavg
-        return False
-
-
 def _key(model: LanguageModel) -> str:
-    return f"v6|{model_key(model)}|{os.cpu_count()}"  # v6: every size up to _EVERY_SIZE
+    return f"v7|{model_key(model)}|{os.cpu_count()}"  # v7: medians of quiet runs, dated
 
 
-def cached_verify_curve(model: LanguageModel, draft_max: int) -> VerifyCostCurve:
-    """The curve for this model and device, measured now if not cached for these sizes."""
-    sizes = calibration_sizes(draft_max)
+def stored_verify_curve(model: LanguageModel) -> VerifyCostCurve:
+    """The stored curve for this model and device (empty when none was stored): read only,
+    nothing is measured."""
+    entry = read_store(_STORE).get(_key(model), {})
+    points = {int(n): float(t) for n, t in entry.get("seconds", {}).items()}
+    stored_at = entry.get("measured_at")
+    return VerifyCostCurve(points, stored_at=float(stored_at) if points and stored_at else None)
+
+
+def store_verify_curve(model: LanguageModel, medians: dict[int, float]) -> None:
+    """Merge these quiet medians into the stored curve of this model and device."""
+    if not medians:
+        return
     store = read_store(_STORE)
-    key = _key(model)
-    entry = _UNCACHED.get(key) or store.get(key, {})
-    if all(str(n) in entry for n in sizes):
-        return VerifyCostCurve({int(n): float(t) for n, t in entry.items()})
-    curve = measure_verify_curve(model, sizes)
-    entry.update({str(n): t for n, t in curve.points.items()})
-    if _busy():
-        _UNCACHED[key] = entry
-    else:
-        _UNCACHED.pop(key, None)
-        store[key] = entry
-        write_store(_STORE, store)
-    return VerifyCostCurve({int(n): float(t) for n, t in entry.items()})
+    entry = store.setdefault(_key(model), {})
+    seconds = entry.setdefault("seconds", {})
+    seconds.update({str(n): t for n, t in medians.items()})
+    entry["measured_at"] = time.time()
+    write_store(_STORE, store)
 
 
-def measure_token_cost(model: LanguageModel, repeats: int = 3) -> float:
-    """Seconds for one single-token step of a (draft) model (median, after a warm-up)."""
-    return measure_verify_curve(model, [1], repeats).cost(1)
+def calibrate_verify_curve(model: LanguageModel, draft_max: int) -> VerifyCostCurve:
+    """Measure every calibration size now and store the curve unless the machine is busy
+    (benchmarks call this before they time anything; runs never do)."""
+    curve = measure_verify_curve(model, calibration_sizes(draft_max))
+    if not machine_busy():
+        store_verify_curve(model, curve.points)
+    curve.stored_at = time.time()
+    return curve
 
 
 def measure_step_costs(target: LanguageModel, draft: LanguageModel | None,
                        rounds: int = 7, warm_up: int = 2) -> tuple[float, float]:
     """Seconds for one plain target step and one draft-model step (0 without a draft model),
-    timed in turns, so both see the same load: a ratio of one measured now and one cached from
-    a quiet machine says nothing about either model. Each model first takes `warm_up` steps
-    (the first steps after loading allocate buffers); each figure is the median of `rounds`."""
+    timed in turns, so both see the same load. Each model first takes `warm_up` steps (the
+    first steps after loading allocate buffers); each figure is the median of `rounds`."""
     models = [m for m in (target, draft) if m is not None]
     contexts = [_context(m) for m in models]
     for model, context in zip(models, contexts, strict=True):

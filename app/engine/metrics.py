@@ -166,9 +166,11 @@ class RunStats:
     def draft_time_per_token(self) -> float:
         return self.t_draft / self.drafted if self.drafted else 0.0
 
-    def summary(self, t_target: float | None = None) -> dict[str, Any]:
-        """Figures for the trace's summary line; t_target is one plain target step, if known."""
-        if t_target is None:
+    def summary(self, t_target: float | None = None, mean_plain: bool = True
+                ) -> dict[str, Any]:
+        """Figures for the trace's summary line; t_target is one plain target step, if known
+        (else, with mean_plain, the mean of this run's plain steps)."""
+        if t_target is None and mean_plain:
             t_target = self.plain_step_time
         k = self.mean_k
         data: dict[str, Any] = {

@@ -96,7 +96,7 @@ class ReferenceGenerator(Protocol):
 
 class SkipScorer(Protocol):
     """The target with a set of its layers left out, read for a self-draft's search
-    (app.engine.self_skip)."""
+    (app.engine.drafters.self_skip)."""
 
     @property
     def n_layers(self) -> int: ...

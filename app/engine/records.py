@@ -45,7 +45,8 @@ class CopySource:
 @dataclass
 class Translation:
     """How a draft token from another vocabulary became this target token
-    (app.engine.cross_vocab): the draft's own token text, and for a TLI draft the mass its
+    (app.engine.drafters.draft_model.cross_vocab): the draft's own token text, and for a TLI
+    draft the mass its
     distribution put outside the shared vocabulary (None: a string-level draft)."""
 
     draft_text: str
@@ -117,6 +118,9 @@ RULE_END_OF_OUTPUT = "end-of-output"  # one token or none left to write: nothing
 RULE_BEST_RATE = "best-rate"  # k = argmax expected tokens per second; drafting pays
 RULE_NO_GAIN = "no-gain"  # no k beats plain decoding by the required margin: k = 0
 RULE_PROBE = "probe"  # k > 0 although plain decoding was priced faster: to measure acceptance
+# a pass taken to price a pass size or a draft token that has too few kept samples (adaptive),
+# or a plain step taken to price plain decoding beside a fixed k
+RULE_MEASURE = "measure"
 
 
 @dataclass
@@ -153,6 +157,20 @@ class Decision:
     # the pass may draft up to this many tokens, its draft ending on the draft model's own
     # confidence (app.engine.adaptive.ConfidenceStop); None: it drafts k
     stop_limit: int | None = None
+    # acceptance as priced at each draft position (position i once i-1 passed): E(k) is
+    # 1 + a0 + a0 a1 + ... over the first k of them
+    accept_at: list[float] = field(default_factory=list)
+    # each k's pass (k drafted tokens + the verify pass), seconds as priced, k = 0..limit;
+    # prices[0] is the plain step
+    prices: list[float] = field(default_factory=list)
+    draft_token_seconds: float | None = None  # one drafted token, as priced
+    plain_samples: int = 0  # kept plain steps behind the plain step's price (0: stored curve)
+    refused: int = 0  # pass timings refused so far as stalled (app.engine.cost_curve)
+    busy: bool = False  # the machine was busy, or a price's samples were taken while it was
+    stored_at: float | None = None  # the plain step priced from a curve stored at this time
+    # RULE_MEASURE: the pass size being timed, and its kept samples before this pass
+    measuring: int | None = None
+    samples: int | None = None
 
 
 @dataclass

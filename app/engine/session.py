@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from app.engine.adaptive import DraftLengthController, PassOutcome
-from app.engine.cost_curve import VerifyCostCurve
+from app.engine.cost_curve import MIN_SAMPLES, VerifyCostCurve, machine_busy
 from app.engine.decode_config import DecodeConfig
 from app.engine.diagnostics import describe
 from app.engine.drafters import (
@@ -57,8 +57,8 @@ class Session:
         self.config = config
         self.diagnostics = diagnostics
         self.controller = DraftLengthController(
-            config.draft_max, config.adaptive, cost_curve,
-            draft_cost=drafter.cost_hint if drafter else 0.0, free_kinds_shadowed=True,
+            config.draft_max, config.adaptive, cost_curve, free_kinds_shadowed=True,
+            price_plain=config.price_plain,
         )
         # free drafts the controller chose not to verify, checked against the output instead
         self._shadow = ShadowCheck()
@@ -74,10 +74,22 @@ class Session:
         self.prefill_seconds = 0.0
         self.stopped_by_eos = False
 
-    def plain_step_time(self) -> float | None:
-        """Seconds of one target step: measured in this run, else from the calibrated curve."""
+    def plain_step_price(self) -> tuple[float | None, str]:
+        """One plain target step's price, as the controller prices it, and where it comes
+        from: the median of the plain steps timed on this pair, else the stored curve at this
+        run's level (and when it was measured), else none (no single step sets a price)."""
         curve = self.controller.curve
-        return self.stats.plain_step_time or (curve.cost(1) if curve.points or curve.live else None)
+        plain = curve.samples(1)
+        if plain.priced:
+            busy = " (some on a busy machine)" if any(plain.busy) else ""
+            return plain.median, f"the median of {len(plain.times)} plain steps{busy}"
+        if curve.points:
+            when = (time.strftime("%Y-%m-%d %H:%M", time.localtime(curve.stored_at))
+                    if curve.stored_at else "earlier")
+            return curve.cost(1), (f"the curve stored from quiet runs ({when}), scaled by this "
+                                   f"run's passes ({curve.load:.2f}x)")
+        return None, (f"nothing: {len(plain.times)} plain step(s) kept, a price needs "
+                      f"{MIN_SAMPLES}, and no curve is stored for this model")
 
     def summary(
         self, baseline: Session | None = None, interrupted: bool = False, error: str = ""
@@ -85,11 +97,19 @@ class Session:
         """The trace's summary line; with a plain baseline run of the same prompt, its step
         time, speed and whether the texts are identical. A run cut short says so, and why."""
         if baseline is None or not baseline.stats.steps:
-            summary = self.stats.summary(self.plain_step_time())
+            t_plain, source = self.plain_step_price()
+            summary = self.stats.summary(t_plain, mean_plain=False)  # no price from one step
+            summary["t_target_source"] = source
+            summary["t_target_busy"] = self.controller.curve.busy(1)
         else:
             summary = self.stats.summary(baseline.stats.plain_step_time)
             summary["plain_tok_s"] = baseline.stats.tokens_per_second
             summary["identical_to_plain"] = self.output_ids == baseline.output_ids
+            summary["t_target_source"] = (f"the plain run beside it ({baseline.stats.steps} "
+                                          "steps, mean)")
+        refused = self.controller.curve.refused
+        if refused:
+            summary["refused_samples"] = refused
         summary["interrupted"] = interrupted or bool(error)
         if error:
             summary["error"] = error
@@ -247,11 +267,13 @@ class Session:
     def _outcome(self, step: StepRecord) -> PassOutcome:
         """What the controller learns from this step: the kind drafted, its verdicts by
         depth, the pass's size and times."""
+        busy = machine_busy()
         if not step.k:
-            return PassOutcome(None, pass_tokens=1, t_verify=step.t_verify)
+            return PassOutcome(None, pass_tokens=1, t_verify=step.t_verify, busy=busy)
         return PassOutcome(
             self._kind, step.depth_outcomes(), pass_tokens=step.n_pass,
             draft_depth=step.draft_depth, t_draft=step.t_draft, t_verify=step.t_verify,
+            busy=busy,
         )
 
     def _cut_at_eos(self, emitted: list[int], origins: list[str]) -> tuple[list[int], list[str]]:

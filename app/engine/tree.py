@@ -54,9 +54,10 @@ class DraftTree:
     # the row node i's sibling group was drawn from (the same array for all of them), before
     # earlier siblings were removed; None: chosen deterministically (a lookup), q is one-hot
     q_rows: list[np.ndarray | None]
-    # per node, where a copying drafter found it (app.engine.suffix); None for the others
+    # per node, where a copying drafter found it (app.engine.drafters.suffix); None for the others
     copied_from: list[CopySource] | None = None
-    # per node, how a draft from another vocabulary became it (app.engine.cross_vocab)
+    # per node, how a draft from another vocabulary became it
+    # (app.engine.drafters.draft_model.cross_vocab)
     translated: list[Translation] | None = None
 
     def __post_init__(self) -> None:

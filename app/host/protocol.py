@@ -17,10 +17,9 @@ Commands (parent -> host, on the host's stdin), each {"cmd": NAME, ...}:
   quit       close the models and exit
 
 Events (host -> parent, on the host's stdout), each {"event": NAME, ...}:
-  progress   `message` while loading
+  progress   `message` while loading (or timing the pair once loaded); where the step has a
+             known size, also `done` of `total` and their `unit`, as `work` has them
   loaded     `target`, `draft`, `backend`, `device`, `warnings`
-  costs      `costs`: the pair's PairCosts, JSON of app.host.wire (as are a job's settings
-             and result: tagged objects of an allow-list, never code)
   started    `run` (the trace mode: speculative or plain), `header`: the trace's header line,
              `t_target`: one plain target step in seconds if known (for a summary the parent
              writes when the run is cut off)
@@ -29,10 +28,11 @@ Events (host -> parent, on the host's stdout), each {"event": NAME, ...}:
   finished   `run`, `summary`: the trace's summary line
   work       what the host does after a run's steps (a compare's baseline, explaining a
              difference), or a job's progress: `task` (what it is, in words), `done` of
-             `total` (total 0: no fraction known); each `work` replaces the one before, `done`
-             ends it. `stop` cancels it at its next check (the baseline's next step, the
-             kernel-noise measurement's next pass); work that outlasts the grace period
-             silently is ended with the host, as a pass is
+             `total` (total 0: no fraction known) and `unit`, what they count ("tokens";
+             PERCENT: hundredths of the work; "" or absent: steps of it); each `work` replaces
+             the one before, `done` ends it. `stop` cancels it at its next check (the
+             baseline's next step, the kernel-noise measurement's next pass); work that
+             outlasts the grace period silently is ended with the host, as a pass is
   compared   the speculative run against its plain baseline (Host._run in app.host.server);
              `explaining`: the texts differ and a later `compared` brings the explanation
   result     `result`: what a job returned, JSON of app.host.wire
@@ -50,20 +50,19 @@ from dataclasses import asdict, fields
 from typing import IO, Any
 
 from app.analysis.divergence import Divergence
-from app.engine.decode_config import DecodeConfig
-from app.engine.registry import choice_from_dict, choice_to_dict
+from app.engine.decode_config import DecodeConfig, choice_from_dict, choice_to_dict
 from app.engine.sampling import SamplingParams
-from app.engine.suffix import SuffixOptions
 from app.models.loading import ModelSpec
 
 # commands
 RUN, LOAD, JOB, STEP, STEP_MODE, STOP, QUIT = (
     "run", "load", "job", "step", "step_mode", "stop", "quit")
 # events
-PROGRESS, LOADED, COSTS, STARTED = "progress", "loaded", "costs", "started"
+PROGRESS, LOADED, STARTED = "progress", "loaded", "started"
 STEP_DONE, WAITING, FINISHED, COMPARED, RESULT, ERROR, DONE = (
     "step", "waiting", "finished", "compared", "result", "error", "done")
 WORK = "work"
+PERCENT = "%"  # a `unit` of progress: done and total are hundredths of the work
 
 
 def write_line(stream: IO[str], message: dict[str, Any]) -> None:
@@ -85,7 +84,7 @@ def spec_to_dict(spec: ModelSpec) -> dict[str, Any]:
 
 
 def spec_from_dict(data: dict[str, Any]) -> ModelSpec:
-    return ModelSpec(**data)
+    return ModelSpec(**{**data, "self_skips": tuple(data.get("self_skips", ()))})
 
 
 def config_to_dict(config: DecodeConfig) -> dict[str, Any]:
@@ -95,8 +94,7 @@ def config_to_dict(config: DecodeConfig) -> dict[str, Any]:
 def config_from_dict(data: dict[str, Any]) -> DecodeConfig:
     sampling = SamplingParams(**data["sampling"])
     drafter = choice_from_dict(data.get("drafter") or {})
-    suffix = SuffixOptions(**data.get("suffix", {}))
-    return DecodeConfig(**{**data, "sampling": sampling, "drafter": drafter, "suffix": suffix})
+    return DecodeConfig(**{**data, "sampling": sampling, "drafter": drafter})
 
 
 def divergence_from_dict(data: dict[str, Any] | None) -> Divergence | None:

@@ -22,10 +22,11 @@ from dataclasses import asdict, astuple, dataclass
 from typing import IO, Any
 
 from app.analysis.compare import explain_difference, margins_noted
-from app.analysis.cost import measure_pair_costs
 from app.analysis.divergence import MarginTap, TopTwo
+from app.analysis.exact_mode import CheckCancelled
 from app.analysis.kernel_noise import MeasurementCancelled
-from app.engine.registry import DrafterChoice, choice_from_dict
+from app.engine.decode_config import DrafterChoice, choice_from_dict
+from app.engine.drafters.registry import label
 from app.engine.session import Session
 from app.engine.text_stream import TextStream
 from app.engine.trace import MODE_PLAIN, MODE_SPECULATIVE, TraceHeader, step_to_dict
@@ -34,11 +35,10 @@ from app.host import protocol as p
 from app.host import wire
 from app.host.jobs import JOBS
 from app.models.loading import LoadedPair, ModelSpec, load_pair
-from app.runs import Run, prepare_run, remember_output
+from app.runs import Run, prepare_run, remember_output, remember_prices
 from backends.base import BackendError
 
 _POLL_S = 0.05
-_PER_MILLE = 1000  # a fraction on the wire as done of total
 # the work after a run's steps, as the status bar says it (app.host.protocol WORK)
 BASELINE_TASK = "comparing: decoding the plain baseline"
 EXPLAIN_TASK = "comparing: the texts differ, explaining where"
@@ -118,7 +118,7 @@ class Host:
                     self.ensure_pair(command)
                 else:
                     self.emit(p.ERROR, message=f"the engine host has no command {name!r}")
-            except _Stopped:
+            except (_Stopped, CheckCancelled):  # a stop the parent asked for is no error
                 pass
             except (DraftLensError, BackendError) as exc:
                 self.emit(p.ERROR, message=str(exc))
@@ -151,13 +151,9 @@ class Host:
         if choice != self.drafter:
             self.drafter = choice
             self.emit(p.LOADED, target=pair.target.name,
-                      draft=pair.draft.name if pair.draft else choice.label(),
+                      draft=pair.draft.name if pair.draft else label(choice),
                       backend=pair.target.backend, device=pair.target.device,
                       warnings=list(pair.warnings))
-            if command.get("costs", False) and choice:
-                self.emit(p.PROGRESS, message="timing a target step and a draft step side by "
-                                              "side")
-                self.emit(p.COSTS, costs=wire.encode(measure_pair_costs(pair, choice)))
         return pair
 
     def _loaded(self, spec: ModelSpec) -> LoadedPair:
@@ -216,6 +212,7 @@ class Host:
         # engine error (stopped or not) is kept in the draft memory (--draft-memory) for the
         # runs after it, here in the host, which is where its pair and its output are
         remember_output(pair, run.session, run.prompt_ids)
+        remember_prices(pair)
 
     def _conclude(self, pair: LoadedPair, command: dict[str, Any], tap: MarginTap | None,
                   run: Run) -> None:
@@ -260,7 +257,7 @@ class Host:
             self.emit(p.WORK, task=message, done=0, total=0)
 
         def progress(fraction: float, what: str) -> None:  # the kernel-noise measurement's
-            self.emit(p.WORK, task=what, done=round(fraction * _PER_MILLE), total=_PER_MILLE)
+            self.emit(p.WORK, task=what, done=round(fraction * 100), total=100, unit=p.PERCENT)
 
         say(EXPLAIN_TASK)
         try:
@@ -280,7 +277,7 @@ class Host:
                           plain=plain, extra_settings={"compare": bool(command.get("compare"))},
                           progress=lambda message: self.emit(p.PROGRESS, message=message))
         self.emit(p.STARTED, run=_mode(run), header=_header_line(run.header),
-                  t_target=run.session.plain_step_time())
+                  t_target=run.session.plain_step_price()[0])
         return run
 
     def _finish(self, run: Run, baseline: Session | None = None, interrupted: bool = False,
@@ -297,7 +294,7 @@ class Host:
         stream = TextStream(run.session.target) if stream_text else None
         steps = run.session.steps(run.prompt_ids)
         if work is not None:
-            self.emit(p.WORK, task=work.task, done=0, total=work.total)
+            self.emit(p.WORK, task=work.task, done=0, total=work.total, unit="tokens")
         try:
             while self._wait_turn(mode):
                 step = next(steps, None)
@@ -307,7 +304,7 @@ class Host:
                 self.emit(p.STEP_DONE, run=mode, line=step_to_dict(step), text=text)
                 if work is not None:
                     self.emit(p.WORK, task=work.task, done=len(run.session.output_ids),
-                              total=work.total)
+                              total=work.total, unit="tokens")
         except (DraftLensError, BackendError) as exc:
             self._finish(run, error=str(exc))
             raise

@@ -19,8 +19,7 @@ from typing import Any, Union, get_args, get_origin, get_type_hints
 
 import numpy as np
 
-from app.analysis.cost import Conditions, PairCosts
-from app.analysis.exactness import ExactReport, GreedySuite
+from app.analysis.exact_report import ExactReport, GreedySuite
 from app.analysis.rank import (
     DraftModelCandidate,
     LoadedCandidate,
@@ -29,9 +28,7 @@ from app.analysis.rank import (
     SelfDraftCandidate,
 )
 from app.analysis.sweep import SweepRow
-from app.engine.cost_curve import VerifyCostCurve
-from app.engine.decode_config import DecodeConfig
-from app.engine.registry import DrafterChoice, choice_from_dict, choice_to_dict
+from app.engine.decode_config import DecodeConfig, DrafterChoice, choice_from_dict, choice_to_dict
 from app.errors import DraftLensError
 from app.host.protocol import config_from_dict, config_to_dict
 
@@ -43,23 +40,9 @@ class WireError(DraftLensError):
     a value no JSON can hold."""
 
 
-def _curve_to_dict(curve: VerifyCostCurve) -> dict[str, Any]:
-    return {"points": list(curve.points.items()), "recent": list(curve.recent),
-            "recent_plain": list(curve.recent_plain), "recent_passes": list(curve.recent_passes)}
-
-
-def _curve_from_dict(data: dict[str, Any]) -> VerifyCostCurve:
-    curve = VerifyCostCurve({int(n): float(t) for n, t in data["points"]})
-    # the deques keep their maxlen from the class's defaults
-    curve.recent.extend((int(n), float(t)) for n, t in data["recent"])
-    curve.recent_plain.extend(float(t) for t in data["recent_plain"])
-    curve.recent_passes.extend((int(n), float(t)) for n, t in data["recent_passes"])
-    return curve
-
-
 # the only classes a message may name
 ALLOWED: dict[str, type] = {cls.__name__: cls for cls in (
-    PairCosts, Conditions, VerifyCostCurve, SweepRow, RankRow, ExactReport, GreedySuite,
+    SweepRow, RankRow, ExactReport, GreedySuite,
     DecodeConfig, DrafterChoice,
     DraftModelCandidate, NgramCandidate, LoadedCandidate, SelfDraftCandidate)}
 _NAMES = {cls: name for name, cls in ALLOWED.items()}
@@ -69,7 +52,6 @@ _FORMATS: dict[type, tuple[Callable[[Any], dict[str, Any]], Callable[[dict[str, 
     DecodeConfig: (config_to_dict, config_from_dict),
     DrafterChoice: (choice_to_dict, choice_from_dict),
     GreedySuite: (GreedySuite.to_dict, GreedySuite.from_dict),
-    VerifyCostCurve: (_curve_to_dict, _curve_from_dict),
     DraftModelCandidate: (lambda c: {"path": c.path, "cross": c.cross},
                           lambda d: DraftModelCandidate(d["path"], d["cross"])),
     NgramCandidate: (lambda c: {}, lambda d: NgramCandidate()),

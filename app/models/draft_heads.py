@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
-from app.engine.heads import HeadsWeights
+from app.engine.drafters.heads import HeadsWeights
 from app.engine.protocol import HiddenStateModel, LanguageModel, OutputHeadModel
 from app.errors import ModelFileError, SettingsError
 

@@ -16,9 +16,10 @@ from __future__ import annotations
 import mmap
 import os
 import struct
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import gguf
 
@@ -47,6 +48,7 @@ _SCALARS: dict[int, struct.Struct] = {
 }  # fmt: skip
 _U32 = struct.Struct("<I")
 _U64 = struct.Struct("<Q")
+_T = TypeVar("_T")
 
 
 @dataclass(frozen=True)
@@ -146,8 +148,38 @@ def read_vocab_and_types(path: str | os.PathLike[str]) -> tuple[list[str], list[
     return _texts(head.fields[_TOKENS]), [int(t) for t in items] if items is not None else None
 
 
+def read_metadata(path: str | os.PathLike[str], keys: Collection[str]) -> dict[str, Any]:
+    """The scalar and string metadata fields named in `keys` that the file has, read from its
+    header (never the tensor table or data), stopping once all are found; raises
+    ModelFileError as check_gguf does for a file it cannot read."""
+    wanted = set(keys)
+
+    def parse(buf: mmap.mmap, path: Path, file_size: int) -> dict[str, Any]:
+        head = _Header(version=_version(buf, path), file_size=file_size)
+        found: dict[str, Any] = {}
+
+        def take(key: str, value: Any) -> bool:
+            if key in wanted and not isinstance(value, _Array):
+                found[key] = value
+            return len(found) < len(wanted)
+
+        try:
+            _walk_fields(buf, head, 8, take)
+        except _BROKEN as exc:
+            raise _corrupt(path, exc) from None
+        return found
+
+    return _open_gguf(Path(path), parse)
+
+
 def _read_header(path: Path) -> _Header:
     """Check magic and version with plain reads, then parse metadata and the tensor table."""
+    return _open_gguf(path, _parse)
+
+
+def _open_gguf(path: Path, parse: Callable[[mmap.mmap, Path, int], _T]) -> _T:
+    """`parse(buffer, path, file size)` over the file mapped read-only, once its magic is
+    checked; a missing or unreadable file is a ModelFileError."""
     if not path.exists():
         raise ModelFileError(f"model file not found: {path} — check the path")
     if path.is_dir():
@@ -159,7 +191,7 @@ def _read_header(path: Path) -> _Header:
             if len(start) < 8 or start[:4] != GGUF_MAGIC:
                 _check_start(path, start, file_size)
             with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as buf:
-                return _parse(buf, path, file_size)
+                return parse(buf, path, file_size)
     except OSError as exc:
         raise ModelFileError(
             f"cannot read {path}: {exc.strerror or exc} — check its permissions"
@@ -178,6 +210,24 @@ def _check_start(path: Path, start: bytes, file_size: int) -> None:
 
 
 def _parse(buf: mmap.mmap, path: Path, file_size: int) -> _Header:
+    head = _Header(version=_version(buf, path), file_size=file_size)
+    try:
+        off = _parse_fields(buf, head, 8)
+        _parse_tensors(buf, head, off)
+    except _BROKEN as exc:
+        raise _corrupt(path, exc) from None
+    return head
+
+
+_BROKEN = (_Corrupt, struct.error, UnicodeDecodeError)  # a header that does not hold together
+
+
+def _corrupt(path: Path, exc: Exception) -> ModelFileError:
+    reason = str(exc) if isinstance(exc, _Corrupt) else "header ends early"
+    return ModelFileError(f"truncated or corrupt: {path} ({reason}) — download it again")
+
+
+def _version(buf: mmap.mmap, path: Path) -> int:
     (version,) = _U32.unpack_from(buf, 4)
     if version & 0xFFFF == 0:
         raise ModelFileError(
@@ -188,19 +238,23 @@ def _parse(buf: mmap.mmap, path: Path, file_size: int) -> _Header:
             f"unsupported GGUF version {version}: {path} (supported: 2, 3)"
             " — convert it again with a current llama.cpp"
         )
-    head = _Header(version=version, file_size=file_size)
-    try:
-        off = _parse_fields(buf, head, 8)
-        _parse_tensors(buf, head, off)
-    except (_Corrupt, struct.error, UnicodeDecodeError) as exc:
-        reason = str(exc) if isinstance(exc, _Corrupt) else "header ends early"
-        raise ModelFileError(
-            f"truncated or corrupt: {path} ({reason}) — download it again"
-        ) from None
-    return head
+    return int(version)
 
 
 def _parse_fields(buf: mmap.mmap, head: _Header, off: int) -> int:
+    def keep(key: str, value: Any) -> bool:
+        if key in head.fields:
+            raise _Corrupt(f"duplicate metadata key {key}")
+        head.fields[key] = value
+        return True
+
+    return _walk_fields(buf, head, off, keep)
+
+
+def _walk_fields(buf: mmap.mmap, head: _Header, off: int,
+                 visit: Callable[[str, Any], bool]) -> int:
+    """`visit(key, value)` for each metadata field in file order, until it returns False;
+    returns the offset after the last field read."""
     n_tensors, n_kv = struct.unpack_from("<QQ", buf, off)
     off += 16
     if n_tensors > _MAX_COUNT or n_kv > _MAX_COUNT:
@@ -209,11 +263,11 @@ def _parse_fields(buf: mmap.mmap, head: _Header, off: int) -> int:
     for _ in range(n_kv):
         raw, off = _string(buf, off, head.file_size)
         key = raw.decode("utf-8")
-        if key in head.fields:
-            raise _Corrupt(f"duplicate metadata key {key}")
         (vtype,) = _U32.unpack_from(buf, off)
         off += 4
-        head.fields[key], off = _value(buf, off, vtype, key, head.file_size)
+        value, off = _value(buf, off, vtype, key, head.file_size)
+        if not visit(key, value):
+            break
     return off
 
 

@@ -12,8 +12,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from app.engine.cost_curve import VerifyCostCurve
+from app.engine.drafters.self_skip import SkipChoice, format_skip, parse_skip
 from app.engine.protocol import LanguageModel, LayerSkipModel, SkipDraftModel
-from app.engine.self_skip import SkipChoice, format_skip, parse_skip
 from app.errors import DraftLensError, ModelFileError, SettingsError
 from app.models.pair_check import (
     CrossVocab,
@@ -44,8 +45,12 @@ class ModelSpec:
     batch_invariant: bool = False
     rpc: str = ""  # the target on llama.cpp rpc-servers: HOST:PORT[,HOST:PORT...]
     with_mtp: bool = False  # load the target's own MTP (NextN) layers too (llama.cpp)
+    # skip sets given by hand ("6-11,15-20"): the target without those layers, loaded as a
+    # draft of its own per set (a self-draft; one chosen by measurement is loaded once it is
+    # chosen, app.models.self_skip)
+    self_skips: tuple[str, ...] = ()
     # llama.cpp: map the GGUF (True) or read its weights into memory (False); None: read where
-    # the weights stay on the CPU and fit (backends.llamacpp.weights_read_into_memory)
+    # the weights stay on the CPU and fit (backends.llamacpp_load.weights_read_into_memory)
     mmap: bool | None = None
 
     def resolved_backend(self) -> str:
@@ -76,8 +81,9 @@ class LoadedPair:
     self_drafts: dict[tuple[str, bool], LanguageModel] = field(default_factory=dict)
     # the figures each skip set was chosen by, by set (app.models.self_skip.settle_self_skip)
     skip_choices: dict[str, SkipChoice] = field(default_factory=dict)
-    # seconds of one step of a drafting model (by id), measured once when first needed
-    step_seconds: dict[int, float] = field(default_factory=dict)
+    # what the target's passes cost, as timed on this pair by the runs of this process (each
+    # session adds its passes; app.runs.build_session reads the stored curve into it once)
+    verify_curve: VerifyCostCurve | None = None
 
     @property
     def cross(self) -> CrossVocab | None:
@@ -95,26 +101,30 @@ class LoadedPair:
             self.draft.close()
 
     def self_draft(self, skip: str, borrow: bool = True) -> LanguageModel:
-        """The target without the `skip` layers ("6-11,15-20") as a draft model, built once
-        per pair and set. torch: inside the target's forward and (borrow) its KV cache; without
-        borrow, a cache of its own (for timing it). llama.cpp: a file of the kept blocks,
-        which has its own cache either way."""
-        if self.target.backend != "torch":
-            borrow = True
-        skip = format_skip(parse_skip(skip))  # one name per set
-        model = self.self_drafts.get((skip, borrow))
+        """The target without the `skip` layers ("6-11,15-20") as a draft model, loaded with
+        the pair (ModelSpec.self_skips) or by load_self_draft: building a run loads no model.
+        torch: inside the target's forward and (borrow) its KV cache; without borrow, a cache
+        of its own (for timing it). llama.cpp: a file of the kept blocks, its own cache."""
+        key = self._key(skip, borrow)
+        model = self.self_drafts.get(key)
         if model is None:
-            model = load_self_draft(self.target, self.spec, skip, borrow)
-            self.self_drafts[(skip, borrow)] = model
+            raise SettingsError(f"the target without layers {key[0]} was not loaded as a "
+                                f"draft — load the pair with self_skips=('{key[0]}',) (the "
+                                "command line does so for --self-skip)")
         return model
 
-    def step_cost(self, model: LanguageModel) -> float:
-        """Seconds of one step of a drafting model of this pair (measured once)."""
-        if id(model) not in self.step_seconds:
-            from app.engine.cost_curve import measure_token_cost
+    def load_self_draft(self, skip: str, borrow: bool = True) -> LanguageModel:
+        """Load the target without the `skip` layers as a draft model, once per pair and set."""
+        key = self._key(skip, borrow)
+        model = self.self_drafts.get(key)
+        if model is None:
+            model = load_self_draft(self.target, self.spec, *key)
+            self.self_drafts[key] = model
+        return model
 
-            self.step_seconds[id(model)] = measure_token_cost(model)
-        return self.step_seconds[id(model)]
+    def _key(self, skip: str, borrow: bool) -> tuple[str, bool]:
+        """One name per set; llama.cpp's draft has its own cache either way."""
+        return format_skip(parse_skip(skip)), borrow if self.target.backend == "torch" else True
 
 
 def load_self_draft(target: LanguageModel, spec: ModelSpec, skip: str,
@@ -265,9 +275,22 @@ def _sounds_like_memory(message: str) -> bool:
 
 
 
+def _size(path: str) -> str:
+    file = Path(path)
+    return f" ({file.stat().st_size / 1e9:.1f} GB)" if file.is_file() else ""
+
+
 def load_pair(spec: ModelSpec, progress: Progress | None = None) -> LoadedPair:
     """Check the pair, then load target and draft. Incompatible pairs are refused."""
-    say = progress or (lambda message: None)
+    report = progress or (lambda message: None)
+    phases = 1 + bool(spec.rpc) + 2 * bool(spec.draft)
+    done = 0
+
+    def say(message: str) -> None:  # "step 2 of 3: loading target x.gguf (1.1 GB)"
+        nonlocal done
+        done += 1
+        report(f"step {done} of {phases}: {message}")
+
     check = None
     warnings: list[str] = []
     if spec.rpc:
@@ -282,11 +305,11 @@ def load_pair(spec: ModelSpec, progress: Progress | None = None) -> LoadedPair:
         check = check_pair_files(spec.target, spec.draft)
         check.raise_if_incompatible()
         warnings.extend(check.warnings)
-    say(f"loading target {Path(spec.target).name}")
+    say(f"loading target {Path(spec.target).name}{_size(spec.target)}")
     target = load_model(spec.target, spec, rpc=spec.rpc, mtp=spec.with_mtp)
     draft = None
     if spec.draft:
-        say(f"loading draft {Path(spec.draft).name}")
+        say(f"loading draft {Path(spec.draft).name}{_size(spec.draft)}")
         try:
             # logit widths may differ (padded output matrices); the engine aligns p and q
             draft = load_model(spec.draft, spec)
@@ -294,4 +317,12 @@ def load_pair(spec: ModelSpec, progress: Progress | None = None) -> LoadedPair:
             target.close()
             raise
     warnings.extend(target.caveats)
-    return LoadedPair(target, draft, check, spec, warnings)
+    pair = LoadedPair(target, draft, check, spec, warnings)
+    try:
+        for skip in spec.self_skips:
+            say(f"loading the target without layers {skip} as a draft")
+            pair.load_self_draft(skip)
+    except Exception:
+        pair.close()
+        raise
+    return pair

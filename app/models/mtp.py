@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from app.engine.mtp import OWN_MTP_LABEL
+from app.engine.drafters.mtp import OWN_MTP_LABEL
 from app.errors import ModelFileError, SettingsError
 from app.models.pair_check import is_gguf
 

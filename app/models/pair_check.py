@@ -9,7 +9,8 @@ p and q over a common width (app.engine.sampling.fit_width), so padding never br
 
 A pair that fails that rule has a third answer: different vocabularies. When enough of the
 draft's token texts are target tokens too (compared as bytes: app.models.token_bytes), the
-draft drafts across vocabularies (app.engine.cross_vocab): TLI for sampling and greedy,
+draft drafts across vocabularies (app.engine.drafters.draft_model.cross_vocab): TLI for
+sampling and greedy,
 string-level drafting for greedy.
 """
 
@@ -19,7 +20,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from app.engine.vocab_bridge import VocabBridge
+from app.engine.drafters.draft_model.vocab_bridge import VocabBridge
 from app.errors import IncompatiblePairError, ModelFileError
 
 # llama.cpp's SPEC_VOCAB_MAX_SIZE_DIFFERENCE and SPEC_VOCAB_CHECK_START_TOKEN_ID
@@ -124,7 +125,7 @@ def read_model_vocab(path: str | os.PathLike[str]) -> Vocab:
 
 def _tokenizer_vocab(path: Path) -> Vocab:
     from backends.base import BackendError
-    from backends.torch_hf import read_tokenizer_vocab
+    from backends.torch_runtime import read_tokenizer_vocab
 
     try:
         kind, tokens, bos_id, eos_id, special = read_tokenizer_vocab(path)
@@ -150,7 +151,7 @@ def check_vocabs(target: Vocab, draft: Vocab) -> PairCheck:
 
 def cross_vocab(target: Vocab, draft: Vocab) -> CrossVocab | None:
     """What two vocabularies share by token text, where that is enough to draft across."""
-    from app.engine.vocab_bridge import build_bridge
+    from app.engine.drafters.draft_model.vocab_bridge import build_bridge
 
     bridge = build_bridge(target.as_bytes(), draft.as_bytes())
     enough = min(MIN_SHARED_TOKENS, draft.size // 2)

@@ -31,7 +31,7 @@ def _llamacpp_devices(ok: bool) -> tuple[Option, ...]:
     mac = platform.system() == "Darwin"
     offload = False
     if ok:
-        from backends.llamacpp import gpu_offload_supported
+        from backends.llamacpp_runtime import gpu_offload_supported
 
         offload = gpu_offload_supported()
     no_gpu = "this llama-cpp-python build has no GPU offload — rebuild it with CUDA or Metal"
@@ -51,7 +51,7 @@ def _llamacpp_devices(ok: bool) -> tuple[Option, ...]:
 def _torch_devices(ok: bool) -> tuple[Option, ...]:
     cuda = mps = False
     if ok:
-        from backends.torch_hf import torch_devices
+        from backends.torch_runtime import torch_devices
 
         cuda, mps = torch_devices()
     missing = "the PyTorch backend is not installed"
@@ -68,8 +68,8 @@ def _torch_devices(ok: bool) -> tuple[Option, ...]:
 
 def probe() -> Capabilities:
     """Slow (imports torch): call it off the UI thread."""
-    from backends.llamacpp import llamacpp_available
-    from backends.torch_hf import torch_available
+    from backends.llamacpp_runtime import llamacpp_available
+    from backends.torch_runtime import torch_available
 
     llama_ok, llama_why = llamacpp_available()
     torch_ok, torch_why = torch_available()
@@ -91,7 +91,7 @@ def unknown() -> Capabilities:
 
 def runtime_lines() -> list[str]:
     """One line per runtime: its version and the devices it can use here, or why it cannot."""
-    from backends.llamacpp import describe_llamacpp
-    from backends.torch_hf import describe_torch
+    from backends.llamacpp_runtime import describe_llamacpp
+    from backends.torch_runtime import describe_torch
 
     return [describe_llamacpp(), describe_torch()]

@@ -1,6 +1,7 @@
 """The skip set a self-draft uses on a loaded pair: chosen by measurement on the run's own
-text (app.engine.self_skip's search) or given by hand, with the draft's cost measured beside
-the target's, and remembered per model file and text so a search runs once.
+text (app.engine.drafters.self_skip's search) or given by hand, the draft loaded and its cost
+measured beside the target's; the choice remembered per model file and text, so a search
+runs once.
 
 The text searched: each prompt's last PROMPT_TAIL tokens and the target's greedy
 continuation of it, CONTINUATION tokens (what the draft will be asked to guess).
@@ -19,9 +20,9 @@ import numpy as np
 
 from app.engine.cost_curve import measure_step_costs
 from app.engine.decode_config import DecodeConfig
+from app.engine.drafters.self_draft import is_auto
+from app.engine.drafters.self_skip import SkipChoice, given_skip, parse_skip, search_skip
 from app.engine.protocol import LanguageModel, LayerSkipModel
-from app.engine.self_draft import is_auto
-from app.engine.self_skip import SkipChoice, given_skip, parse_skip, search_skip
 from app.errors import SettingsError
 from app.models.loading import LoadedPair
 from app.paths import cache_dir, write_atomically
@@ -45,6 +46,8 @@ def settle_self_skip(pair: LoadedPair, config: DecodeConfig, prompts: Sequence[S
     say = progress or (lambda message: None)
     choice = choose_skip(pair, choice_of.options.skip, choice_of.options.skip_cost, prompts,
                          say)
+    say(f"loading the target without layers {choice.skip} as its draft")
+    pair.load_self_draft(choice.skip)
     timed = pair.skip_choices.get(choice.skip)
     if timed is not None:  # timed on this loaded pair before
         choice = replace(choice, measured_cost=timed.measured_cost, file_bytes=timed.file_bytes)
@@ -110,7 +113,8 @@ def search_texts(target: LanguageModel, prompts: Sequence[Sequence[int]]) -> lis
 
 def measured_cost(pair: LoadedPair, skip: str) -> float:
     """One draft step over one target step, timed in turns (medians; measure_step_costs)."""
-    target_step, draft_step = measure_step_costs(pair.target, pair.self_draft(skip, borrow=False))
+    target_step, draft_step = measure_step_costs(pair.target,
+                                                 pair.load_self_draft(skip, borrow=False))
     return draft_step / target_step if target_step > 0 else 0.0
 
 

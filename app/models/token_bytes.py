@@ -1,5 +1,6 @@
 """Each token's text as the bytes it stands for, whatever the tokenizer's notation, so that
-vocabularies of different families can be compared token by token (app.engine.vocab_bridge).
+vocabularies of different families can be compared token by token
+(app.engine.drafters.draft_model.vocab_bridge).
 
   - byte-level BPE ("gpt2": GPT-2, Qwen, Llama 3, SmolLM): each byte is written as one
     printable character (GPT-2's bytes_to_unicode table; a space is "Ġ");

@@ -4,7 +4,7 @@ read into the process's own memory, beside llama-bench tg with its default load 
 
 Each round runs, in an order rotated round by round: DraftLens plain decoding of a prompt of
 `--depth` tokens on a model loaded with mmap, the same on a second copy loaded as the app loads
-it by default (read into memory where it fits: backends.llamacpp.weights_read_into_memory), and
+it by default (read into memory where it fits: backends.llamacpp_load.weights_read_into_memory), and
 llama-bench -d DEPTH -n N with `-lm auto` (mmap on a CPU) and `-lm none`. A side's rate is its
 tokens over its decoding seconds (prefill left out), summed over rounds. `--fresh-process` adds
 a side that loads the model as the app does in a new process every round, as llama-bench

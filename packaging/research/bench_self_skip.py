@@ -1,6 +1,6 @@
 """Self-speculation on the demo target, skip sets side by side (a benchmark, not a test).
 
-For one backend: the target's skip sets chosen by the search (app.engine.self_skip) at each
+For one backend: the target's skip sets chosen by the search (app.engine.drafters.self_skip) at each
 cost target, the first-N-layers drafts of comparable cost (skip N..L-1), and the demo draft
 model, each drafting greedily on the code prompts; plain decoding interleaved with all of
 them, the order turned round each round, so every speed is a ratio to the plain runs beside
@@ -34,11 +34,13 @@ sys.path.insert(0, str(ROOT))
 
 from app.analysis.measure import Tally, alternating, pair_ratios, timed_run  # noqa: E402
 from app.cli.bench_tasks import CODE_PROMPTS  # noqa: E402
-from app.engine.decode_config import DecodeConfig  # noqa: E402
-from app.engine.drafters import DrafterOptions  # noqa: E402
-from app.engine.registry import DrafterChoice  # noqa: E402
+from app.engine.decode_config import (  # noqa: E402
+    DecodeConfig,  # noqa: E402
+    DrafterChoice,
+    DrafterOptions,
+)
+from app.engine.drafters.self_skip import SkipChoice, format_skip  # noqa: E402
 from app.engine.sampling import SamplingParams  # noqa: E402
-from app.engine.self_skip import SkipChoice, format_skip  # noqa: E402
 from app.models.demo import demo_paths  # noqa: E402
 from app.models.loading import LoadedPair, ModelSpec, load_pair  # noqa: E402
 from app.models.self_skip import settle_self_skip  # noqa: E402

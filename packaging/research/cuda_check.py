@@ -182,7 +182,7 @@ def write_random_heads(target: Any, path: Path, n_heads: int = 3, rank: int = 8)
     """Untrained heads (small random blocks) over the target's own output rows, read through
     the backend (TorchModel.output_rows), so they mostly propose what the target would say
     next from the same hidden state."""
-    from app.engine.heads import HeadsWeights
+    from app.engine.drafters.heads import HeadsWeights
     from app.models.draft_heads import save_heads
 
     rng = np.random.default_rng(0)
@@ -212,13 +212,13 @@ def torch_dtype(name: str | None):
 
     import backends.torch_hf as torch_hf
 
-    saved = torch_hf._dtype_for
+    saved = torch_hf.dtype_for
     if name:
-        torch_hf._dtype_for = lambda device: getattr(torch, name)
+        torch_hf.dtype_for = lambda device: getattr(torch, name)
     try:
         yield
     finally:
-        torch_hf._dtype_for = saved
+        torch_hf.dtype_for = saved
 
 
 # --- part 1: greedy identity ---------------------------------------------------------------
@@ -291,9 +291,7 @@ MODES = {"default", "float32, TF32 off", "exact mode"}  # --identity-modes
 def identity_part(models: dict[str, Path], heads: Path, device: str,
                   n_predict: int) -> list[dict[str, Any]]:
     from app.analysis.exactness import GREEDY_PROMPTS
-    from app.engine.decode_config import DecodeConfig
-    from app.engine.drafters import DrafterOptions
-    from app.engine.registry import DrafterChoice
+    from app.engine.decode_config import DecodeConfig, DrafterChoice, DrafterOptions
     from app.models.loading import ModelSpec, load_pair
 
     target, draft, cross = (str(models[k]) for k in ("target", "draft", "cross"))
@@ -486,8 +484,7 @@ def sampled_part(models: dict[str, Path], device: str, samples: int,
     from app.analysis.exact_sampled import exact_first_two
     from app.analysis.exactness import check_exact
     from app.analysis.stats import g_test
-    from app.engine.decode_config import DecodeConfig
-    from app.engine.registry import DrafterChoice
+    from app.engine.decode_config import DecodeConfig, DrafterChoice
     from app.engine.sampling import SamplingParams
     from app.models.loading import ModelSpec, load_pair
 

@@ -23,17 +23,17 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from replay_lookup import DEMO_CURVE, replay  # noqa: E402
+from replay_lookup import DEMO_CURVE, add_curve_option, replay, use_curve  # noqa: E402
 from replay_suffix import SUITES, Tally, _Vocab, recall  # noqa: E402
 from replay_suffix import replay as replay_tally  # noqa: E402
 
-from app.engine import adaptive  # noqa: E402
+from app.engine import adaptive, estimates  # noqa: E402
 from app.engine.adaptive import AcceptanceEstimate, DraftLengthController  # noqa: E402
 from app.engine.cost_curve import VerifyCostCurve  # noqa: E402
 from app.engine.drafters import DraftKind  # noqa: E402
-from app.engine.lookup import block_limit  # noqa: E402
-from app.engine.lookup_edits import EditAwareLookup  # noqa: E402
-from app.engine.suffix import RememberedRun, SuffixDrafter, memory_buffer  # noqa: E402
+from app.engine.drafters.lookup import block_limit  # noqa: E402
+from app.engine.drafters.lookup.edits import EditAwareLookup  # noqa: E402
+from app.engine.drafters.suffix import RememberedRun, SuffixDrafter, memory_buffer  # noqa: E402
 from app.runs import remembered_tokens  # noqa: E402
 
 Make = Callable[[int], DraftLengthController]
@@ -158,16 +158,18 @@ for _name in PATCHES:
 
 @contextmanager
 def constants_set(values: dict[str, Any]) -> Iterator[None]:
-    """app.engine.adaptive's named constants set to `values` for the block (replay_draft.py
-    moves them too)."""
-    saved = {attr: getattr(adaptive, attr) for attr in values}
+    """The controller's named constants (app.engine.adaptive, app.engine.estimates: each where
+    it lives) set to `values` for the block (replay_draft.py moves them too)."""
+    homes = {attr: adaptive if hasattr(adaptive, attr) and attr not in vars(estimates)
+             else estimates for attr in values}
+    saved = {attr: getattr(homes[attr], attr) for attr in values}
     for attr, value in values.items():
-        setattr(adaptive, attr, value)
+        setattr(homes[attr], attr, value)
     try:
         yield
     finally:
         for attr, value in saved.items():
-            setattr(adaptive, attr, value)
+            setattr(homes[attr], attr, value)
 
 
 def patched(name: str) -> AbstractContextManager[None]:
@@ -227,14 +229,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("files", type=Path, nargs="+", help="recordings, read in order")
     parser.add_argument("--variant", action="append", choices=tuple(VARIANTS))
     parser.add_argument("--draft-max", type=int, default=32)
-    parser.add_argument("--curve", type=Path,
-                        help="price passes on this verify curve instead of the demo target's: "
-                             "a JSON object of pass size -> seconds")
+    add_curve_option(parser)
     args = parser.parse_args(argv)
-    if args.curve:
-        measured = {int(n): float(s) for n, s in json.loads(args.curve.read_text()).items()}
-        DEMO_CURVE.clear()  # every variant and the pricing read this one dict
-        DEMO_CURVE.update(measured)
+    use_curve(args.curve)
     rows = [row for file in args.files for row in json.loads(file.read_text())]
     limit = merged_limit(args.files)
     suites = [s for s in SUITES if any(r["suite"] == s for r in rows)]

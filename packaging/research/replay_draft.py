@@ -36,13 +36,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from replay_ablation import PATCHES as ESTIMATE_PATCHES  # noqa: E402
 from replay_ablation import constants_set  # noqa: E402
-from replay_lookup import DEMO_CURVE  # noqa: E402
+from replay_lookup import DEMO_CURVE, read_curve  # noqa: E402
 
 from app.engine import adaptive  # noqa: E402
 from app.engine.adaptive import DraftLengthController, PassOutcome  # noqa: E402
 from app.engine.cost_curve import VerifyCostCurve, interpolate  # noqa: E402
-from app.engine.draft_model import DRAFT_MODEL  # noqa: E402
 from app.engine.drafters import DraftKind  # noqa: E402
+from app.engine.drafters.draft_model import DRAFT_MODEL  # noqa: E402
 from app.engine.sampling import SamplingParams, process  # noqa: E402
 
 DRAFT_MAX = 8  # the CLI's default for a draft model
@@ -303,7 +303,7 @@ def main(argv: list[str] | None = None) -> int:
     data = json.loads(args.files[0].read_text())
     target_curve, ratio = dict(DEMO_CURVE), CPU_DRAFT_RATIO
     if args.curve:
-        target_curve = {int(n): float(t) for n, t in json.loads(args.curve.read_text()).items()}
+        target_curve = read_curve(args.curve)
     if args.profile == "gpu":
         target_curve = {n: GPU_STEP * (1 + GPU_SLOPE * (n - 1)) for n in range(1, 18)}
         ratio = GPU_DRAFT_RATIO

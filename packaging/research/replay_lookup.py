@@ -36,8 +36,8 @@ from app.cli.bench_tasks import (  # noqa: E402
 from app.engine.adaptive import DraftLengthController, PassOutcome  # noqa: E402
 from app.engine.cost_curve import VerifyCostCurve  # noqa: E402
 from app.engine.drafters import Budget, Drafter  # noqa: E402
-from app.engine.lookup import PromptLookup  # noqa: E402
-from app.engine.lookup_edits import EditAwareLookup  # noqa: E402
+from app.engine.drafters.lookup import PromptLookup  # noqa: E402
+from app.engine.drafters.lookup.edits import EditAwareLookup  # noqa: E402
 from app.engine.sampling import SamplingParams  # noqa: E402
 from app.engine.session import ShadowCheck  # noqa: E402
 
@@ -47,6 +47,27 @@ DEMO_CURVE = {1: .0314, 2: .0547, 3: .0716, 4: .0857, 5: .1095, 6: .1353, 7: .15
               9: .2567, 10: .2713, 11: .2863, 12: .2903, 13: .3048, 14: .3228, 15: .3343,
               16: .2815, 17: .3481, 32: .4719, 33: .5438, 64: .8518, 65: .9253}
 _NEVER_DRAWN = np.random.default_rng(0)  # lookups and copies sample nothing
+
+
+def add_curve_option(parser: argparse.ArgumentParser) -> None:
+    """--curve FILE: the verify curve the replays price passes on (see use_curve)."""
+    parser.add_argument("--curve", type=Path,
+                        help="price passes on this verify curve instead of the demo target's: "
+                             "a JSON object of pass size -> seconds")
+
+
+def read_curve(path: Path) -> dict[int, float]:
+    """A verify curve from a JSON object of pass size -> seconds."""
+    return {int(n): float(s) for n, s in json.loads(path.read_text()).items()}
+
+
+def use_curve(path: Path | None) -> None:
+    """Make the curve of `path` (None: keep the demo target's) the one every replay and its
+    pricing read: DEMO_CURVE, changed in place."""
+    if path:
+        measured = read_curve(path)
+        DEMO_CURVE.clear()
+        DEMO_CURVE.update(measured)
 TOKENS = {"code": 128, "edit": 360, "text": 200, "repetitive": 256, "verbatim": 256}
 
 

@@ -29,16 +29,17 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from replay_lookup import DEMO_CURVE, replay_passes  # noqa: E402
+from replay_lookup import DEMO_CURVE, add_curve_option, replay_passes, use_curve  # noqa: E402
 from suffix_variants import VARIANTS, Limit  # noqa: E402
 
 from app.engine.adaptive import DraftLengthController  # noqa: E402
 from app.engine.cost_curve import VerifyCostCurve  # noqa: E402
-from app.engine.drafters import Budget, Drafter, TreeShape  # noqa: E402
-from app.engine.lookup import block_limit  # noqa: E402
-from app.engine.retry_copy import EarlierAnswer, Recall  # noqa: E402
+from app.engine.decode_config import TreeShape  # noqa: E402
+from app.engine.drafters import Budget, Drafter  # noqa: E402
+from app.engine.drafters.lookup import block_limit  # noqa: E402
+from app.engine.drafters.suffix import RememberedRun, SuffixDrafter, memory_buffer  # noqa: E402
+from app.engine.drafters.suffix.retry_copy import EarlierAnswer, Recall  # noqa: E402
 from app.engine.sampling import SamplingParams  # noqa: E402
-from app.engine.suffix import RememberedRun, SuffixDrafter, memory_buffer  # noqa: E402
 from app.engine.tree import DraftTree  # noqa: E402
 from app.runs import remembered_tokens  # noqa: E402
 
@@ -220,14 +221,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="the bound a controller that knew each draft's agreement earns")
     parser.add_argument("--tree-oracle", action="store_true",
                         help="with --oracle: the oracle may also choose a draft tree")
-    parser.add_argument("--curve", type=Path,
-                        help="price passes on this verify curve instead of the demo target's: "
-                             "a JSON object of pass size -> seconds")
+    add_curve_option(parser)
     args = parser.parse_args(argv)
-    if args.curve:
-        measured = {int(n): float(s) for n, s in json.loads(args.curve.read_text()).items()}
-        DEMO_CURVE.clear()  # the variants and the pricing read this one dict
-        DEMO_CURVE.update(measured)
+    use_curve(args.curve)
     rows = json.loads(args.file.read_text())
     limit = load_limit(args.file)
     if args.oracle:

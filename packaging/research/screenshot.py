@@ -124,10 +124,18 @@ def shoot_sizes(window: MainWindow, out: Path, sizes: list[tuple[int, int]]) -> 
 
 
 def first_run(window: MainWindow, out: Path, sizes: list[tuple[int, int]]) -> None:
-    """Run with the defaults; shoot; if adaptive k decoded plainly, watch the draft and shoot."""
+    """Run with the defaults (Inspect: a fixed short draft every step); print the seconds from
+    Run to the first step; shoot with a step that has a rejection selected; if a plain-run
+    notice shows (Fastest, or settings that decoded plainly), watch the draft and shoot."""
+    import time
+
     from ui.app import wait_until
 
+    pressed = time.perf_counter()
     window.start_run()
+    if not wait_until(lambda: window.run is not None and bool(window.run.steps), 1800):
+        raise RuntimeError("no step in 30 minutes")
+    print(f"first step {time.perf_counter() - pressed:.1f} s after Run")
     # the host's work after the run's steps (a compare's baseline): the status bar says it
     if not wait_until(lambda: bool(window.run_control.finishing) or not window.running, 1800):
         raise RuntimeError("the run did not finish in 30 minutes")
@@ -143,8 +151,12 @@ def first_run(window: MainWindow, out: Path, sizes: list[tuple[int, int]]) -> No
     print("first run:", window.status_label.text())
     print("verdict:", window.why.verdict.text())
     print("compare:", window.compare_label.text())
-    notice = window.inspector.notice
+    notice = window.why.notice
     print("notice:", notice.text.text() if notice.isVisible() else "(none)")
+    if window.run.stats.spec_steps:
+        window.select_step(pick_rejection_step(window))
+        window.flush(force=True)
+        print("why:", window.inspector.why.text() if hasattr(window.inspector, "why") else "")
     shoot_sizes(window, out, sizes)
     if notice.isVisible():
         notice.button.click()

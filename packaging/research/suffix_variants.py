@@ -16,15 +16,16 @@ from replay_lookup import DEMO_CURVE  # noqa: E402
 
 from app.engine.adaptive import POOL_MEMORY, DraftLengthController  # noqa: E402
 from app.engine.cost_curve import VerifyCostCurve  # noqa: E402
+from app.engine.decode_config import SuffixOptions  # noqa: E402
 from app.engine.drafters import Budget, Draft, Drafter, DraftKind, Outlook  # noqa: E402
-from app.engine.lookup import NGRAM_COPY  # noqa: E402
-from app.engine.lookup_edits import EditAwareLookup  # noqa: E402
+from app.engine.drafters.lookup import NGRAM_COPY  # noqa: E402
+from app.engine.drafters.lookup.edits import EditAwareLookup  # noqa: E402
+from app.engine.drafters.suffix import SUFFIX_COPY, SUFFIX_GUESS, SuffixDrafter  # noqa: E402
+from app.engine.drafters.suffix.index import CandidateTree  # noqa: E402
+from app.engine.drafters.suffix.retry_copy import RETRY_COPY  # noqa: E402
+from app.engine.drafters.suffix.token_buffer import SEPARATOR  # noqa: E402
+from app.engine.drafters.suffix.tree import SuffixTree  # noqa: E402
 from app.engine.records import COPIED_FROM_MEMORY, COPIED_FROM_PROMPT  # noqa: E402
-from app.engine.retry_copy import RETRY_COPY  # noqa: E402
-from app.engine.suffix import SUFFIX_COPY, SUFFIX_GUESS, SuffixDrafter, SuffixOptions  # noqa: E402
-from app.engine.suffix_index import CandidateTree  # noqa: E402
-from app.engine.suffix_tree import SuffixTree  # noqa: E402
-from app.engine.token_buffer import SEPARATOR  # noqa: E402
 
 Limit = Callable[[list[int]], int] | None
 Pair = tuple[SuffixDrafter, DraftLengthController]
@@ -228,7 +229,8 @@ class LongerRecall(SuffixDrafter):
     """A copy recalled from an earlier answer goes first where its match is longer than the
     prompt copy's anchor (a retried request: the earlier answer went on past the edit where
     the prompt's text does not). Replayed on this machine's curve, draft-max 64: verbatim
-    2.701x -> 2.780x before the retry copy (app.engine.retry_copy), 2.996x -> 2.984x with
+    2.701x -> 2.780x before the retry copy (app.engine.drafters.suffix.retry_copy), 2.996x ->
+    2.984x with
     it; edits 3.014x -> 3.000x. Not adopted: the retry copy takes its gain."""
 
     margin = 0

@@ -8,6 +8,10 @@ target's verify pass after step DRAFTLENS_TEST_FAULT_AFTER (default 2) has been 
   sleep  sleeps DRAFTLENS_TEST_FAULT_SECONDS (default 60) inside the pass: a pass that
          cannot be interrupted, for Stop (first creating the file DRAFTLENS_TEST_FAULT_MARK
          names, if set)
+  differ every pass that returns several rows (verify passes; the kernel-noise measurement's
+         passes) swaps each row's two best logits, as tests/helpers.py's SwappingVerifier does,
+         and then sleeps DRAFTLENS_TEST_FAULT_SECONDS (default 0): a greedy compare's texts
+         differ, and explaining it measures the kernel noise for long enough to cancel it
 With DRAFTLENS_TEST_FAULT_PASSES=N instead, the N-th verify pass of the process fails: for
 the commands that report no steps (bench, sweep, rank, check-exact under app.cli.supervisor).
   memory limits the host's address space to what it uses plus 16 MiB just before it loads
@@ -59,8 +63,20 @@ if _FAULT:
                 time.sleep(float(os.environ.get("DRAFTLENS_TEST_FAULT_SECONDS", "60")))
         return _extend(self, ids, n_logits, *args, **kwargs)
 
+    def _swapping_extend(self, ids, n_logits, *args, **kwargs):
+        logits = _extend(self, ids, n_logits, *args, **kwargs)
+        if n_logits > 1:
+            import numpy as np
+
+            logits = logits.copy()
+            for row in logits:
+                a, b = np.argsort(row)[-2:][::-1]
+                row[a], row[b] = row[b], row[a]
+            time.sleep(float(os.environ.get("DRAFTLENS_TEST_FAULT_SECONDS", "0")))
+        return logits
+
     trace.step_to_dict = _counting_step_to_dict
-    LlamaCppModel.extend = _faulty_extend
+    LlamaCppModel.extend = _swapping_extend if _FAULT == "differ" else _faulty_extend
 
     if _FAULT == "memory":
         from pathlib import Path

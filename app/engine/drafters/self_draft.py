@@ -1,12 +1,12 @@
 """Self-speculation: the target drafts for itself with a set of its layers skipped (its
 first layer, its final norm and output head kept), chosen by measurement on the run's text or
-given by hand (app.engine.self_skip says how the set is chosen and written).
+given by hand (app.engine.drafters.self_skip says how the set is chosen and written).
 
-The skipped model drafts as any draft model does (app.engine.draft_model.ModelDrafter). Where
-it runs inside the target's own forward and KV cache (torch: a BorrowingDraft), the target's
-cache holds the committed text, so the draft starts from the target's tokens, and drops what
-it appended before the target verifies. Elsewhere (llama.cpp: a file of the kept blocks) it
-keeps a cache of its own, as a draft model does.
+The skipped model drafts as any draft model does (app.engine.drafters.draft_model's
+ModelDrafter). Where it runs inside the target's own forward and KV cache (torch: a
+BorrowingDraft), the target's cache holds the committed text, so the draft starts from the
+target's tokens, and drops what it appended before the target verifies. Elsewhere
+(llama.cpp: a file of the kept blocks) it keeps a cache of its own, as a draft model does.
 """
 
 from __future__ import annotations
@@ -16,11 +16,12 @@ from typing import Protocol
 
 import numpy as np
 
-from app.engine.draft_model import ModelDrafter
-from app.engine.drafters import Budget, Draft, DrafterOptions, Entry, StopRule
+from app.engine.decode_config import DrafterOptions, StopRule
+from app.engine.drafters import Budget, Draft, Entry
+from app.engine.drafters.draft_model import ModelDrafter
+from app.engine.drafters.self_skip import SkipChoice
 from app.engine.protocol import BorrowingDraft, LanguageModel
 from app.engine.sampling import SamplingParams
-from app.engine.self_skip import SkipChoice
 from app.errors import SettingsError
 
 AUTO = "auto"  # --self-skip: chosen by measurement on the run's text (the default)
@@ -94,4 +95,4 @@ def _self_needs(options: DrafterOptions) -> str:
     return ""
 
 
-SELF_ENTRY = Entry("self", self_drafter, self_label, needs=_self_needs)
+ENTRY = Entry("self", self_drafter, self_label, needs=_self_needs)

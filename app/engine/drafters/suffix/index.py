@@ -1,6 +1,6 @@
 """Suffix decoding's index (Oliaro et al., SuffixDecoding; the interface is vLLM's and
 ArcticInference's four calls): a *local* suffix tree over this request's prompt and output,
-and a *global* one over the memory of earlier runs (app.engine.suffix_tree).
+and a *global* one over the memory of earlier runs (app.engine.drafters.suffix.tree).
 
 Terms, used throughout:
   - a *match* is a suffix of the context found in a tree; its length is m. Every match
@@ -22,10 +22,10 @@ import heapq
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from app.engine.memory_edits import MemoryEdits
+from app.engine.drafters.suffix.memory_edits import MemoryEdits
+from app.engine.drafters.suffix.token_buffer import Label
+from app.engine.drafters.suffix.tree import Cursor, Matcher, SuffixTree
 from app.engine.records import COPIED_FROM_MEMORY, COPIED_FROM_OUTPUT, COPIED_FROM_PROMPT
-from app.engine.suffix_tree import Cursor, Matcher, SuffixTree
-from app.engine.token_buffer import Label
 
 LOCAL = 0  # the local tree's one sequence: the prompt, then the output
 # SuffixDecoding tries matches from one token up; a one-token match drafts one token
@@ -35,7 +35,7 @@ LOCAL = 0  # the local tree's one sequence: the prompt, then the output
 # trying them, 1.108x from two tokens; fresh code 0.999x and 1.003x
 MIN_MATCH = 2
 # a match of at least this many tokens is a copy, a shorter one a guess (the suffix drafter's
-# two kinds, app.engine.suffix); renames are learnt only where a copy breaks (memory_edits)
+# two kinds, app.engine.drafters.suffix); renames are learnt only where a copy breaks (memory_edits)
 STRONG_MATCH = 6
 
 
@@ -263,7 +263,8 @@ class SuffixCache:
     """One request at a time over a shared global tree (the memory), behind suffix
     decoding's four calls: start_request, add_active_response, speculate, stop_request.
     The memory is also matched across the renames the target made to copies from it
-    (app.engine.memory_edits: learnt where a match of STRONG_MATCH tokens or more breaks)."""
+    (app.engine.drafters.suffix.memory_edits: learnt where a match of STRONG_MATCH tokens or
+    more breaks)."""
 
     def __init__(self, memory: SuffixTree | None = None, max_depth: int = 64) -> None:
         self.memory = memory if memory is not None else SuffixTree(max_depth)

@@ -24,6 +24,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from app.engine.decode_config import DrafterOptions, StopRule, TreeShape
 from app.engine.records import (
     CopySource,
     TokenRecord,
@@ -87,28 +88,6 @@ class Budget:
     stop: DraftStop | None = None
 
 
-@dataclass(frozen=True)
-class StopRule:
-    """Where a model's draft ends before its budget (llama.cpp's --draft-p-min and
-    --draft-min): not before draft_min tokens, then where its best candidate is below p_min."""
-
-    p_min: float = 0.0
-    draft_min: int = 0
-
-
-NO_EARLY_STOP = StopRule()  # a draft runs to its budget (or its end of text)
-
-
-@dataclass(frozen=True)
-class TreeShape:
-    """How wide a draft tree may grow: children per node, nodes per pass, and (for a draft
-    model) how likely a further candidate must be to get a branch (llama.cpp's p-split)."""
-
-    width: int = 1
-    max_nodes: int = 16
-    p_split: float = 0.1
-
-
 @dataclass
 class Draft:
     tokens: list[int]
@@ -118,12 +97,13 @@ class Draft:
     # position, for hidden_cos: a self-draft's final-norm output; None for every other draft
     # (app.engine.similarity says why)
     hidden: np.ndarray | None = None
-    # per token, where a copying drafter found it (app.engine.suffix); None for the others
+    # per token, where a copying drafter found it (app.engine.drafters.suffix); None for the others
     copied_from: list[CopySource] | None = None
-    # per token, which of the target's own MTP heads proposed it (app.engine.mtp), 0-based;
+    # per token, which of the target's own MTP heads proposed it (app.engine.drafters.mtp), 0-based;
     # None for every other draft
     heads: list[int] | None = None
-    # per token, how a draft from another vocabulary became it (app.engine.cross_vocab)
+    # per token, how a draft from another vocabulary became it
+    # (app.engine.drafters.draft_model.cross_vocab)
     translated: list[Translation] | None = None
 
     def q_row(self, i: int, vocab: int) -> np.ndarray:
@@ -192,26 +172,8 @@ class Drafter:
 
 
 @dataclass(frozen=True)
-class DrafterOptions:
-    """Each drafter's own settings, in its own section (a drafter that grows a setting adds
-    it here); those of drafters not chosen keep their defaults."""
-
-    # draft: a draft model of another vocabulary drafts by tli, string or auto (tli)
-    cross_vocab: str = "auto"
-    # self: the target's layers it skips, as ranges ("6-11,15-20"), or "auto" (also ""):
-    # chosen by measurement on the run's text (app.engine.self_skip)
-    skip: str = ""
-    # self: the draft's estimated cost in target steps the search aims for
-    skip_cost: float = 0.6
-    # heads: the heads file (draftlens heads train)
-    heads: str = ""
-    # suffix: a file of earlier outputs to draft from, updated after each run ("" = none)
-    memory: str = ""
-
-
-@dataclass(frozen=True)
 class Entry:
-    """A drafter as the registry (app.engine.registry) knows it, declared by its module.
+    """A drafter as the registry (app.engine.drafters.registry) knows it, declared by its module.
 
     build(sources, options, rule, fallback): a fresh drafter for one run; `sources` is what
     the run offers (app.runs.PairSources: the target, the draft model, ...; each factory

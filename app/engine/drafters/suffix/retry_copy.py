@@ -1,6 +1,6 @@
 """A retried request: the same prompt sent again to the same target (an agent loop after a
 timeout, a person pressing retry). The draft memory kept the answer it got before; suffix
-decoding (app.engine.suffix) drafts that answer from its first token, ahead of any match.
+decoding (app.engine.drafters.suffix) drafts that answer from its first token, ahead of any match.
 
 The memory may hold several answers to the prompt (a run stopped early, one sampled): the
 copy follows the latest that the output still agrees with and that goes on.

@@ -1,5 +1,5 @@
 """Copies from the draft memory across the target's renames: suffix decoding's counterpart of
-the edit layer (app.engine.lookup_edits), which follows renames in copies of the prompt. An
+the edit layer (app.engine.drafters.lookup.edits), which follows renames in copies of the prompt. An
 earlier answer about `Customer` drafts the one about `Product` past each `Product`, where a
 plain suffix match breaks at every renamed token and takes several tokens to grow back.
 
@@ -21,8 +21,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from app.engine.lookup_edits import AGREE_PAST_EDIT, EDIT_SKIPS, RENAME_SLACK, renamed_by
-from app.engine.suffix_tree import Cursor, Matcher, SuffixTree
+from app.engine.drafters.lookup.edits import AGREE_PAST_EDIT, EDIT_SKIPS, RENAME_SLACK, renamed_by
+from app.engine.drafters.suffix.tree import Cursor, Matcher, SuffixTree
 
 Tokens = tuple[int, ...]
 

@@ -9,7 +9,7 @@ shorter one a guess: the controller learns their acceptance apart.
 The lookup itself is a pure function, `find(index, context)`: the context's best match in an
 NgramIndex of it (kept up to date as the context grows, so a step costs O(n_max) lookups,
 not a scan). LookupDrafter drafts what a Finder finds: NgramFinder is the lookup alone; the
-edit layer (app.engine.lookup_edits.EditFinder) is a finder of its own over the same index,
+edit layer (app.engine.drafters.lookup.edits.EditFinder) is a finder of its own over the same index,
 and the registry composes the two for `--spec-type ngram`.
 """
 
@@ -21,15 +21,8 @@ from typing import Protocol
 
 import numpy as np
 
-from app.engine.drafters import (
-    EMPTY_DRAFT,
-    Budget,
-    Draft,
-    Drafter,
-    DraftKind,
-    Outlook,
-    TreeShape,
-)
+from app.engine.decode_config import TreeShape
+from app.engine.drafters import EMPTY_DRAFT, Budget, Draft, Drafter, DraftKind, Outlook
 from app.engine.protocol import LanguageModel
 from app.engine.sampling import SamplingParams
 from app.engine.tree import DraftTree, TreeBuilder

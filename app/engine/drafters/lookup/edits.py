@@ -1,4 +1,4 @@
-"""Prompt lookup that follows the target's edits of a copy (a layer over app.engine.lookup:
+"""Prompt lookup that follows the target's edits of a copy (a layer over app.engine.drafters.lookup:
 its own finder over the lookup's index, composed with the lookup for `--spec-type ngram`):
 code asked back with a rename keeps its place in the source across the renamed tokens, and
 applies the rename again wherever the copy meets the old tokens.
@@ -15,8 +15,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
-from app.engine.drafters import DrafterOptions, DraftKind, Entry, StopRule
-from app.engine.lookup import (
+from app.engine.decode_config import DrafterOptions, StopRule
+from app.engine.drafters import DraftKind, Entry
+from app.engine.drafters.lookup import (
     AGREEMENT_WINDOW,
     STRONG_ANCHOR,
     LookupDrafter,
@@ -91,7 +92,7 @@ class _Unsettled:
 
 class EditFinder:
     """The edit layer: finds a copy past the target's edits in the lookup's index, and
-    applies its renames to what a copy continues with (a Finder, app.engine.lookup).
+    applies its renames to what a copy continues with (a Finder, app.engine.drafters.lookup).
     `limit` is the drafter's: an edit that closed the copy's block does not resume it."""
 
     def __init__(self, limit: Callable[[list[int]], int] | None = None) -> None:

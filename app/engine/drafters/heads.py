@@ -17,8 +17,9 @@ from typing import Protocol
 
 import numpy as np
 
-from app.engine.draft_model import ModelDraft
-from app.engine.drafters import NO_EARLY_STOP, DrafterOptions, DraftKind, Entry, StopRule
+from app.engine.decode_config import NO_EARLY_STOP, DrafterOptions, StopRule
+from app.engine.drafters import DraftKind, Entry
+from app.engine.drafters.draft_model import ModelDraft
 from app.engine.sampling import SamplingParams, process
 
 # draft heads: all their tokens from one hidden state at once (no step per token to stop

@@ -6,7 +6,8 @@ vocabularies").
 
 The draft runs on its own tokens: the target's context, as text, is tokenized by the draft
 (ContextTranslator). At each position the draft's processed distribution is restricted to
-the tokens both vocabularies share and renormalised there (app.engine.vocab_bridge); the
+the tokens both vocabularies share and renormalised there
+(app.engine.drafters.draft_model.vocab_bridge); the
 drafted token is drawn from that, and handed to the engine as the target token of the same
 text, with q the same distribution over the target's ids. q is then exactly the distribution
 the target token was drawn from, so the usual p/q rule keeps the target's distribution; a
@@ -32,26 +33,14 @@ from typing import Protocol
 
 import numpy as np
 
-from app.engine import vocab_bridge
-from app.engine.draft_model import ModelDraft, ModelDrafter, branch_chain
-from app.engine.drafters import (
-    EMPTY_DRAFT,
-    NO_EARLY_STOP,
-    Budget,
-    Draft,
-    Drafter,
-    DrafterOptions,
-    DraftKind,
-    Entry,
-    StopRule,
-    TreeShape,
-    common_prefix,
-)
+from app.engine.decode_config import NO_EARLY_STOP, DrafterOptions, StopRule, TreeShape
+from app.engine.drafters import EMPTY_DRAFT, Budget, Draft, Drafter, DraftKind, Entry, common_prefix
+from app.engine.drafters.draft_model import ModelDraft, ModelDrafter, branch_chain, vocab_bridge
+from app.engine.drafters.draft_model.vocab_bridge import VocabBridge
 from app.engine.protocol import LanguageModel
 from app.engine.records import Translation
 from app.engine.sampling import SamplingParams, finite_logits, process
 from app.engine.tree import DraftTree
-from app.engine.vocab_bridge import VocabBridge
 from app.errors import SettingsError
 
 # a draft model of another vocabulary, drafting among the shared tokens: it pays a step per

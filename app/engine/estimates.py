@@ -1,0 +1,143 @@
+"""Acceptance as the controller learns it: per kind of draft and per draft position, with its
+95% interval, and the rule that ends a draft model's draft on its own confidence.
+
+Each constant below with its measurement: docs/ablation.md replays the demo target's recorded
+outputs with the constant moved one way and the other.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+_Z95 = 1.959964  # the normal quantile of a 95% interval
+
+# pooled counts fade per judged token (a memory of about 32 tokens, however they came: 32
+# one-token passes or half of one long copy; 16: suffix repetitive -1.0%, 64: -0.2%); each
+# position's own counts fade per pass (0.6: suffix repetitive -2.0%, 0.9: within 0.3%)
+POOL_DECAY_PER_TOKEN = 1 - 1 / 32
+POOL_MEMORY = 1 / (1 - POOL_DECAY_PER_TOKEN)  # what decayed counts add up to at most
+_POSITION_DECAY = 0.8
+# the kind's prior, in tokens, inside the pooled rate (0.5: ngram edit -7.6%, 2: -9.6%)
+_PRIOR_WEIGHT = 1.0
+# the pooled rate, in observations, inside a position's estimate (2: ngram edit -2.0%, 8:
+# -2.2%)
+_POOL_WEIGHT = 4.0
+
+
+def wilson_interval(hits: int, n: int) -> tuple[float, float]:
+    """The 95% Wilson score interval for a rate of hits / n ((0, 1) when n = 0)."""
+    if n == 0:
+        return 0.0, 1.0
+    rate, z2 = hits / n, _Z95 * _Z95
+    centre = (rate + z2 / (2 * n)) / (1 + z2 / n)
+    half = _Z95 * math.sqrt(rate * (1 - rate) / n + z2 / (4 * n * n)) / (1 + z2 / n)
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+@dataclass
+class AcceptanceEstimate:
+    """a_i, the chance that draft position i of one kind is accepted once reached, for
+    positions 0..positions-1 (it captures acceptance correlated along a draft, as in copying,
+    which a single alpha does not). Hierarchical: a pooled rate over all positions (decayed
+    counts, the kind's prior worth _PRIOR_WEIGHT tokens) is the prior of each position's own
+    decayed counts, and stands alone for positions never reached. `judged` and `judged_hits`
+    count every verdict undecayed: the evidence behind the estimate."""
+
+    prior: float
+    positions: int
+    accept_at: list[float] = field(default_factory=list)
+    hits_at: list[float] = field(default_factory=list)
+    seen_at: list[float] = field(default_factory=list)
+    pool_hits: float = 0.0
+    pool_seen: float = 0.0
+    judged: int = 0
+    judged_hits: int = 0
+
+    def __post_init__(self) -> None:
+        for counts in (self.hits_at, self.seen_at):
+            counts.extend([0.0] * (self.positions - len(counts)))
+        self._estimate()
+
+    def pooled(self) -> float:
+        return self.pooled_from(self.pool_hits, self.pool_seen)
+
+    def pooled_from(self, hits: float, seen: float) -> float:
+        """The pooled rate these counts give with this kind's prior."""
+        return (hits + _PRIOR_WEIGHT * self.prior) / (seen + _PRIOR_WEIGHT)
+
+    def interval(self) -> tuple[float, float]:
+        return wilson_interval(self.judged_hits, self.judged)
+
+    def observe(self, accepted: Sequence[bool]) -> None:
+        """One pass's verdicts, position by position up to the first rejection."""
+        judged = list(accepted[: self.positions])
+        # every position fades each pass, reached or not: an estimate that once fell low would
+        # otherwise keep k below that position and never be corrected (it returns to the pool)
+        for i in range(self.positions):
+            hit = judged[i] if i < len(judged) else None
+            self.seen_at[i] = _POSITION_DECAY * self.seen_at[i] + (hit is not None)
+            self.hits_at[i] = _POSITION_DECAY * self.hits_at[i] + bool(hit)
+        fade = POOL_DECAY_PER_TOKEN ** len(judged)
+        self.pool_seen = fade * self.pool_seen + len(judged)
+        self.pool_hits = fade * self.pool_hits + sum(judged)
+        self.judged += len(judged)
+        self.judged_hits += sum(judged)
+        self._estimate()
+
+    def raise_pool(self, hits: float, seen: float) -> None:
+        """Take these pooled counts where, with this kind's prior, they say more is accepted
+        than its own."""
+        if self.pooled_from(hits, seen) > self.pooled_from(self.pool_hits, self.pool_seen):
+            self.pool_hits, self.pool_seen = hits, seen
+            self._estimate()
+
+    def _estimate(self) -> None:
+        pooled = self.pooled()
+        self.accept_at = [(hits + _POOL_WEIGHT * pooled) / (seen + _POOL_WEIGHT)
+                          for hits, seen in zip(self.hits_at, self.seen_at, strict=True)]
+
+
+@dataclass
+class ConfidenceStop:
+    """Where a draft model's draft should end: after the token where its own confidence says
+    that no longer draft would pay for its time. With c the chance that every token drafted so
+    far passes (their q's multiplied), a the kind's pooled acceptance for the tokens not yet
+    drawn, and R the rate the controller expects, a pass that has drafted j tokens keeps
+    drafting while some longer draft m <= limit earns its extra time at that rate:
+
+        c * (a + a^2 + ... + a^(m-j))  >=  R * (seconds[m] - seconds[j])
+
+    `seconds` are the pass times the controller priced k on (drafting plus the verify curve),
+    not a straight line: on a CPU whose 4-token pass costs less than its 3-token one (the demo
+    target, 2 threads: 0.118 against 0.140 s) a one-token slope stopped every draft after its
+    first token, at a pass that loses to plain decoding, where the k it had priced paid.
+    On a straight line the first extra token decides alone, as it did before.
+    Each q is taken at face value as the chance its token passes: on the demo pair 99.6% of
+    the tokens drafted with q >= 0.9 passed, and learning a calibration of q in 9 bins made
+    the replayed drafts no faster (docs/ablation.md). Ending the draft keeps sampling exact:
+    the token whose q ended it is kept, so the length is a stopping time of the draft's own
+    tokens."""
+
+    limit: int  # the most tokens this pass may draft
+    next_accept: float
+    rate: float
+    seconds: Sequence[float]  # a pass that drafts m tokens, m = 0..limit
+    chance: float = 1.0  # that every token drafted so far passes
+    stopped: bool = False  # the last answer was to stop: the confidence ended the draft
+
+    def keep_drafting(self, drafted: int, q: float) -> bool:
+        """`drafted` tokens so far, the last of them drawn with probability q."""
+        self.chance *= q
+        # the last answer counts: a drafter held to a minimum length may draft on after a no
+        longest = min(self.limit, len(self.seconds) - 1)
+        spent = self.seconds[min(drafted, longest)]
+        self.stopped = True
+        reach = 0.0  # a + a^2 + ... up to the longer draft m: its further tokens' chances
+        for m in range(drafted + 1, longest + 1):
+            reach += self.next_accept ** (m - drafted)
+            if self.chance * reach >= self.rate * (self.seconds[m] - spent):
+                self.stopped = False
+                break
+        return not self.stopped
