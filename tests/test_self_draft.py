@@ -13,6 +13,7 @@ import gguf
 import numpy as np
 import pytest
 
+from app.analysis.stats import g_test
 from app.engine.decode_config import DecodeConfig, DrafterChoice, DrafterOptions, StopRule
 from app.engine.drafters.self_draft import SelfDrafter
 from app.engine.sampling import SamplingParams
@@ -29,7 +30,6 @@ from tests.helpers import (
     assert_drafted,
     exact_distributions,
     first_two_tokens,
-    gof_pvalue,
 )
 
 PROMPTS = ["def add(a, b):\n    return", "the cat sat on the mat. the cat"]
@@ -171,12 +171,12 @@ def test_torch_self_draft_sampling_is_exact(deep_hf, monkeypatch):
     exact = exact_distributions(deep_hf, prompt_ids, params)
     drafter = SelfDrafter(deep_hf.skip_draft(frozenset({1, 2})), StopRule(), deep_hf.n_vocab)
     tokens = first_two_tokens(deep_hf, drafter, prompt_ids, params, 1000, 20_000)
-    assert gof_pvalue(tokens[:, 0], exact.first) > EXACT_P
-    assert gof_pvalue(tokens[:, 1], exact.second) > EXACT_P
+    assert g_test(tokens[:, 0], exact.first).p_value > EXACT_P
+    assert g_test(tokens[:, 1], exact.second).p_value > EXACT_P
     always_accept(monkeypatch)
     broken = first_two_tokens(deep_hf, drafter, prompt_ids, params, 1000, 20_000)
-    assert min(gof_pvalue(broken[:, 0], exact.first),
-               gof_pvalue(broken[:, 1], exact.second)) < BROKEN_P
+    assert min(g_test(broken[:, 0], exact.first).p_value,
+               g_test(broken[:, 1], exact.second).p_value) < BROKEN_P
 
 
 def test_gguf_of_kept_blocks_is_a_model_of_those_blocks(deep_gguf):
@@ -252,8 +252,8 @@ def test_llamacpp_self_draft_sampling_is_exact(deep_gguf):
         exact = exact_distributions(pair.target, prompt_ids, params)
         drafter = SelfDrafter(pair.load_self_draft("1-2"), StopRule(), pair.target.n_vocab)
         tokens = first_two_tokens(pair.target, drafter, prompt_ids, params, 1000, 20_000)
-        assert gof_pvalue(tokens[:, 0], exact.first) > EXACT_P
-        assert gof_pvalue(tokens[:, 1], exact.second) > EXACT_P
+        assert g_test(tokens[:, 0], exact.first).p_value > EXACT_P
+        assert g_test(tokens[:, 1], exact.second).p_value > EXACT_P
     finally:
         pair.close()
 
