@@ -14,6 +14,7 @@ the engine's own threads and lags a minute behind.
 
 from __future__ import annotations
 
+import statistics
 import time
 from collections import deque
 from collections.abc import Callable
@@ -24,8 +25,8 @@ from app.engine.records import THREADS_BUSY, THREADS_TRY, ThreadSwitch
 # passes that got less than this share of their cores ran on a busy machine (measured quiet
 # 0.92-1.00, busy 0.13-0.28, above)
 BUSY_SHARE = 0.75
-# verify passes judged together (CPU and wall time summed): one pass can stall on its own, and
-# a process clock may tick coarsely (15.6 ms on Windows)
+# verify passes judged together, by the median of their shares: one pass can stall on its own
+# (quiet, in the real-time class, one 83 ms pass among 25 ms ones got 0.36 of its cores)
 WINDOW = 3
 # seconds on fewer threads before all of them are tried again; doubled after each try that
 # finds the machine still busy, up to LAST_TRY (a try costs WINDOW passes at 1.5x, above)
@@ -47,8 +48,8 @@ class CoreShare:
         self.governs = (self.model is not None and self.model.threads_auto
                         and target.device == "cpu" and self.model.n_threads > 1)
         self.clock, self.cpu_clock = clock, cpu_clock
-        self._window: deque[tuple[float, float]] = deque(maxlen=WINDOW)
-        self.share: float | None = None  # of the last full window; None: none measured yet
+        self._window: deque[float] = deque(maxlen=WINDOW)  # the last passes' shares
+        self.share: float | None = None  # the median of a full window; None: none measured yet
         self._wait = FIRST_TRY
         self._next_try = 0.0
         self._trying = False
@@ -69,17 +70,17 @@ class CoreShare:
             (self.governs and limited)
 
     def observe(self, wall: float, cpu: float) -> ThreadSwitch | None:
-        """One verify pass's wall and process CPU seconds; the thread change it leads to,
-        if any (it applies from the next pass on)."""
+        """One verify pass's wall and process CPU seconds (on the threads the model's last
+        pass ran on); the thread change it leads to, if any (it applies from the next pass
+        on)."""
         if not self.measures or wall <= 0:
             return None
         assert self.model is not None
-        self._window.append((wall, cpu))
+        threads = self.model.threads_now
+        self._window.append(cpu / (wall * threads))
         if len(self._window) < WINDOW:
             return None
-        threads = self.model.threads_now
-        self.share = sum(c for _, c in self._window) / (sum(w for w, _ in self._window) *
-                                                        threads)
+        self.share = statistics.median(self._window)
         if not self.governs:
             return None
         full = self.model.n_threads
