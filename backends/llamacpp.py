@@ -18,7 +18,8 @@ from backends.llamacpp_load import load_weights
 from backends.llamacpp_runtime import llamacpp_available, silence_logs
 from backends.llamacpp_skip import SkipScorer
 from backends.llamacpp_text import LlamaCppText
-from backends.llamacpp_threadpool import Threadpool
+from backends.llamacpp_threadpool import DEFAULT_POLL, Threadpool
+from backends.llamacpp_threads import follow_limit, limit_threads, threads_for
 
 # sequences a tree pass may use: one per root-to-leaf path
 MAX_TREE_LEAVES = 32
@@ -74,8 +75,10 @@ class LlamaCppModel(LlamaCppText):
         train_ctx = int(llama_cpp.llama_model_n_ctx_train(self._model))
         self.n_ctx = min(n_ctx, train_ctx) if train_ctx > 0 else n_ctx
         self.n_batch = min(n_batch, self.n_ctx)
-        threads = n_threads or max(1, os.cpu_count() or 1)
-        self.n_threads = threads
+        # threads_auto: no count was asked for, so the engine may decode on fewer while the
+        # machine is busy (app.engine.cores)
+        self.n_threads, self.threads_auto = n_threads or max(1, os.cpu_count() or 1), not n_threads
+        self.threads_now = self.n_threads
 
         self._ctx = None
         self._memory: Any = None
@@ -104,8 +107,7 @@ class LlamaCppModel(LlamaCppText):
         params.n_ctx = self.n_ctx
         params.n_batch = self.n_batch
         params.n_ubatch = self.n_batch
-        params.n_threads = self.n_threads
-        params.n_threads_batch = self.n_threads
+        self.threads_now = params.n_threads = params.n_threads_batch = threads_for(self.n_threads)
         params.no_perf = True
         if tree_ready:
             params.n_seq_max = MAX_TREE_LEAVES
@@ -220,6 +222,7 @@ class LlamaCppModel(LlamaCppText):
         return logits, hidden
 
     def _decode(self, ids: list[int], n_logits: int, read: bool = True) -> np.ndarray:
+        self.threads_now = follow_limit(self._ll, self._ctx, self.n_threads, self.threads_now)
         batch = self._batch
         n = len(ids)
         first_output = n - n_logits
@@ -280,6 +283,7 @@ class LlamaCppModel(LlamaCppText):
             raise BackendError(f"a tree with {n_leaves} leaves exceeds {MAX_TREE_LEAVES}")
         for s in range(1, n_leaves):
             self._ll.llama_memory_seq_cp(self._memory, 0, s, -1, -1)
+        self.threads_now = follow_limit(self._ll, self._ctx, self.n_threads, self.threads_now)
         batch = self._batch
         for i, token in enumerate(ids):
             batch.token[i] = token
@@ -326,15 +330,20 @@ class LlamaCppModel(LlamaCppText):
         self._n_cached = n_before + kept
         self._tree = None
 
-    def use_threadpool(self, on: bool) -> None:
+    def use_threadpool(self, on: bool, poll: int = DEFAULT_POLL) -> None:
         """Decode on a threadpool of n_threads attached to the context, or on ggml's own."""
         if self._threadpool is not None:
             self._threadpool.detach()
             self._threadpool.close()
             self._threadpool = None
         if on:
-            self._threadpool = Threadpool(self.n_threads)
+            self._threadpool = Threadpool(self.n_threads, poll)
             self._threadpool.attach(self._ctx)
+
+    def limit_threads(self, n: int | None) -> None:
+        """Decode the next passes on at most n threads (None: on n_threads), and so does
+        every other llama.cpp model of this process (backends.llamacpp_threads)."""
+        limit_threads(n)
 
     def close(self) -> None:
         ll = self._ll

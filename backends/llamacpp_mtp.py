@@ -28,6 +28,7 @@ import numpy as np
 
 from backends.base import BackendError
 from backends.llamacpp import LlamaCppModel
+from backends.llamacpp_threads import follow_limit, threads_for
 
 
 class LlamaCppMtpModel(LlamaCppModel):
@@ -114,7 +115,7 @@ class LlamaCppMtpHeads:
         params = ll.llama_context_default_params()
         params.n_ctx = target.n_ctx
         params.n_batch = params.n_ubatch = target.n_batch
-        params.n_threads = params.n_threads_batch = target.n_threads
+        self._threads = params.n_threads = params.n_threads_batch = threads_for(target.n_threads)
         params.no_perf = True
         params.ctx_type = ll.LLAMA_CONTEXT_TYPE_MTP
         params.ctx_other = target._ctx
@@ -194,6 +195,7 @@ class LlamaCppMtpHeads:
                 raise BackendError(f"cannot build an MTP batch (token {token} at {pos0 + i})")
             if i == last:
                 ll.llama_batch_ext_set_output_logits(batch, idx, True)
+        self._threads = follow_limit(ll, self._ctx, self.target.n_threads, self._threads)
         status = ll.llama_process(self._ctx, ll.LLAMA_PROCESS_TYPE_DECODE, batch)
         if status != 0:
             raise BackendError(

@@ -76,14 +76,14 @@ class DecodePanel(QGroupBox):
                                  "to pay. A draft model's draft (up to k) ends where its own "
                                  "confidence says no longer draft would pay for its time")
         self.mode = QComboBox()
-        self.mode.addItem(f"Inspect: fixed k = {INSPECT_K}, every step drafts", MODE_INSPECT)
-        self.mode.addItem("Fastest: adaptive k, plain where drafting does not pay",
-                          MODE_FASTEST)
-        self.mode.addItem("Custom: the settings below", MODE_CUSTOM)
+        # short names keep the left column narrow on a laptop screen; the tooltip says more
+        self.mode.addItem(f"Inspect (k = {INSPECT_K}, every step drafts)", MODE_INSPECT)
+        self.mode.addItem("Fastest (adaptive k)", MODE_FASTEST)
+        self.mode.addItem("Custom (the settings below)", MODE_CUSTOM)
         self.mode.setToolTip("Inspect shows drafts being judged on any machine (and prices "
                              "plain decoding beside them now and then); Fastest chooses k for "
                              "speed and may not draft at all where drafting costs more than "
-                             "it saves")
+                             "it saves; Custom is what you set below")
         self.mode.currentIndexChanged.connect(self._apply_mode)
         self.adaptive.toggled.connect(self._mode_follows_settings)
         self.p_min = _dspin(0.0, 0.99, 0.0, 0.05, 2,

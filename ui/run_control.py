@@ -22,6 +22,7 @@ from typing import Protocol
 from PySide6.QtCore import QObject, QThread, QTimer, Signal, SignalInstance
 from PySide6.QtWidgets import QLabel, QProgressBar, QStatusBar, QTabWidget
 
+from app.analysis.reasons import machine_note
 from app.engine.records import StepRecord
 from app.engine.trace import TraceHeader
 from app.errors import DraftLensError
@@ -354,6 +355,8 @@ class RunControl(QObject):
             parts += [f"α {s.alpha:.2f}", f"{s.tokens_per_pass:.2f} tokens/pass",
                       f"k {run.steps[-1].k} (mean {s.mean_k:.1f})"]
         parts.append(f"{s.emitted} tokens in {s.steps} steps")
+        if note := machine_note(run.steps):
+            parts.append(note)
         if self.baseline is not None and self.baseline.steps:
             parts.append(f"plain {self.baseline.stats.tokens_per_second:.1f} tok/s")
         prefix = "running · " if self.running and not self.finishing else ""

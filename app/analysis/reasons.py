@@ -294,3 +294,14 @@ def reason_lines(steps: list[StepRecord]) -> list[str]:
         lines.append(f"last plain decision (step {latest.index + 1}): "
                      + describe_decision(latest.decision))
     return lines
+
+
+def machine_note(steps: list[StepRecord]) -> str:
+    """What the status bar says of the machine while a run decodes, from its step records:
+    "machine busy: decoding on 1 of 2 threads", "machine busy", or "" (its cores are free)."""
+    if not steps:
+        return ""
+    switch = next((s.threads for s in reversed(steps) if s.threads is not None), None)
+    if switch is not None and switch.threads < switch.of:
+        return f"machine busy: decoding on {switch.threads} of {switch.of} threads"
+    return "machine busy" if steps[-1].busy else ""

@@ -15,7 +15,7 @@ the figures it compared, so whatever explains a step reads the reason, never gue
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -193,6 +193,8 @@ class DraftLengthController:
         self._draft_times: dict[str, deque[float]] = {}  # per kind: seconds per drafted token
         self._probing = False
         self._measuring = False  # this step times a pass: it drafts the k chosen, no less
+        # whether the machine is busy now (a session asks its app.engine.cores.CoreShare)
+        self.machine_busy: Callable[[], bool] = machine_busy
 
     # -- queries: they read, never learn --
 
@@ -335,7 +337,7 @@ class DraftLengthController:
                 accept_at=list(estimate.accept_at[:limit]),
                 measuring=cost.pass_size(k), samples=len(self.curve.samples(
                     cost.pass_size(k)).times), plain_samples=len(plain.times),
-                refused=self.curve.refused, busy=machine_busy(),
+                refused=self.curve.refused, busy=self.machine_busy(),
             )
         rates = priced.rates
         gains = rates / rates[0]
@@ -350,7 +352,7 @@ class DraftLengthController:
             expected_tokens=float(priced.tokens[k]), gain=float(gains[k]),
             accept_at=list(estimate.accept_at[:limit]), prices=list(priced.seconds),
             draft_token_seconds=cost.draft_cost, plain_samples=len(plain.times),
-            refused=self.curve.refused, busy=machine_busy() or self.curve.busy(1),
+            refused=self.curve.refused, busy=self.machine_busy() or self.curve.busy(1),
             stored_at=self.curve.stored_at if not plain.priced else None,
         )
         if alternative is not None:
@@ -365,18 +367,21 @@ class DraftLengthController:
 
     # -- learning --
 
-    def observe(self, outcome: PassOutcome) -> None:
-        """One pass (or one free draft checked against the output) and its verdicts."""
+    def observe(self, outcome: PassOutcome) -> str:
+        """One pass (or one free draft checked against the output) and its verdicts; returns
+        what the verify-cost curve did with the pass's time (records.TIMING_*; "": nothing)."""
         kind = outcome.kind
+        timing = ""
         if outcome.pass_tokens and not self.fixed_prices:
-            self.curve.observe(outcome.pass_tokens if outcome.draft_depth else 1,
-                               outcome.t_verify, outcome.busy)
+            timing = self.curve.observe(outcome.pass_tokens if outcome.draft_depth else 1,
+                                        outcome.t_verify, outcome.busy)
         if kind is None or (outcome.pass_tokens and not outcome.draft_depth):
-            return
+            return timing
         self._register(kind)
         if outcome.pass_tokens and not self.fixed_prices:
             self._learn_cost(kind, outcome)
         self.estimates[kind.name].observe(outcome.verdicts)
+        return timing
 
     def _learn_cost(self, kind: DraftKind, outcome: PassOutcome) -> None:
         cost = self.costs[kind.name]

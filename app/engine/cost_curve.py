@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from app.engine.protocol import LanguageModel
+from app.engine.records import TIMING_KEPT, TIMING_STALLED, TIMING_WARM_UP
 from app.paths import cache_dir, write_atomically
 
 # kept samples per pass size; the price of a size is their median once there are
@@ -142,21 +143,22 @@ class VerifyCostCurve:
         return samples is not None and samples.priced and any(samples.busy)
 
     def observe(self, n: int, seconds: float, busy: bool = False) -> str:
-        """Keep one pass's time, or say why not: "warm-up", "stalled" or "kept"."""
+        """Keep one pass's time, or say why not: TIMING_WARM_UP, TIMING_STALLED or
+        TIMING_KEPT."""
         samples = self.samples(n)
         if not samples.warmed:
             samples.warmed = True
-            return "warm-up"
+            return TIMING_WARM_UP
         if samples.priced:
             reference: float | None = samples.median
         else:
             reference = self.cost(n) if self.points else None
         if reference is not None and seconds > STALL_FACTOR * reference:
             self.refused += 1
-            return "stalled"
+            return TIMING_STALLED
         samples.times.append(seconds)
         samples.busy.append(busy)
-        return "kept"
+        return TIMING_KEPT
 
     def quiet_medians(self) -> dict[int, float]:
         """The priced sizes whose kept samples were all taken on a quiet machine."""

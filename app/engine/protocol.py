@@ -162,6 +162,21 @@ def returns_hidden(model: LanguageModel) -> bool:
 
 
 @runtime_checkable
+class ThreadedModel(Protocol):
+    """A runtime whose passes run on CPU threads that can change between passes. Its models
+    in one process share the cores, so a limit applies to all of them at once."""
+
+    n_threads: int  # the threads it was loaded with: never more
+    threads_now: int  # the threads its last pass ran on
+    threads_auto: bool  # no thread count was asked for: the engine may decode on fewer
+
+    def limit_threads(self, n: int | None) -> None:
+        """Run the next passes (this runtime's, in this process) on at most n threads; None:
+        on the threads each model was loaded with."""
+        ...
+
+
+@runtime_checkable
 class OutputHeadModel(Protocol):
     """A runtime that can hand out rows of its output matrix: the logits of a final hidden
     state h are output_rows(ids) @ h for those ids (draft heads reuse the target's head)."""

@@ -173,6 +173,28 @@ class Decision:
     samples: int | None = None
 
 
+# Why the engine changed the threads it decodes on (ThreadSwitch.reason)
+THREADS_BUSY = "busy"  # the last passes got under app.engine.cores.BUSY_SHARE of their cores
+THREADS_TRY = "try"  # all threads again, to see whether the cores are free now
+
+
+@dataclass
+class ThreadSwitch:
+    """The engine decodes on `threads` of its `of` threads from the next pass on, because the
+    last passes got `share` of the cores they ran on (app.engine.cores)."""
+
+    threads: int
+    of: int
+    share: float
+    reason: str
+
+
+# What the verify-cost curve did with a pass's time (StepRecord.timing; app.engine.cost_curve)
+TIMING_KEPT = "kept"
+TIMING_WARM_UP = "warm-up"  # a pass size's first pass: dropped
+TIMING_STALLED = "stalled"  # refused: STALL_FACTOR times its size's price
+
+
 @dataclass
 class StepRecord:
     """One target forward pass: the draft, the verdicts and what was emitted."""
@@ -199,6 +221,12 @@ class StepRecord:
     stop_chance: float | None = None
     # why the controller chose k (None: no drafter, or a trace from before decisions)
     decision: Decision | None = None
+    # what the verify-cost curve did with this pass's time (TIMING_*; "": not a priced pass)
+    timing: str = ""
+    # the pass got under app.engine.cores.BUSY_SHARE of its cores (or, where that cannot be
+    # measured, the load average was above the cores)
+    busy: bool = False
+    threads: ThreadSwitch | None = None  # set on the step after which the threads changed
 
     @property
     def n_accepted(self) -> int:

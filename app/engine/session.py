@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 
 from app.engine.adaptive import DraftLengthController, PassOutcome
+from app.engine.cores import CoreShare
 from app.engine.cost_curve import MIN_SAMPLES, VerifyCostCurve, machine_busy
 from app.engine.decode_config import DecodeConfig
 from app.engine.diagnostics import describe
@@ -60,6 +61,10 @@ class Session:
             config.draft_max, config.adaptive, cost_curve, free_kinds_shadowed=True,
             price_plain=config.price_plain,
         )
+        # the share of its cores each verify pass got, and the threads decoding uses
+        self.cores = CoreShare(target)
+        self._verify_cpu = 0.0  # process CPU seconds of the last verify pass
+        self.controller.machine_busy = self.machine_busy
         # free drafts the controller chose not to verify, checked against the output instead
         self._shadow = ShadowCheck()
         self._shadow_rng = np.random.default_rng(0)  # never draws from the sampler's stream
@@ -73,6 +78,11 @@ class Session:
         self.stats = RunStats()
         self.prefill_seconds = 0.0
         self.stopped_by_eos = False
+
+    def machine_busy(self) -> bool:
+        """The passes get under their share of the cores (app.engine.cores); where that
+        cannot be measured (no CPU threads known), the load average is above the cores."""
+        return self.cores.busy if self.cores.measures else machine_busy()
 
     def plain_step_price(self) -> tuple[float | None, str]:
         """One plain target step's price, as the controller prices it, and where it comes
@@ -137,8 +147,10 @@ class Session:
         index = 0
         while len(self.output_ids) < budget:
             step = self._step(context, budget - len(self.output_ids), index)
+            step.threads = self.cores.observe(step.t_verify, self._verify_cpu)
+            step.busy = self.machine_busy()
             self.stats.add(step)
-            self.controller.observe(self._outcome(step))
+            step.timing = self.controller.observe(self._outcome(step))
             self._shadow.settle_into(self.controller, self.output_ids)
             index += 1
             yield step
@@ -178,13 +190,13 @@ class Session:
                 draft = drafter.propose(context, budget, params, self.rng)
         draft_tokens = draft.tokens[: max(0, remaining - 1)]
         pending = context[self.target.n_cached :]
-        t1 = time.perf_counter()
+        t1, cpu = time.perf_counter(), self.cores.cpu_clock()
         wants_hidden = drafter is not None and drafter.wants_target_hidden
         raw, target_hidden = verify_pass(self.target, [*pending, *draft_tokens],
                                          len(draft_tokens) + 1,
                                          draft.hidden is not None or wants_hidden)
         logits = finite_logits(raw, self.target.name)
-        t2 = time.perf_counter()
+        t2, self._verify_cpu = time.perf_counter(), self.cores.cpu_clock() - cpu
         if not draft_tokens and params.greedy:
             # a plain greedy step is the argmax of the logits (the softmax is monotone and
             # keeps ties in order): no distribution to build when there is no row to record
@@ -220,10 +232,10 @@ class Session:
         ids = [*pending, *tree.tokens]
         parents = [*range(-1, offset - 1),
                    *(offset - 1 if p < 0 else offset + p for p in tree.parents)]
-        t1 = time.perf_counter()
+        t1, cpu = time.perf_counter(), self.cores.cpu_clock()
         logits, exact = self.target.extend_tree(ids, parents, offset - 1)
         logits = finite_logits(logits, self.target.name)
-        t2 = time.perf_counter()
+        t2, self._verify_cpu = time.perf_counter(), self.cores.cpu_clock() - cpu
         verdict = verify_tree(
             tree, TargetRows(logits, params), params, self.rng, self.target.token_text,
             start_pos=len(self.output_ids), exact_rows=exact, tie_bound=self.config.tie_bound,
@@ -267,7 +279,7 @@ class Session:
     def _outcome(self, step: StepRecord) -> PassOutcome:
         """What the controller learns from this step: the kind drafted, its verdicts by
         depth, the pass's size and times."""
-        busy = machine_busy()
+        busy = step.busy
         if not step.k:
             return PassOutcome(None, pass_tokens=1, t_verify=step.t_verify, busy=busy)
         return PassOutcome(

@@ -20,6 +20,7 @@ from app.engine.records import (
     CopySource,
     Decision,
     StepRecord,
+    ThreadSwitch,
     TokenRecord,
     Translation,
 )
@@ -67,6 +68,9 @@ def step_to_dict(step: StepRecord) -> dict[str, Any]:
         "pass_tokens": step.pass_tokens,
         "stop_chance": step.stop_chance,
         "decision": asdict(step.decision) if step.decision is not None else None,
+        "timing": step.timing,
+        "busy": step.busy,
+        "threads": asdict(step.threads) if step.threads is not None else None,
     }
 
 
@@ -95,6 +99,9 @@ def step_from_dict(data: dict[str, Any]) -> StepRecord:
         pass_tokens=data.get("pass_tokens", 0),
         stop_chance=data.get("stop_chance"),
         decision=Decision(**data["decision"]) if data.get("decision") else None,
+        timing=data.get("timing", ""),
+        busy=data.get("busy", False),
+        threads=ThreadSwitch(**data["threads"]) if data.get("threads") else None,
     )
 
 

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from app.host import protocol as p
+from backends.llamacpp_threads import engine_process_env
 
 EXITED = "exited"  # the parent's own event: the host process has ended (`returncode`)
 GRACE_S = 0.5  # after Stop, a host silent this long is in a pass that will not end: kill it
@@ -62,6 +63,7 @@ class EngineHost:
         # ggml's abort would start gdb for a backtrace: seconds, pages of output that push the
         # assert line out of the tail, and memory, at the worst moment
         env.setdefault("GGML_NO_BACKTRACE", "1")
+        env.update(engine_process_env(env))  # a short OpenMP spin: busy cores cost less
         self._proc = subprocess.Popen(
             host_command(), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
             stderr=subprocess.PIPE, text=True, encoding="utf-8", errors="replace", bufsize=1,
