@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from backends.base import BackendError
+from backends.llamacpp_threads import follow_limit, threads_for
 
 _LAYER_OUT = b"l_out-"
 _EMBEDDINGS = b"embd"  # the input of layer 0
@@ -51,6 +52,7 @@ class SkipScorer:
         self.n_layers = n_layers
         self.n_vocab = n_vocab
         self.max_tokens = max_tokens
+        self._n_threads = n_threads
         self._skip: frozenset[int] = frozenset()
         self._asked: set[bytes] = set()  # the tensors the callback stops at
         self._saved: Any = None  # the last skipped layer's input, as bytes
@@ -59,8 +61,8 @@ class SkipScorer:
         params.n_ctx = max_tokens
         params.n_batch = max_tokens
         params.n_ubatch = max_tokens
-        params.n_threads = n_threads
-        params.n_threads_batch = n_threads
+        # on as many threads as the engine's other contexts decode on now (busy cores)
+        self._threads_now = params.n_threads = params.n_threads_batch = threads_for(n_threads)
         params.no_perf = True
         params.cb_eval = self._callback
         self._ctx = ll.llama_init_from_model(model, params)
@@ -109,6 +111,7 @@ class SkipScorer:
             batch.seq_id[i][0] = 0
             batch.logits[i] = True  # every row: the last layer's rows are then all its rows
         batch.n_tokens = n
+        self._threads_now = follow_limit(ll, self._ctx, self._n_threads, self._threads_now)
         status = ll.llama_decode(self._ctx, batch)
         self._saved = None
         if status != 0:

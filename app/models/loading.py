@@ -123,8 +123,12 @@ class LoadedPair:
         return model
 
     def _key(self, skip: str, borrow: bool) -> tuple[str, bool]:
-        """One name per set; llama.cpp's draft has its own cache either way."""
-        return format_skip(parse_skip(skip)), borrow if self.target.backend == "torch" else True
+        """One name per set, checked against the target's layers; llama.cpp's draft has its
+        own cache either way."""
+        target = self.target
+        n_layers = target.n_layers if isinstance(target, LayerSkipModel) else None
+        return (format_skip(parse_skip(skip, n_layers)),
+                borrow if target.backend == "torch" else True)
 
 
 def load_self_draft(target: LanguageModel, spec: ModelSpec, skip: str,
