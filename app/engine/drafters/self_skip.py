@@ -134,6 +134,17 @@ class SkipChoice:
         return (f"self-draft (skip {self.skip}: {self.kept} of {self.n_layers} layers, "
                 f"agreement {self.agreement:.2f}, {what} cost {cost:.2f})")
 
+    def describe(self) -> str:
+        """The set and its figures in words (the window's note on a self-drafted run)."""
+        chosen = (f"chosen by search down to an estimated cost of {self.target_cost:g}"
+                  if self.how == "searched" else "given by hand")
+        cost = (f"a draft step costs {self.measured_cost:.2f} target steps (measured; "
+                f"{self.cost:.2f} estimated)" if self.measured_cost is not None
+                else f"a draft step costs an estimated {self.cost:.2f} target steps")
+        return (f"Self-draft: the target skipping layers {self.skip} ({self.kept} of "
+                f"{self.n_layers} kept), {chosen}. Its agreement with the target: "
+                f"{self.agreement:.2f} of {self.positions} positions; {cost}.")
+
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data["kept"] = self.kept
