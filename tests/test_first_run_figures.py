@@ -15,7 +15,8 @@ from app.analysis.cost import AcceptanceSeen, PairCosts, conditions_now
 from app.analysis.decision_audit import audit, decision_problems
 from app.analysis.reasons import describe_decision
 from app.cli.commands import speedup_rows
-from app.engine.adaptive import MIN_GAIN, DraftLengthController, PassOutcome
+from app.engine.adaptive import DraftLengthController, PassOutcome
+from app.engine.controller_options import MIN_GAIN
 from app.engine.cost_curve import MIN_SAMPLES, STALL_FACTOR, VerifyCostCurve
 from app.engine.decode_config import DecodeConfig
 from app.engine.drafters.draft_model import DRAFT_MODEL, ModelDrafter

@@ -155,7 +155,7 @@ class Decision:
     alternative_tokens: float | None = None  # its E(k)
     min_gain: float | None = None  # the margin a k had to beat plain decoding by
     # the pass may draft up to this many tokens, its draft ending on the draft model's own
-    # confidence (app.engine.adaptive.ConfidenceStop); None: it drafts k
+    # confidence (app.engine.estimates.ConfidenceStop); None: it drafts k
     stop_limit: int | None = None
     # acceptance as priced at each draft position (position i once i-1 passed): E(k) is
     # 1 + a0 + a0 a1 + ... over the first k of them
@@ -215,7 +215,7 @@ class StepRecord:
     # tokens the target read in this pass (0: k + 1, as in a chain step); a tree pass reads
     # every node, and may re-read committed tokens the previous tree step left uncached
     pass_tokens: int = 0
-    # the draft model's confidence ended this draft (app.engine.adaptive.ConfidenceStop): the
+    # the draft model's confidence ended this draft (app.engine.estimates.ConfidenceStop): the
     # estimated chance, then, that every drafted token passes; None: it ran to its length or to
     # an EOS
     stop_chance: float | None = None

@@ -49,7 +49,7 @@ class DraftKind:
     # prior for every free kind did better than per-kind priors, docs/ablation.md); a draft
     # model declares 0.6 (0.5 drafted 2.2% slower in the replays of the demo draft)
     prior: float = 0.5
-    # its draft may end on its own confidence (app.engine.adaptive.ConfidenceStop): it pays a
+    # its draft may end on its own confidence (app.engine.estimates.ConfidenceStop): it pays a
     # step per token and knows how sure it was of each
     confident: bool = False
     # a copy's run (Outlook.copied) may take the place of this kind's pooled verdicts when
@@ -72,7 +72,7 @@ class Outlook:
 
 
 class DraftStop(Protocol):
-    """Ends a draft model's draft on its own confidence (app.engine.adaptive.ConfidenceStop)."""
+    """Ends a draft model's draft on its own confidence (app.engine.estimates.ConfidenceStop)."""
 
     def keep_drafting(self, drafted: int, q: float) -> bool:
         """Asked after each drafted token, drawn with probability q: draft another?"""
