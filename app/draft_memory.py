@@ -95,12 +95,21 @@ class DraftMemory:
 
     def runs(self, target: str, avoid_prompt: str = "",
              n_vocab: int | None = None) -> list[RememberedOutput]:
-        """This target's outputs, oldest first, less those that answered `avoid_prompt` and
-        those with an id outside a vocabulary of `n_vocab` tokens (a file edited by hand, or
-        a target replaced by another of the same name and size)."""
-        return [o for o in self.outputs
-                if o.target == target and (not avoid_prompt or o.prompt != avoid_prompt)
-                and (n_vocab is None or max(o.tokens, default=0) < n_vocab)]
+        """This target's outputs, oldest first, less those that answered `avoid_prompt`. An
+        id of this target's outputs outside a vocabulary of `n_vocab` tokens (a file edited
+        by hand, or a target replaced by another of the same name and size) is an error:
+        none of the file is read back, as none of it can be trusted."""
+        mine = [o for o in self.outputs if o.target == target]
+        if n_vocab is not None:
+            for output in mine:
+                if (largest := max(output.tokens, default=0)) >= n_vocab:
+                    where = f"file {self.path}" if self.path else "memory"
+                    raise DraftMemoryError(
+                        f"the draft {where} holds token id {largest} (run {output.run}), "
+                        f"outside the target's vocabulary of {n_vocab} tokens — it was written "
+                        "for another model or edited: pass another --draft-memory file, or "
+                        "start this one afresh with --forget-draft-memory")
+        return [o for o in mine if not avoid_prompt or o.prompt != avoid_prompt]
 
     @property
     def total_tokens(self) -> int:

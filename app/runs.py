@@ -20,8 +20,8 @@ from app.engine.decode_config import DecodeConfig
 from app.engine.drafters import Drafter
 from app.engine.drafters.draft_model.vocab_bridge import VocabBridge
 from app.engine.drafters.heads import HeadsWeights
-from app.engine.drafters.registry import DrafterChoice, build_drafter
-from app.engine.drafters.suffix import RememberedRun, SuffixOptions, memory_buffer
+from app.engine.drafters.registry import build_drafter, label
+from app.engine.drafters.suffix import RememberedRun, memory_buffer
 from app.engine.drafters.suffix.retry_copy import EarlierAnswer
 from app.engine.drafters.suffix.tree import SuffixTree
 from app.engine.protocol import LanguageModel
@@ -78,11 +78,9 @@ class PairSources:
     pair's models and files. `avoid_prompt`: the memory leaves out remembered answers to it
     (a benchmark's prompt must not draft from its own earlier answer)."""
 
-    def __init__(self, pair: LoadedPair, avoid_prompt: Sequence[int] | None = None,
-                 suffix: SuffixOptions | None = None) -> None:
+    def __init__(self, pair: LoadedPair, avoid_prompt: Sequence[int] | None = None) -> None:
         self.pair = pair
         self.avoid_prompt = avoid_prompt
-        self.suffix = suffix or SuffixOptions()
 
     @property
     def target(self) -> LanguageModel:
@@ -104,10 +102,6 @@ class PairSources:
         from app.models.draft_heads import load_heads
 
         return load_heads(path, self.pair.target)
-
-    @property
-    def suffix_options(self) -> SuffixOptions:
-        return self.suffix
 
     def memory(self, path: str, max_depth: int) -> SuffixTree:
         """The memory file's earlier outputs of this target in one global suffix tree: built
@@ -168,17 +162,8 @@ def new_drafter(pair: LoadedPair, config: DecodeConfig,
                 avoid_prompt: Sequence[int] | None = None) -> Drafter | None:
     """A fresh drafter for one run (drafters keep per-run state), or None for plain
     decoding (`avoid_prompt`: see PairSources)."""
-    sources = PairSources(pair, avoid_prompt, config.suffix)
+    sources = PairSources(pair, avoid_prompt)
     return build_drafter(config.drafter, sources, config.stop_rule)
-
-
-def drafting_model(pair: LoadedPair, choice: DrafterChoice) -> LanguageModel | None:
-    """The model that drafts in this choice, where one does (its step is measured)."""
-    if choice.uses("self"):
-        return pair.self_draft(choice.options.layers)
-    if choice.uses("draft"):
-        return pair.draft
-    return None
 
 
 def memory_key(pair: LoadedPair) -> str:
@@ -272,7 +257,7 @@ def trace_header(
                 **(extra_settings or {})}
     return TraceHeader(
         target=spec.target,
-        draft="" if plain else config.drafter.label(spec.draft or ""),
+        draft="" if plain else label(config.drafter, spec.draft or ""),
         backend=pair.target.backend,
         device=pair.target.device,
         settings=settings,

@@ -71,9 +71,9 @@ def weights_read_into_memory(device: str, file_bytes: int, memory_available: int
                              ) -> bool:
     """Read the weights into the process's memory rather than map the file, where they stay
     on the CPU and take at most half the memory free: plain decoding ran 1.00-1.09x as fast so
-    in three runs here, 1.05-1.13x in llama-bench (docs/benchmarks.md), and the mapped file's
-    pages no longer count twice in resident memory. A GPU reads its own copy either way, and a
-    map lets the system page out a model that barely fits."""
+    in three runs here, 1.05-1.13x in llama-bench (docs/benchmarks-history.md), and the mapped
+    file's pages no longer count twice in resident memory. A GPU reads its own copy either way,
+    and a map lets the system page out a model that barely fits."""
     return (device == "cpu" and memory_available is not None
             and file_bytes <= memory_available // 2)
 

@@ -182,7 +182,15 @@ class TorchModel:
                       else np.zeros((0, self.n_embd), dtype=np.float32))
         if n_logits == 0:
             return np.zeros((0, self.n_vocab), dtype=np.float32), states
-        return np.asarray(out.logits[0, -n_logits:].float().cpu().numpy()), states
+        return self._rows(out.logits[0, -n_logits:]), states
+
+    def _rows(self, logits: Any) -> np.ndarray:
+        """Logits as numpy, float32 but for a float64 model: its rows stay float64 from the
+        last hidden state on, as check-exact's float64 check of the batched path needs
+        (float32 rounds a logit of 16 or more in steps of 1.9e-6, above that check's 1e-6)."""
+        if logits.dtype != self._torch.float64:
+            logits = logits.float()
+        return np.asarray(logits.cpu().numpy())
 
     def truncate(self, n: int) -> None:
         if self._tree_start is not None:  # a tree pass not followed by keep_path
@@ -239,8 +247,7 @@ class TorchModel:
         self._cache = getattr(out, self._cache_keyword)
         self._tree_start = past
         self._n_cached = past + n
-        rows = np.asarray(out.logits[0, -(n - n_skip):].float().cpu().numpy())
-        return rows, [False] * (n - n_skip)
+        return self._rows(out.logits[0, -(n - n_skip):]), [False] * (n - n_skip)
 
     def prepare_tree_passes(self) -> None:
         """A tree pass needs nothing made in advance here."""

@@ -91,6 +91,18 @@ def gguf_files(tmp_path_factory):
     return target, draft
 
 
+@pytest.fixture(scope="module")
+def costly_draft_pair(gguf_files, tmp_path_factory):
+    """The tiny target with a draft many times its cost (same vocabulary, other weights):
+    no draft length can pay, as for the demo pair on a 2-core CPU."""
+    from tests.tiny_gguf import write_tiny_gguf
+
+    target, _ = gguf_files
+    draft = write_tiny_gguf(tmp_path_factory.mktemp("costly") / "draft.gguf", seed=1,
+                            n_layer=8, hidden=256)
+    return target, draft
+
+
 @pytest.fixture(scope="session")
 def gguf_pair(gguf_files):
     from backends.llamacpp import LlamaCppModel

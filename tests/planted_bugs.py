@@ -14,7 +14,16 @@ with a message that names it:
 - `position`: torch's batched passes on a non-empty cache place their tokens one position
   too far (RoPE at past + 1 + i). Single steps and the prompt's first pass are right.
 - `no-drafts`: the exact-mode child's greedy suite decodes plainly: identical, and empty.
+- `tree-rows`: llama.cpp's tree pass hands each node off the first path the row of the node
+  before it (an off-by-one in the row index). The first path's rows are right; the rows off
+  it are the ones the runtime does not call exact, which the greedy tie guard distrusts by
+  their measured drift, so one-token decisions there can hide the bug.
 - `ends-early`: a speculative session drops its last token: the texts differ only in length.
+- `sampled-plain`: the sampled test's runs decode plainly: they follow the target's
+  distribution, and show nothing about the accept/reject rule.
+- `silent-child`: not a bug but a stretch of time: in check-exact's exact-mode child only,
+  the target's first pass takes SILENT_S seconds and writes nothing, as the demo pair's
+  checks do for minutes (a child left behind ends only at its next write to its dead parent).
 
 A child process (check-exact's exact-mode run) gets the same bug through the
 sitecustomize.py that `plant_in_children` writes.
@@ -23,11 +32,14 @@ sitecustomize.py that `plant_in_children` writes.
 from __future__ import annotations
 
 import os
+import sys
+import time
 from pathlib import Path
 
 import numpy as np
 
 BUG_VARIABLE = "DRAFTLENS_TEST_PLANTED_BUG"
+SILENT_S = 60.0
 BOUND_VARIABLE = "DRAFTLENS_TEST_NEAR_TIE_BOUND"
 
 
@@ -89,12 +101,49 @@ def ends_early(steps):
     return planted
 
 
+def silent_first_pass(extend):
+    slept = []
+
+    def planted(self, ids, n_logits):
+        if not slept:
+            slept.append(True)
+            time.sleep(SILENT_S)
+        return extend(self, ids, n_logits)
+
+    return planted
+
+
+def rows_off_the_first_path_one_early(extend_tree):
+    def planted(self, ids, parents, n_skip):
+        rows, exact = extend_tree(self, ids, parents, n_skip)
+        first_path = 1
+        while first_path < len(ids) and parents[first_path] == first_path - 1:
+            first_path += 1
+        shifted = np.array(rows, copy=True)
+        for node in range(max(first_path, n_skip + 1), len(ids)):
+            shifted[node - n_skip] = rows[node - n_skip - 1]
+        return shifted, exact
+
+    return planted
+
+
 def _targets(bug: str, bound: float) -> list[tuple[object, str, object]]:
     """(owner, attribute, planted value) for each bug."""
+    if bug == "silent-child":
+        if "--greedy-only" not in sys.argv:  # only check-exact's exact-mode child
+            return []
+        from backends.llamacpp import LlamaCppModel
+
+        return [(LlamaCppModel, "extend", silent_first_pass(LlamaCppModel.extend))]
     if bug == "near-ties":
         from backends.llamacpp import LlamaCppModel
 
         return [(LlamaCppModel, "extend", flips_near_ties(LlamaCppModel.extend, bound))]
+    if bug == "tree-rows":
+        from backends.llamacpp import LlamaCppModel
+
+        return [(LlamaCppModel, "extend_tree",
+                 rows_off_the_first_path_one_early(LlamaCppModel.extend_tree))]
     if bug == "tree-mask":
         from backends.torch_hf import TorchModel
 
@@ -108,6 +157,12 @@ def _targets(bug: str, bound: float) -> list[tuple[object, str, object]]:
 
         build = exactness.build_session
         return [(exactness, "build_session",
+                 lambda pair, config, plain=False: build(pair, config, plain=True))]
+    if bug == "sampled-plain":
+        import app.analysis.exact_sampled as exact_sampled
+
+        build = exact_sampled.build_session
+        return [(exact_sampled, "build_session",
                  lambda pair, config, plain=False: build(pair, config, plain=True))]
     if bug == "ends-early":
         from app.engine.session import Session

@@ -218,6 +218,21 @@ def test_engine_top_level_stays_small_with_drafters_in_their_rooms(tmp_path):
     assert top_level_entries(tmp_path) == ["one.py", "room"]
 
 
+def settings_imports(graph: dict[str, set[str]], settings: str = "app.engine.decode_config"
+                     ) -> list[str]:
+    """What the settings module imports of the drafters it configures (none: they are plain
+    data, and every user of the settings would otherwise load every drafter)."""
+    return sorted(m for m in graph.get(settings, ())
+                  if m == "app.engine.drafters" or m.startswith("app.engine.drafters."))
+
+
+def test_the_settings_import_no_drafter(graph):
+    assert settings_imports(graph) == []
+    planted = {"app.engine.decode_config": {"app.engine.sampling",
+                                            "app.engine.drafters.registry"}}
+    assert settings_imports(planted) == ["app.engine.drafters.registry"]
+
+
 def test_no_test_module_imports_another():
     wrong = cross_test_imports(sorted((ROOT / "tests").glob("test_*.py")))
     assert not wrong, "move what they share to conftest.py or helpers.py:\n" + "\n".join(wrong)

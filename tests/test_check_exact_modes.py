@@ -15,8 +15,8 @@ from app.analysis.exact_mode import decode_flags, spec_flags
 from app.analysis.kernel_noise import KernelNoise
 from app.cli.main import build_parser, main
 from app.cli.options import decode_config, drafter_choice, model_spec
-from app.engine.drafters import DrafterOptions
-from app.engine.drafters.registry import DRAFTERS, DrafterChoice
+from app.engine.decode_config import DrafterChoice, DrafterOptions, SuffixOptions
+from app.engine.drafters.registry import DRAFTERS
 from app.models.loading import ModelSpec
 from app.runs import build_session as real_build_session
 from tests.planted_bugs import plant, plant_in_children
@@ -53,7 +53,8 @@ def test_a_verify_pass_wrong_only_at_near_ties_fails_through_the_exact_kernels(
         gguf_files, capsys, monkeypatch, tmp_path):
     # kernels as noisy as the planted error: in the user's mode its flips look like noise
     monkeypatch.setattr(exactness, "cached_kernel_noise",
-                        lambda model: KernelNoise(bound=2 * NEAR_TIE, positions=1))
+                        lambda model: KernelNoise(bound=2 * NEAR_TIE, positions=1,
+                                                  chain_bound=2 * NEAR_TIE))
     monkeypatch.setattr(exactness, "noise_ceiling", lambda model: 4 * NEAR_TIE)
     plant(monkeypatch, NEAR_TIE)
     plant_in_children(tmp_path / "planted", monkeypatch, NEAR_TIE)
@@ -70,7 +71,7 @@ def test_a_divergence_beyond_the_noise_fails_even_when_the_exact_run_is_identica
         gguf_files, capsys, monkeypatch):
     # the same flips, judged against kernels measured as quiet: not near-ties, so it fails
     monkeypatch.setattr(exactness, "cached_kernel_noise",
-                        lambda model: KernelNoise(bound=1e-6, positions=1))
+                        lambda model: KernelNoise(bound=1e-6, positions=1, chain_bound=1e-6))
     plant(monkeypatch, NEAR_TIE)
     target, draft = gguf_files
     code, report, _ = run_check(capsys, "-m", target, "-md", draft, "--samples", 60, "-n", 24)
@@ -89,9 +90,11 @@ CHILD_RUNS = {
                   draws("draft")),
     "hybrid": (ModelSpec(target="t.gguf", draft="d.gguf", n_gpu_layers=3, n_ctx=512),
                draws("ngram,draft")),
-    "self-draft": (ModelSpec(target="t.gguf", mmap=False), draws("self", layers=4)),
+    "self-draft": (ModelSpec(target="t.gguf", mmap=False, first_layers=(4,)),
+                   draws("self", layers=4)),
     "heads": (ModelSpec(target="t.gguf"), draws("heads", heads="h.safetensors")),
-    "suffix": (ModelSpec(target="t.gguf"), draws("suffix", memory="m.json")),
+    "suffix": (ModelSpec(target="t.gguf"), draws("suffix", memory="m.json", suffix=SuffixOptions(
+        factor=2.0, offset=1.0, min_prob=0.3))),
     "suffix,draft": (ModelSpec(target="t.gguf", draft="d.gguf"), draws("suffix,draft")),
     "mtp": (ModelSpec(target="t.gguf", with_mtp=True), draws("mtp")),
     "cross-vocab": (ModelSpec(target="t.gguf", draft="other.gguf"),
@@ -133,23 +136,23 @@ def test_the_child_runs_the_users_decode_settings():
     config = decode_config(build_parser().parse_args(
         ["check-exact", "-m", "t.gguf", "--ngram", "-n", "20", "--draft-max", "6",
          "--draft-min", "1", "--draft-p-min", "0.25", "--tree-width", "3", "--tree-nodes", "9",
-         "--draft-p-split", "0.2", "--adaptive", "--spec-factor", "2", "--spec-min-prob",
-         "0.3"]))
+         "--draft-p-split", "0.2", "--adaptive"]))
     args = build_parser().parse_args(["check-exact", "-m", "t.gguf", "--ngram",
                                       *decode_flags(config)])
     assert decode_config(args) == config
 
 
-def test_a_greedy_suite_that_drafted_nothing_fails_the_check(gguf_files, capsys, monkeypatch):
-    """Identity of runs that never drafted shows nothing; the check must not pass on it."""
+def test_a_greedy_suite_that_drafted_nothing_does_not_pass(gguf_files, capsys, monkeypatch):
+    """Identity of runs that never drafted shows nothing; the check must not pass on it: it
+    says the user's settings were not checked (exit 4)."""
     monkeypatch.setattr(exactness, "build_session",
                         lambda pair, config, plain: real_build_session(pair, config, plain=True))
     target, draft = gguf_files
     code, report, _ = run_check(capsys, "-m", target, "-md", draft, "--samples", 40, "-n", 8,
                                 "--exact-kernels")
     assert report["drafted"] == 0 and report["greedy_identical"] is True
-    assert report["passed"] is False and code == 3
-    assert any("drafted nothing" in reason for reason in report["failures"])
+    assert report["passed"] is False and code == 4 and report["failures"] == []
+    assert report["verdict"].startswith("not checked: your settings drafted no token")
 
 
 def test_a_pass_names_each_setting_that_drafted_nothing():

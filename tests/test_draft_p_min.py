@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from app.engine.drafters import EMPTY_DRAFT, Budget, Draft, StopRule
+from app.engine.decode_config import StopRule
+from app.engine.drafters import EMPTY_DRAFT, Budget, Draft
 from app.engine.drafters.draft_model import ModelDrafter
 from app.engine.sampling import SamplingParams, choose
 from tests.helpers import BROKEN_P, EXACT_P, PROMPT, first_two_pvalues

@@ -35,8 +35,7 @@ def events_until_done(host: EngineHost) -> list[dict]:
 
 
 def test_the_host_reports_a_run_in_the_trace_format_and_keeps_the_pair(gguf_files):
-    from app.engine.decode_config import DecodeConfig
-    from app.engine.drafters.registry import DrafterChoice
+    from app.engine.decode_config import DecodeConfig, DrafterChoice
     from app.engine.trace import step_from_dict
 
     spec = ModelSpec(str(gguf_files[0]), str(gguf_files[1]), n_ctx=512)

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from app.analysis.divergence import Divergence
-from app.analysis.exactness import ExactReport, GreedySuite
+from app.analysis.exact_report import ExactReport, GreedySuite
 from app.analysis.rank import (
     DraftModelCandidate,
     LoadedCandidate,
@@ -24,10 +24,13 @@ from app.analysis.rank import (
     SelfDraftCandidate,
 )
 from app.analysis.sweep import SweepRow
-from app.engine.decode_config import DecodeConfig
-from app.engine.drafters import DrafterOptions
-from app.engine.drafters.registry import DrafterChoice, choice_to_dict
-from app.engine.drafters.suffix import SuffixOptions
+from app.engine.decode_config import (
+    DecodeConfig,
+    DrafterChoice,
+    DrafterOptions,
+    SuffixOptions,
+    choice_to_dict,
+)
 from app.engine.sampling import SamplingParams
 from app.host import protocol, wire
 from app.host.client import EngineHost
@@ -82,10 +85,11 @@ def test_an_exactness_report_survives_with_its_suites(exact):
 
 
 def test_the_job_settings_survive():
-    drafter = DrafterChoice(("ngram", "draft"), DrafterOptions(cross_vocab="tli"))
+    drafter = DrafterChoice(("ngram", "suffix"), DrafterOptions(
+        cross_vocab="tli", suffix=SuffixOptions(factor=2.0, max_depth=32)))
     config = DecodeConfig(n_predict=64, draft_max=5, adaptive=True,
                           sampling=SamplingParams(temperature=0.7, top_k=40, seed=3),
-                          drafter=drafter, suffix=SuffixOptions(factor=2.0, max_depth=32))
+                          drafter=drafter)
     sweep = {"config": config, "prompt": "def add(a, b):", "chat": False, "ks": [1, 2, 4]}
     assert trip(sweep) == sweep
     assert type(trip(sweep)["config"].drafter.names) is tuple

@@ -4,8 +4,7 @@ speculative run's summary whole (a real host process, tiny GGUF pair)."""
 
 from __future__ import annotations
 
-from app.engine.decode_config import DecodeConfig
-from app.engine.drafters.registry import DrafterChoice
+from app.engine.decode_config import DecodeConfig, DrafterChoice
 from app.host import protocol
 from app.host.client import EngineHost
 from app.host.server import BASELINE_TASK

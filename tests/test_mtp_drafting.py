@@ -13,9 +13,8 @@ import numpy as np
 import pytest
 
 from app.engine.cost_curve import VerifyCostCurve
-from app.engine.decode_config import DecodeConfig
+from app.engine.decode_config import DecodeConfig, DrafterChoice
 from app.engine.drafters.mtp import DRAFT_MTP, MtpDrafter
-from app.engine.drafters.registry import DrafterChoice
 from app.engine.sampling import SamplingParams
 from app.engine.session import Session
 from app.engine.trace import TraceHeader, TraceWriter, iter_token_rows, read_trace

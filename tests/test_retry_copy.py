@@ -8,9 +8,8 @@ import pytest
 
 from app.engine.adaptive import DraftLengthController
 from app.engine.cost_curve import VerifyCostCurve
-from app.engine.decode_config import DecodeConfig
-from app.engine.drafters import Budget, DrafterOptions, TreeShape
-from app.engine.drafters.registry import DrafterChoice
+from app.engine.decode_config import DecodeConfig, DrafterChoice, DrafterOptions, TreeShape
+from app.engine.drafters import Budget
 from app.engine.drafters.suffix import SUFFIX_COPY, SuffixDrafter
 from app.engine.drafters.suffix.retry_copy import RETRY_COPY, EarlierAnswer, RetryCopy
 from app.engine.records import COPIED_FROM_MEMORY, COPIED_ON_RETRY, CopySource

@@ -14,18 +14,17 @@ import numpy as np
 import pytest
 
 from app.analysis.stats import g_test
-from app.cli.main import main
-from app.engine.decode_config import DecodeConfig
-from app.engine.drafters import DrafterOptions
+from app.cli.main import build_parser, main
+from app.cli.options import plan
+from app.engine.decode_config import DecodeConfig, DrafterChoice, DrafterOptions
 from app.engine.drafters.draft_model import ModelDrafter
-from app.engine.drafters.registry import DrafterChoice
 from app.engine.protocol import EarlyExitModel
 from app.engine.sampling import SamplingParams
 from app.engine.session import Session
-from app.errors import ModelFileError
+from app.errors import ModelFileError, SettingsError
 from app.models.early_exit import truncated_gguf
 from app.models.loading import ModelSpec, load_pair
-from app.runs import new_drafter
+from app.runs import build_session, new_drafter
 from tests.helpers import (
     EXACT_P,
     PROMPT,
@@ -127,7 +126,8 @@ def test_gguf_layer_count_out_of_range(deep_gguf):
 @pytest.mark.parametrize("prompt", PROMPTS)
 @pytest.mark.parametrize("n_layers", [1, 3])
 def test_llamacpp_self_draft_greedy_equals_plain(deep_gguf, prompt, n_layers):
-    pair = load_pair(ModelSpec(target=str(deep_gguf[0]), n_gpu_layers=0, n_ctx=256))
+    pair = load_pair(ModelSpec(target=str(deep_gguf[0]), n_gpu_layers=0, n_ctx=256,
+                               first_layers=(n_layers,)))
     try:
         config = DecodeConfig(drafter=DrafterChoice(("self",), DrafterOptions(layers=n_layers)))
         drafter = new_drafter(pair, config)
@@ -180,3 +180,28 @@ def test_run_refuses_a_list_of_layer_counts(deep_gguf, capsys):
     code = main(["run", "-m", str(deep_gguf[0]), "--self-draft-layers", "1,3", "-p", "x"])
     _, err = capsys.readouterr()
     assert code == 1 and "bench --self-draft-layers" in err
+
+
+def test_the_bench_plan_loads_every_layer_count_with_the_pair_and_a_run_loads_none(deep_gguf):
+    """--self-draft-layers is parsed once into one run per layer count and one spec that
+    loads each count's model with the pair; a run asking for a count not loaded is refused
+    with a message, instead of loading a model while its session is built."""
+    args = build_parser().parse_args(["bench", "-m", str(deep_gguf[0]),
+                                      "--self-draft-layers", "1,3", "-p", "the cat"])
+    bench = plan(args)
+    assert [c.drafter.options.layers for c in bench.runs] == [1, 3]
+    assert all(c.drafter.names == ("self",) for c in bench.runs)
+    assert bench.spec.first_layers == (1, 3) and bench.prompts == ("the cat",)
+    pair = load_pair(bench.spec)
+    try:
+        assert sorted(pair.self_drafts) == [1, 3]
+        loaded = dict(pair.self_drafts)
+        for config in bench.runs:
+            build_session(pair, config)
+        assert pair.self_drafts == loaded  # nothing more was loaded
+        two = DecodeConfig(drafter=DrafterChoice(("self",), DrafterOptions(layers=2)))
+        with pytest.raises(SettingsError, match="first 2 layers were not loaded"):
+            build_session(pair, two)
+        assert pair.self_drafts == loaded
+    finally:
+        pair.close()

@@ -10,10 +10,9 @@ import pytest
 
 from app.cli.main import build_parser, main
 from app.cli.options import drafter_choice, model_spec
-from app.engine.decode_config import DecodeConfig
-from app.engine.drafters import DrafterOptions
+from app.engine.decode_config import DecodeConfig, DrafterChoice, DrafterOptions
 from app.engine.drafters.chain import ChainDrafter
-from app.engine.drafters.registry import DRAFTERS, DrafterChoice
+from app.engine.drafters.registry import DRAFTERS, label
 from app.engine.drafters.suffix import SUFFIX_COPY, SUFFIX_GUESS
 from app.errors import SettingsError
 from app.models.loading import ModelSpec, load_pair
@@ -95,12 +94,12 @@ def test_a_bad_spec_type_says_what_is_wrong(flags, needle):
 
 def test_every_registered_drafter_has_a_label_and_llama_cpp_words_are_understood():
     options = DrafterOptions(layers=2, heads="dir/h.st")
-    labels = {name: DrafterChoice((name,), options).label("d.gguf") for name in DRAFTERS}
+    labels = {name: label(DrafterChoice((name,), options), "d.gguf") for name in DRAFTERS}
     assert labels == {"draft": "d.gguf", "ngram": "n-gram lookup", "suffix": "suffix decoding",
                       "mtp": "its own MTP layers", "heads": "draft heads (h.st)",
                       "self": "self-draft (first 2 layers)"}
     assert drafter_choice(parse("--spec-type", "draft-mtp")).names == ("mtp",)
-    assert DrafterChoice(("ngram", "draft")).label("d.gguf") == "n-gram lookup + d.gguf"
+    assert label(DrafterChoice(("ngram", "draft")), "d.gguf") == "n-gram lookup + d.gguf"
 
 
 # --- chains, built by the registry, on tiny real models ----------------------------------

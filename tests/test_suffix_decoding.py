@@ -10,9 +10,7 @@ import pytest
 from app.analysis.measure import Tally, timed_run
 from app.cli.main import main
 from app.draft_memory import DraftMemory
-from app.engine.decode_config import DecodeConfig
-from app.engine.drafters import DrafterOptions
-from app.engine.drafters.registry import DrafterChoice
+from app.engine.decode_config import DecodeConfig, DrafterChoice, DrafterOptions
 from app.engine.drafters.suffix import RememberedRun, SuffixDrafter, memory_buffer
 from app.engine.records import COPIED_FROM_MEMORY, COPIED_ON_RETRY
 from app.engine.sampling import SamplingParams

@@ -9,7 +9,8 @@ import numpy as np
 
 from app.engine.adaptive import DraftLengthController, PassOutcome
 from app.engine.cost_curve import VerifyCostCurve
-from app.engine.drafters import Budget, TreeShape
+from app.engine.decode_config import TreeShape
+from app.engine.drafters import Budget
 from app.engine.drafters.lookup import NGRAM_COPY
 from app.engine.drafters.lookup.edits import NGRAM_EDIT
 from app.engine.drafters.suffix import (

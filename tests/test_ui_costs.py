@@ -1,7 +1,7 @@
 """The cost view from comparable measurements, and a first run that shows why it is (not)
 faster (pytest-qt, offscreen, tiny real models): a plain step and a draft step timed in turns,
 the verdict following the run's own step timings (medians, so a cold first draft step does not
-decide it), "provisional" on a busy machine, and the one notice above the empty step table
+decide it), "provisional" on a busy machine, and the one notice under the cost verdict
 when adaptive k decoded plainly, with one click to watch the draft at the cost view's k."""
 
 from __future__ import annotations
@@ -16,18 +16,6 @@ from app.analysis.reasons import describe_decision, plain_run_reason  # noqa: E4
 from app.engine.cost_curve import MIN_SAMPLES  # noqa: E402
 from tests.helpers import choose_pair, run, set_decoding  # noqa: E402
 from ui.plain_notice import PlainRunNotice, watch_k  # noqa: E402
-
-
-@pytest.fixture(scope="module")
-def costly_draft_pair(gguf_files, tmp_path_factory):
-    """The tiny target with a draft many times its cost (same vocabulary, other weights):
-    no draft length can pay, as for the demo pair on a 2-core CPU."""
-    from tests.tiny_gguf import write_tiny_gguf
-
-    target, _ = gguf_files
-    draft = write_tiny_gguf(tmp_path_factory.mktemp("costly") / "draft.gguf", seed=1,
-                            n_layer=8, hidden=256)
-    return target, draft
 
 
 def loaded_run(window, qtbot, pair_files, *, k=3, adaptive=False, tokens=40, backend="torch"):
@@ -87,13 +75,13 @@ def test_a_plain_adaptive_run_says_why_beside_the_empty_views_and_offers_the_dra
     view = window.why.cost.view_data
     assert not view.pays and stats.spec_steps * 4 < stats.steps
     offered = watch_k(window.run.steps, view, 4)
-    notice = window.inspector.notice
+    notice = window.why.notice
     assert [n for n in window.findChildren(PlainRunNotice) if n.isVisible()] == [notice]
     # the reason is the controller's recorded decisions, in words (app.analysis.reasons)
     assert notice.text.text() == plain_run_reason(window.run.steps)
     assert notice.k == offered and f"k = {offered}" in notice.button.text()
     with qtbot.waitSignal(window.run_done, timeout=60_000):
-        window.inspector.notice.button.click()
+        notice.button.click()
     window.flush()
     window.why.refresh()
     assert not window.decode.adaptive.isChecked()

@@ -31,8 +31,8 @@ from app.analysis.rank import (
     SelfDraftCandidate,
 )
 from app.analysis.sweep import SweepRow, parse_ks
-from app.engine.decode_config import DecodeConfig
-from app.engine.drafters.registry import DrafterChoice
+from app.engine.decode_config import DecodeConfig, DrafterChoice
+from app.engine.drafters.registry import label
 from app.errors import DraftLensError
 from app.models.loading import ModelSpec
 from ui.decode_panel import DecodePanel
@@ -182,7 +182,7 @@ class ExperimentsPanel(QWidget):
     def candidate_list(self, spec: ModelSpec, choice: DrafterChoice) -> list[Candidate]:
         found: list[Candidate] = []
         if choice:
-            found.append(LoadedCandidate(choice.label(spec.draft or "") + " (loaded)", choice))
+            found.append(LoadedCandidate(label(choice, spec.draft or "") + " (loaded)", choice))
         for path in (p.strip() for p in self.candidates.text().split(";")):
             if path:
                 found.append(DraftModelCandidate(path))

@@ -236,8 +236,8 @@ class MainWindow(QMainWindow):
 
     def _make_why_tabs(self) -> None:
         """The bottom tabs need the run control (worker signals), so they come after it."""
-        self.why = WhyTabs(self, self.charts, self.inspector.notice)
-        self.inspector.notice.watch_draft.connect(self.watch_draft_anyway)
+        self.why = WhyTabs(self, self.charts)
+        self.why.notice.watch_draft.connect(self.watch_draft_anyway)
         self.right_split.addWidget(self.why)
         # about half for the charts: on a 768-pixel screen less cut their axis labels off
         self.right_split.setSizes([460, 480])

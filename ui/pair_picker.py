@@ -26,8 +26,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.draft_memory import DEFAULT_CAP_TOKENS, MEMORY_FILE, default_memory_path
-from app.engine.drafters import DrafterOptions
-from app.engine.drafters.registry import DrafterChoice
+from app.engine.decode_config import DrafterChoice, DrafterOptions
 from app.models import runtimes
 from app.models.loading import ModelSpec, rpc_problem
 from app.models.mtp import mtp_offer

@@ -1,7 +1,8 @@
-"""Said once, above the step table a plain run leaves empty (the inspector is where a user
-looks for drafts being judged): adaptive k decoded this run (almost) plainly, why (the
-controller's recorded decisions, in the words of app.analysis.reasons, with the figures of its
-last decision that no draft paid), and one click to watch the draft anyway at a fixed k."""
+"""Said once in the window (ui.why_tabs puts it under the cost view's verdict, the width of the
+window's right side, between the step table and the charts a plain run leaves empty): adaptive
+k decoded this run (almost) plainly, why (the controller's recorded decisions, in the words of
+app.analysis.reasons, with the figures of its last decision that no draft paid), and one click
+to watch the draft anyway at a fixed k."""
 
 from __future__ import annotations
 

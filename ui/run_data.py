@@ -78,7 +78,8 @@ class CompareResult:
             verdict = ("texts differ where the target's top two tokens nearly tie — the fast "
                        "kernels sum a verify pass differently from a single step, by no more "
                        "than measured on this model (" + self.divergence.describe()
-                       + "); --exact-kernels gives identical text")
+                       + "); --exact-kernels gives identical text (llama.cpp: with every "
+                       "layer on the CPU, where its batch-invariant kernels hold)")
         elif self.greedy:
             verdict = "texts DIFFER (greedy runs should match — please report this)"
             if self.divergence is not None:

@@ -28,7 +28,6 @@ from app.analysis.reasons import describe_decision
 from app.engine.records import Alternative, StepRecord, TokenRecord
 from ui import format as fmt
 from ui.charts import style_legend
-from ui.plain_notice import PlainRunNotice
 from ui.step_table import COL_DRAFTED_FROM, StepTableModel
 from ui.theme import LIGHT, Colours
 from ui.tree_view import TreeView
@@ -86,10 +85,6 @@ class StepInspector(QWidget):
         layout.setContentsMargins(4, 4, 4, 4)
         layout.addLayout(top)
         layout.addWidget(self.reason)
-        # the window's one word on a run that drafted (almost) nothing, where the table and
-        # the p/q bars stay empty: why, in full, and the fixed k to watch instead
-        self.notice = PlainRunNotice()
-        layout.addWidget(self.notice)
         layout.addWidget(split, 1)
         self._update_buttons()
 

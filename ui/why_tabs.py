@@ -4,8 +4,9 @@ sweep / ranking / exactness experiments — under the cost model's one-line verd
 
 The verdict rests on comparable figures: a plain step and a draft token timed in turns when the
 pair loads, then, once a second during a run and when it ends, the run's own step timings
-(medians). Where a run's adaptive k decoded plainly, the notice above the empty step table says
-why in the same figures (ui.plain_notice)."""
+(medians). Where a run's adaptive k decoded plainly, the notice under the verdict says why in the
+same figures (ui.plain_notice): one notice, the width of the window's right side, between the
+empty step table above and the empty acceptance charts below, whichever tab is open."""
 
 from __future__ import annotations
 
@@ -25,15 +26,14 @@ REFRESH_MS = 1000
 
 
 class WhyTabs(QWidget):
-    def __init__(self, window: ExperimentWindow, charts: ChartsPanel,
-                 notice: PlainRunNotice) -> None:
+    def __init__(self, window: ExperimentWindow, charts: ChartsPanel) -> None:
         super().__init__()
         self.window = window
         self.charts = charts
-        self.notice = notice  # the step inspector's: the window has one
         self.verdict = QLabel("")
         self.verdict.setWordWrap(True)
         self.verdict.setVisible(False)
+        self.notice = PlainRunNotice()
         self.cost = CostPanel()
         self.rejections = RejectionPanel()
         self.experiments = ExperimentsPanel(window)
@@ -45,6 +45,7 @@ class WhyTabs(QWidget):
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.addWidget(self.verdict)
+        layout.addWidget(self.notice)
         layout.addWidget(self.tabs, 1)
         self.tabs.currentChanged.connect(lambda _: self.refresh())
         self.timer = QTimer(self, interval=REFRESH_MS)

@@ -25,8 +25,7 @@ from typing import Any
 from PySide6.QtCore import QObject, Signal, Slot
 
 from app.analysis.exactness import ExactReport
-from app.engine.decode_config import DecodeConfig
-from app.engine.drafters.registry import DrafterChoice, choice_to_dict
+from app.engine.decode_config import DecodeConfig, DrafterChoice, choice_to_dict
 from app.errors import DraftLensError, TraceWriteError
 from app.host import protocol, wire
 from app.host.client import EXITED, EngineHost

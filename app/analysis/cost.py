@@ -135,7 +135,8 @@ def priced_from(decision: Decision) -> str:
         source = "the curve stored from earlier quiet runs, scaled to this run's passes ("
         source += f"{decision.plain_samples} plain steps kept"
     if decision.refused:
-        source += f", {decision.refused} stalled passes refused"
+        source += (f", {decision.refused} stalled pass{'es' if decision.refused != 1 else ''} "
+                   "refused")
     return source + ")"
 
 

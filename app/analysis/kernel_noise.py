@@ -17,10 +17,17 @@ steps (the reference) and by passes of n tokens, in two ways:
 Each is done in two windows of the cache: right after a short prompt, and past 512 cells,
 where llama.cpp's flash attention starts to split the cache across threads.
 For every position the reference's top two tokens A and B are followed: |Δ logit| of each and
-|Δ (A - B)|. The bound is the largest |Δ (A - B)| seen, over all paths and sizes.
-It is measured once per model file, device, kernels, thread count and runtime version, and
-cached. A bound above the ceiling for the model's arithmetic (`noise_ceiling`) is not kernel
-noise: a batched path that computes something else (a wrong mask or position) inflates it.
+|Δ (A - B)|. Two bounds, the largest |Δ (A - B)| seen on each kind of row:
+- chain_bound: chain passes, and the tree rows the runtime computes as a chain pass would
+  (it marks them exact: with llama.cpp's exact kernels, the first path of a tree and the
+  row after keeping a path);
+- tree_bound: the other tree rows, "tree rows" in what the check says (off the first path
+  with llama.cpp's exact kernels, every tree row otherwise), which see the cache laid out
+  otherwise than plain decoding does, or are summed in another order.
+`bound` is the larger of the two. It is measured once per model file, device, kernels,
+thread count and runtime version, and cached. A bound above the ceiling for the model's
+arithmetic (`noise_ceiling`) is not kernel noise: a batched pass that computes something else
+(a wrong mask, position or row) inflates it.
 
 Costs (demo target, 2 shared cores): see docs; the measurement reports progress and can be
 cancelled between passes (`progress`, `cancelled`).
@@ -135,7 +142,10 @@ class KernelNoise:
     carried_by_quarter: list[float] = field(default_factory=list)
     tree: PathStats | None = None  # tree passes' rows and the row after keep_path
     cache_lengths: list[int] = field(default_factory=list)  # where each window started
-    chain_bound: float = 0.0  # the bound over chain passes alone (fresh and carried)
+    # the bound over chain passes (fresh and carried) and the tree rows the runtime marks
+    # exact; and over the other tree rows (see the module's docstring)
+    chain_bound: float = 0.0
+    tree_bound: float = 0.0
     seconds: float = 0.0  # how long the measurement took
 
     def as_dict(self) -> dict[str, Any]:
@@ -144,6 +154,8 @@ class KernelNoise:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> KernelNoise:
         tree = data.get("tree")
+        # stored before the two kinds of row were told apart: every tree row counts as one
+        tree_max = float(tree["gap_max"]) if isinstance(tree, dict) else 0.0
         return cls(
             bound=float(data["bound"]), positions=int(data["positions"]),
             fresh={int(n): PathStats(**s) for n, s in data.get("fresh", {}).items()},
@@ -152,6 +164,7 @@ class KernelNoise:
             tree=PathStats(**tree) if isinstance(tree, dict) else None,
             cache_lengths=[int(x) for x in data.get("cache_lengths", [])],
             chain_bound=float(data.get("chain_bound", data["bound"])),
+            tree_bound=float(data.get("tree_bound", tree_max)),
             seconds=float(data.get("seconds", 0.0)),
         )  # fmt: skip
 
@@ -166,7 +179,8 @@ class KernelNoise:
         return (f"kernel noise on the top-two gap over {self.positions} positions, passes of "
                 f"{'/'.join(str(n) for n in sorted(self.fresh))}: fresh cache "
                 f"{worst(self.fresh)}; cache written by passes {worst(self.carried)}; "
-                f"tree passes {tree}; bound {self.bound:.4f}")
+                f"tree passes {tree}; on chains {self.chain_bound:.4f}, on tree rows "
+                f"{self.tree_bound:.4f}; bound {self.bound:.4f}")
 
 
 def noise_ceiling(model: LanguageModel) -> float:
@@ -277,8 +291,12 @@ def measure_kernel_noise(model: LanguageModel, positions: int = DEFAULT_POSITION
         noise.positions += positions
         fresh_rows, tree = _on_single_steps(model, depth, stretch, reference, sizes, work)
         if tree is not None:
-            noise.tree = _merge(noise.tree, tree[0])
-            noise.bound = max(noise.bound, float(tree[1].max()))
+            stats, gap, vouched = tree
+            noise.tree = _merge(noise.tree, stats)
+            noise.chain_bound = max(noise.chain_bound,
+                                    float(gap.max(initial=0.0, where=vouched)))
+            noise.tree_bound = max(noise.tree_bound, float(gap.max(initial=0.0, where=~vouched)))
+            noise.bound = max(noise.chain_bound, noise.tree_bound)
         for n in sizes:
             fresh, fresh_gap = _stats(reference, fresh_rows[n])
             carried, carried_gap = _stats(reference, _carried(model, depth, stretch, n, work))
@@ -296,12 +314,16 @@ def measure_kernel_noise(model: LanguageModel, positions: int = DEFAULT_POSITION
     return noise
 
 
+TreeRows = tuple[PathStats, np.ndarray, np.ndarray]  # stats, |Δ gap| per row, marked exact
+
+
 def _on_single_steps(model: LanguageModel, depth: int, stretch: list[int],
                      reference: np.ndarray, sizes: tuple[int, ...], work: _Work,
-                     ) -> tuple[dict[int, np.ndarray], tuple[PathStats, np.ndarray] | None]:
+                     ) -> tuple[dict[int, np.ndarray], TreeRows | None]:
     """Every measurement that starts on a cache written by single steps: passes of each size
-    (fresh) and the trees. Later starts go first: truncating to a start drops what the later
-    ones wrote and leaves the single-step rows before it."""
+    (fresh) and the trees (with, per tree row, whether the runtime marks it exact). Later
+    starts go first: truncating to a start drops what the later ones wrote and leaves the
+    single-step rows before it."""
     tree_starts = (list(range(0, len(stretch) - 3, TREE_EVERY))
                    if hasattr(model, "extend_tree") and len(stretch) >= 4 else [])
     jobs = sorted([(start, n) for n in sizes for start in range(0, len(stretch), n)]
@@ -309,6 +331,7 @@ def _on_single_steps(model: LanguageModel, depth: int, stretch: list[int],
     chunks: dict[int, dict[int, np.ndarray]] = {n: {} for n in sizes}
     refs: list[np.ndarray] = []
     rows: list[np.ndarray] = []
+    vouched: list[bool] = []
     for start, n in jobs:
         model.truncate(depth + start)
         if n:
@@ -316,16 +339,19 @@ def _on_single_steps(model: LanguageModel, depth: int, stretch: list[int],
             chunks[n][start] = model.extend(chunk, len(chunk))
             work.step(len(chunk), f"passes of {n} on a cache of single steps (from {depth})")
         else:
-            tree_refs, tree_rows = _tree(model, depth + start, stretch[start:start + 4],
-                                         reference[start:start + 3],
-                                         (_other_token(stretch, start + 1),
-                                          _other_token(stretch, start + 2)))
+            tree_refs, tree_rows, exact = _tree(model, depth + start, stretch[start:start + 4],
+                                                reference[start:start + 3],
+                                                (_other_token(stretch, start + 1),
+                                                 _other_token(stretch, start + 2)))
             refs += tree_refs
             rows += tree_rows
+            vouched += exact
             work.step(14, f"tree passes (from {depth})")
     fresh = {n: np.concatenate([chunks[n][s] for s in sorted(chunks[n])]) for n in sizes}
-    tree = _stats(np.stack(refs), np.stack(rows)) if rows else None
-    return fresh, tree
+    if not rows:
+        return fresh, None
+    stats, gap = _stats(np.stack(refs), np.stack(rows))
+    return fresh, (stats, gap, np.array(vouched, dtype=bool))
 
 
 def _carried(model: LanguageModel, depth: int, stretch: list[int], n: int,
@@ -342,11 +368,14 @@ def _carried(model: LanguageModel, depth: int, stretch: list[int], n: int,
 
 
 def _tree(model: LanguageModel, before: int, chain: list[int], chain_refs: np.ndarray,
-          siblings: tuple[int, int]) -> tuple[list[np.ndarray], list[np.ndarray]]:
+          siblings: tuple[int, int],
+          ) -> tuple[list[np.ndarray], list[np.ndarray], list[bool]]:
     """The tree a0 - a1 - a2 with siblings b1 (of a1) and b2 (of a2) in one pass, each node
     against single steps over its own path; then the path a0 - b1 kept and a token x more,
     against single steps over a0 b1 x. The cache holds single-step rows up to `before`.
-    Returns (reference rows, tree rows)."""
+    Returns (reference rows, tree rows, whether the runtime marks each row exact: the tree
+    pass says so per row; the row after is a chain pass's, exact where the kernels are
+    batch-invariant)."""
     a0, a1, a2, x = chain
     b1, b2 = siblings
     model.extend([a0], 1)
@@ -356,11 +385,13 @@ def _tree(model: LanguageModel, before: int, chain: list[int], chain_refs: np.nd
     b1_ref = model.extend([b1], 1)[0]
     after_ref = model.extend([x], 1)[0]
     model.truncate(before)
-    got, _exact = model.extend_tree([a0, a1, a2, b1, b2], [-1, 0, 1, 0, 1], 0)
+    got, exact = model.extend_tree([a0, a1, a2, b1, b2], [-1, 0, 1, 0, 1], 0)
     model.keep_path([0, 3])  # a0, b1: a path that leaves the first one
     path = [a0, b1][model.n_cached - before:]  # a runtime may keep only a leading part
     after = model.extend([*path, x], 1)[0]
-    return [*chain_refs, b1_ref, b2_ref, after_ref], [*got, after]
+    batch_invariant = bool(getattr(model, "batch_invariant", False))
+    return ([*chain_refs, b1_ref, b2_ref, after_ref], [*got, after],
+            [*map(bool, exact), batch_invariant])
 
 
 def _other_token(stretch: list[int], i: int) -> int:

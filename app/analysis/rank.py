@@ -19,10 +19,8 @@ import numpy as np
 from app.analysis.measure import Cancelled, side_by_side, warm_up
 from app.engine.adaptive import PassCost, rates_by_k
 from app.engine.cost_curve import VerifyCostCurve
-from app.engine.decode_config import DecodeConfig
-from app.engine.drafters import DrafterOptions
+from app.engine.decode_config import DecodeConfig, DrafterChoice, DrafterOptions
 from app.engine.drafters.lookup.edits import NGRAM_LABEL
-from app.engine.drafters.registry import DrafterChoice
 from app.engine.drafters.self_draft import self_draft_label
 from app.engine.metrics import RunStats
 from app.errors import DraftLensError, ModelFileError
@@ -134,7 +132,7 @@ class SelfDraftCandidate:
         self.choice = DrafterChoice(("self",), DrafterOptions(layers=n_layers))
 
     def attach(self, base: LoadedPair) -> LoadedPair:
-        base.self_draft(self.n_layers)  # built once per loaded target, closed with it
+        base.load_self_draft(self.n_layers)  # once per loaded target, closed with it
         return base
 
     def detach(self) -> None:

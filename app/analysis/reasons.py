@@ -128,7 +128,8 @@ def describe_decision(d: Decision | None) -> str:
         if d.samples is None or d.measuring is None:
             return f"k = {d.k}: timing {what}, to price it."
         return (f"k = {d.k}{kind}: timing {what}, to price it from the median of several: "
-                f"{d.samples} kept so far ({d.plain_samples} plain steps){_conditions(d)}.")
+                f"{d.samples} kept so far ({d.plain_samples} plain "
+                f"step{'s' if d.plain_samples != 1 else ''}){_conditions(d)}.")
     costs = f"a plain step priced at {_ms(d.plain_seconds)}{_conditions(d)}"
     if d.rule == RULE_NO_GAIN:
         priced = _pass_of(d.alternative_tokens, d.alternative_seconds)

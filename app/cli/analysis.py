@@ -10,11 +10,10 @@ from argparse import Namespace
 from collections.abc import Callable
 from typing import Any
 
+from app.analysis.exact_report import ExactReport, GreedySuite
 from app.analysis.exactness import (
     DEFAULT_N_PREDICT,
     GREEDY_PROMPTS,
-    ExactReport,
-    GreedySuite,
     check_exact,
     exact_mode_suite,
     greedy_suite,
@@ -29,21 +28,23 @@ from app.analysis.rank import (
 )
 from app.analysis.sweep import parse_ks, run_sweep
 from app.cli import interrupt
-from app.cli.bench import read_prompts
 from app.cli.bench_tasks import SUITES
 from app.cli.options import (
     decode_config,
     drafter_choice,
     model_spec,
+    read_prompts,
     self_draft_layers,
     settings,
 )
-from app.engine.drafters.registry import DrafterChoice, parse_names
+from app.engine.decode_config import DrafterChoice
+from app.engine.drafters.registry import parse_names
 from app.errors import SettingsError
 from app.models.loading import load_pair
 from app.runs import encode_prompt
 
 EXIT_NOT_EXACT = 3
+EXIT_NOT_CHECKED = 4
 
 
 def _say(name: str) -> Callable[[str], None]:
@@ -78,6 +79,10 @@ def add_check_flags(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--samples", type=int, default=200,
                    help="seeded speculative runs for the sampled test (default 200)")
     g.add_argument("--json", action="store_true", help="print one JSON object")
+    g.add_argument("-p", "--prompt", action="append", default=None,
+                   help="a prompt for the greedy suite (repeatable): the suite runs on yours "
+                        f"instead of its {len(GREEDY_PROMPTS)} own; the sampled test keeps "
+                        "its own candidates")
     g.add_argument("--greedy-only", action="store_true",
                    help="only the greedy suite, in this process's kernel mode (what "
                         "check-exact runs in its exact-mode child)")
@@ -166,23 +171,32 @@ def cmd_check_exact(args: Namespace) -> int:
     choice = drafter_choice(args)
     spec = model_spec(args, choice)
     config = decode_config(args, choice)
+    prompts = args.prompt or GREEDY_PROMPTS
     pair = load_pair(spec, progress=_say("check-exact"))
     try:
         if args.greedy_only:
-            suite = (exact_mode_suite(pair, config, GREEDY_PROMPTS, _say("check-exact"))
+            suite = (exact_mode_suite(pair, config, prompts, _say("check-exact"))
                      if spec.batch_invariant else
-                     greedy_suite(pair, config, GREEDY_PROMPTS, user_mode(pair)[0], False))
+                     greedy_suite(pair, config, prompts, user_mode(pair)[0], False))
             print(json.dumps({"greedy_suite": suite.to_dict()}))
             return 0 if suite.identical and not suite.batched_path_wrong else EXIT_NOT_EXACT
         report = check_exact(pair, choice, samples=args.samples, seed=args.seed or 0,
-                             progress=_say("check-exact"), config=config)
+                             progress=_say("check-exact"), config=config, prompts=prompts)
     finally:
         pair.close()
     if args.json:
         print(json.dumps(report.to_dict()))
     else:
         print_exact_report(report)
-    return 0 if report.passed else EXIT_NOT_EXACT
+    return exit_code(report)
+
+
+def exit_code(report: ExactReport) -> int:
+    """0 passed; 3 a failure found (also where the user's settings went unchecked); 4 the
+    user's settings drafted nothing, so the check could not judge them."""
+    if report.failures():
+        return EXIT_NOT_EXACT
+    return 0 if report.passed else EXIT_NOT_CHECKED
 
 
 def print_exact_report(report: ExactReport) -> None:
@@ -196,8 +210,11 @@ def print_exact_report(report: ExactReport) -> None:
 
     def batched_line(suite: GreedySuite) -> str:
         verdict = "WRONG" if suite.batched_path_wrong else "ok"
+        tree = ("" if suite.batched_tree_bound is None else
+                f"; tree rows {suite.batched_tree_bound:.3g} (allowed "
+                f"{suite.batched_tree_ceiling:g})")
         return (f"  batched path, {suite.batched_what}: moved a top-two gap by at most "
-                f"{suite.batched_bound:.3g} logits (allowed {suite.batched_ceiling:g}): "
+                f"{suite.batched_bound:.3g} logits (allowed {suite.batched_ceiling:g}){tree}: "
                 f"{verdict}")
 
     print(suite_line(report.greedy))

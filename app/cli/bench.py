@@ -14,12 +14,13 @@ from app.analysis.compare import explain_difference, kernel_noise, margins_noted
 from app.analysis.measure import Tally, alternating, pair_ratios, timed_run
 from app.cli import interrupt
 from app.cli.bench_tasks import SUITES
-from app.cli.options import forget_draft_memory, self_draft_layers, settings
+from app.cli.options import forget_memory, plan
 from app.engine.decode_config import DecodeConfig
+from app.engine.drafters.registry import label
 from app.engine.protocol import EarlyExitModel, LanguageModel, ReferenceGenerator
 from app.errors import SettingsError
 from app.models.loading import LoadedPair, load_pair
-from app.runs import calibrate_pair, encode_prompt, new_drafter
+from app.runs import calibrate_pair, encode_prompt
 
 
 def add_bench_flags(parser: argparse.ArgumentParser) -> None:
@@ -37,47 +38,23 @@ def add_bench_flags(parser: argparse.ArgumentParser) -> None:
                         help="torch backend: also time transformers' assisted generation")
 
 
-def read_prompts(args: argparse.Namespace) -> list[str]:
-    prompts = list(args.prompt or [])
-    if args.prompt_file:
-        try:
-            with open(args.prompt_file, encoding="utf-8") as f:
-                for number, line in enumerate(f, start=1):
-                    if line.strip():
-                        try:
-                            prompts.append(str(json.loads(line)))
-                        except json.JSONDecodeError as exc:
-                            raise SettingsError(
-                                f"{args.prompt_file} line {number} is not a JSON string — "
-                                'write one prompt per line, e.g. "def f(x):\\n"'
-                            ) from exc
-        except OSError as exc:
-            raise SettingsError(f"cannot read prompt file {args.prompt_file}: "
-                                f"{exc.strerror}") from exc
-    return prompts or SUITES[args.suite]
-
-
 def cmd_bench(args: argparse.Namespace) -> int:
-    config, spec = settings(args)
-    prompts = read_prompts(args)
-    layers = self_draft_layers(args)
-    forget_draft_memory(args)
-    pair = load_pair(spec, progress=lambda m: print(f"[bench] {m}", file=sys.stderr))
+    bench = plan(args)
+    forget_memory(bench.forget_memory)
+    pair = load_pair(bench.spec, progress=lambda m: print(f"[bench] {m}", file=sys.stderr))
     try:
-        encoded = [encode_prompt(pair.target, p, args.chat) for p in prompts]
-        warm = DecodeConfig(n_predict=4, sampling=config.sampling)
+        encoded = [encode_prompt(pair.target, p, args.chat) for p in bench.prompts]
+        warm = DecodeConfig(n_predict=4, sampling=bench.runs[0].sampling)
         timed_run(pair, warm, encoded[0], plain=True, tally=Tally())
+        sweep = len(bench.runs) > 1
         reports = []
-        for n_layers in layers or [0]:
-            run_config = config
-            if n_layers:
+        for config in bench.runs:
+            n_layers = config.drafter.options.layers
+            if sweep:
                 print(f"[bench] drafting with the target's first {n_layers} layers",
                       file=sys.stderr)
-                choice = config.drafter
-                run_config = replace(config, drafter=replace(
-                    choice, options=replace(choice.options, layers=n_layers)))
-            reports.append(bench_pair(pair, run_config, encoded, args))
-            if n_layers:
+            reports.append(bench_pair(pair, config, encoded, args.rounds, args.compare_hf))
+            if sweep:
                 reports[-1]["self_draft_layers"] = n_layers
                 reports[-1]["target_layers"] = target_layers(pair)
     finally:
@@ -94,8 +71,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
     return 0
 
 
-def bench_pair(pair: LoadedPair, config: DecodeConfig, encoded: list[list[int]],
-               args: argparse.Namespace) -> dict[str, Any]:
+def bench_pair(pair: LoadedPair, config: DecodeConfig, encoded: list[list[int]], rounds: int,
+               with_hf: bool = False) -> dict[str, Any]:
     """Plain and speculative runs alternating over the prompts; the side-by-side report."""
     if config.adaptive:
         calibrate_pair(pair, config.draft_max)  # once, outside the timed runs
@@ -104,19 +81,18 @@ def bench_pair(pair: LoadedPair, config: DecodeConfig, encoded: list[list[int]],
         runs.append((False, replace(config, tree_width=1)))
     model = pair.target
     with margins_noted(pair, config.sampling.greedy):  # explains a greedy difference, if any
-        plain, spec, *chain = alternating(pair, runs, encoded, args.rounds,
+        plain, spec, *chain = alternating(pair, runs, encoded, rounds,
                                           cancelled=interrupt.requested)
         interrupt.check()  # a Ctrl+C that native code swallowed stops here, not in a report
     report = bench_report(plain, spec, config)
     report.update(divergence_report(plain, spec, model))
     if chain:
         report.update(chain_report(plain, chain[0]))
-    if args.compare_hf:
-        report.update(compare_hf(pair, encoded, config, args.rounds))
+    if with_hf:
+        report.update(compare_hf(pair, encoded, config, rounds))
     report["backend"] = pair.target.backend
     report["device"] = pair.target.device
-    drafter = new_drafter(pair, config)
-    report["drafter"] = drafter.name if drafter else ""
+    report["drafter"] = label(config.drafter, pair.spec.draft or "")  # as the trace names it
     report["prompts"] = len(encoded)
     return report
 

@@ -133,8 +133,10 @@ def speedup_rows(stats: RunStats, summary: dict[str, Any]) -> list[tuple[str, st
         return ([("against plain decoding", f"not priced: {source}")]
                 if source and stats.spec_steps else [])
     measured = stats.tokens_per_second * t_plain
+    caveat = (" — plain steps timed on a busy machine: rerun on a quiet one to rely on it"
+              if summary.get("t_target_busy") else "")
     rows = [("plain step priced at", f"{t_plain * 1000:.1f} ms, from {source}"),
-            ("speed against plain", f"{measured:.2f}x (this run's speed x that price)")]
+            ("speed against plain", f"{measured:.2f}x (this run's speed x that price){caveat}")]
     if "cost_ratio" in summary:
         rows.append(("cost ratio c", f"{summary['cost_ratio']:.3f}"))
         rows.append(("theory speedup E/(1+kc)", f"{summary['theory_speedup']:.2f}x"))

@@ -93,7 +93,10 @@ def build_parser() -> argparse.ArgumentParser:
                     "batched passes checked in float64), then a sampled G-test. Passes (exit "
                     "0) when the exact mode is identical, every divergence in your mode is a "
                     "near-tie within the measured kernel noise, every part drafted, and the "
-                    f"sampled test passes; otherwise exit 3 with the reason. {EXACTNESS_SENTENCE}")
+                    "sampled test passes; otherwise exit 3 with the reason. Where your own "
+                    "settings drafted no token on the suite's prompts it says 'not checked' "
+                    "(exit 4; 3 if something failed besides), whatever the added settings "
+                    f"showed. {EXACTNESS_SENTENCE}")
     add_model_flags(exact)
     add_decode_flags(exact)
     add_check_flags(exact)

@@ -1,16 +1,18 @@
-"""The flags the commands share, and turning them, once, into what drafts (a DrafterChoice:
---spec-type and the older flags that name a drafter), a ModelSpec (which models to load) and
-a DecodeConfig (the run's settings, the drafter among them)."""
+"""The flags the commands share, and turning them, once, into a Plan: the run's settings (a
+DecodeConfig, what drafts among them: a DrafterChoice from --spec-type and the older flags
+that name a drafter, checked by the registry here), which models to load (a ModelSpec), the
+prompts, and a layer sweep's settings."""
 
 from __future__ import annotations
 
 import argparse
+import json
+from dataclasses import dataclass
 
+from app.cli.bench_tasks import SUITES
 from app.draft_memory import DraftMemory
-from app.engine.decode_config import DecodeConfig
-from app.engine.drafters import DrafterOptions
-from app.engine.drafters.registry import DRAFTERS, DrafterChoice, parse_names
-from app.engine.drafters.suffix import SuffixOptions
+from app.engine.decode_config import DecodeConfig, DrafterChoice, DrafterOptions, SuffixOptions
+from app.engine.drafters.registry import DRAFTERS, check, copies, parse_names
 from app.engine.sampling import SamplingParams
 from app.errors import SettingsError
 from app.models.loading import ModelSpec
@@ -115,8 +117,8 @@ def add_decode_flags(parser: argparse.ArgumentParser) -> None:
                         "probability")
     g.add_argument("--adaptive", action="store_true",
                    help="choose k from measured acceptance and verify cost; plain when none "
-                        "pays; a draft model's draft (up to --draft-max) ends where its "
-                        "confidence says one more token would not pay")
+                        "pays; a draft model's draft (up to --draft-max) ends where its own "
+                        "confidence says no longer draft would pay for its time")
     g.add_argument("--temp", "--temperature", dest="temp", type=float, default=0.0,
                    help="0 = greedy (default)")
     g.add_argument("--top-k", type=int, default=0)
@@ -141,19 +143,24 @@ def self_draft_layers(args: argparse.Namespace) -> list[int]:
     return values
 
 
-def drafter_choice(args: argparse.Namespace) -> DrafterChoice:
+def drafter_choice(args: argparse.Namespace, layers: int | None = None) -> DrafterChoice:
     """What drafts: --spec-type's names, or those the older flags name (ALIASES), with the
-    drafters' options; checked (app.engine.drafters.registry)."""
-    layers = self_draft_layers(args)
+    drafters' options (`layers`: the self-draft's, else --self-draft-layers' first); checked
+    by the registry, once."""
+    if layers is None:
+        layers = next(iter(self_draft_layers(args)), 0)
     named = {"ngram": bool(getattr(args, "ngram", False)),
              "suffix": bool(getattr(args, "suffix", False)),
              "mtp": bool(getattr(args, "draft_mtp", False)),
              "heads": bool(getattr(args, "draft_heads", None)),
              "self": bool(layers), "draft": bool(getattr(args, "draft", None))}
-    options = DrafterOptions(cross_vocab=getattr(args, "cross_vocab", "auto") or "auto",
-                             layers=layers[0] if layers else 0,
-                             heads=getattr(args, "draft_heads", None) or "",
-                             memory=getattr(args, "draft_memory", "") or "")
+    options = DrafterOptions(
+        cross_vocab=getattr(args, "cross_vocab", "auto") or "auto", layers=layers,
+        heads=getattr(args, "draft_heads", None) or "",
+        memory=getattr(args, "draft_memory", "") or "",
+        suffix=SuffixOptions(factor=getattr(args, "spec_factor", SuffixOptions.factor),
+                             offset=getattr(args, "spec_offset", SuffixOptions.offset),
+                             min_prob=getattr(args, "spec_min_prob", SuffixOptions.min_prob)))
     text = getattr(args, "spec_type", None)
     if text:
         names = parse_names(text)
@@ -166,7 +173,7 @@ def drafter_choice(args: argparse.Namespace) -> DrafterChoice:
     else:
         names = alias_names(named, getattr(args, "target", None) is None)
     choice = DrafterChoice(names, options)
-    choice.validate()
+    check(choice)
     if named["draft"] and not choice.uses("draft"):
         raise SettingsError("-md is the draft model of --spec-type draft — add draft to "
                             "--spec-type, or drop -md")
@@ -186,9 +193,13 @@ def alias_names(named: dict[str, bool], demo: bool) -> tuple[str, ...]:
     return tuple(models) or ("draft",)
 
 
-def model_spec(args: argparse.Namespace, choice: DrafterChoice) -> ModelSpec:
+def model_spec(args: argparse.Namespace, choice: DrafterChoice,
+               first_layers: tuple[int, ...] | None = None) -> ModelSpec:
     """Which models to load for `choice`: the target (the demo pair's without -m), its MTP
-    layers where they draft, and the draft model file where one drafts."""
+    layers where they draft, the draft model file where one drafts, and the target's first
+    layers as a model per `first_layers` (default: the choice's self-draft, if any)."""
+    if first_layers is None:
+        first_layers = (choice.options.layers,) if choice.uses("self") else ()
     target, draft = args.target, args.draft
     if target is None:
         from app.models.demo import demo_installed, demo_paths
@@ -214,8 +225,31 @@ def model_spec(args: argparse.Namespace, choice: DrafterChoice) -> ModelSpec:
         device=args.device, n_gpu_layers=layers, n_ctx=args.n_ctx, n_threads=args.n_threads,
         trust_remote_code=args.trust_remote_code, allow_pickle=args.allow_pickle,
         batch_invariant=args.exact_kernels, rpc=args.rpc.strip(), with_mtp=choice.uses("mtp"),
-        mmap=args.mmap,
+        mmap=args.mmap, first_layers=first_layers,
     )
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A command line, once: the settings of each run it makes (one, or one per N of a
+    --self-draft-layers sweep, in order), which models to load for all of them, the prompts,
+    and the draft memory file to empty first ("": none)."""
+
+    runs: tuple[DecodeConfig, ...]
+    spec: ModelSpec
+    prompts: tuple[str, ...]
+    forget_memory: str = ""
+
+
+def plan(args: argparse.Namespace) -> Plan:
+    """The command line as a Plan: --self-draft-layers parsed once, each run's drafter
+    checked once, every model the runs draft with in the spec (so building a run loads
+    none), and the prompts read (-p, --prompt-file, or the --suite's)."""
+    layers = self_draft_layers(args)
+    choices = [drafter_choice(args, n) for n in layers] or [drafter_choice(args, 0)]
+    runs = tuple(decode_config(args, choice) for choice in choices)
+    return Plan(runs, model_spec(args, choices[0], tuple(layers)), tuple(read_prompts(args)),
+                memory_to_forget(args))
 
 
 def settings(args: argparse.Namespace) -> tuple[DecodeConfig, ModelSpec]:
@@ -229,15 +263,12 @@ def decode_config(args: argparse.Namespace,
                   choice: DrafterChoice | None = None) -> DecodeConfig:
     """The run's settings; what drafts is `choice`, or what the flags say (drafter_choice)."""
     choice = drafter_choice(args) if choice is None else choice
-    draft_max = args.draft_max if args.draft_max is not None else (32 if choice.copies else 8)
+    draft_max = args.draft_max if args.draft_max is not None else (32 if copies(choice) else 8)
     config = DecodeConfig(
         n_predict=args.n_predict, draft_max=draft_max, draft_min=args.draft_min,
         draft_p_min=args.draft_p_min or 0.0, adaptive=args.adaptive,
         tree_width=args.tree_width, tree_nodes=args.tree_nodes,
         draft_p_split=args.draft_p_split,
-        suffix=SuffixOptions(factor=getattr(args, "spec_factor", SuffixOptions.factor),
-                             offset=getattr(args, "spec_offset", SuffixOptions.offset),
-                             min_prob=getattr(args, "spec_min_prob", SuffixOptions.min_prob)),
         sampling=SamplingParams(temperature=args.temp, top_k=args.top_k, top_p=args.top_p,
                                 min_p=args.min_p, seed=args.seed),
         drafter=choice,
@@ -246,10 +277,43 @@ def decode_config(args: argparse.Namespace,
     return config
 
 
-def forget_draft_memory(args: argparse.Namespace) -> None:
-    """--forget-draft-memory: empty the memory file (also one that is damaged)."""
+def memory_to_forget(args: argparse.Namespace) -> str:
+    """The file --forget-draft-memory empties ("" without the flag)."""
     if not getattr(args, "forget_draft_memory", False):
-        return
+        return ""
     if not getattr(args, "draft_memory", ""):
         raise SettingsError("--forget-draft-memory needs the file: --draft-memory PATH")
-    DraftMemory(args.draft_memory).save()
+    return str(args.draft_memory)
+
+
+def forget_memory(path: str) -> None:
+    """Empty a draft memory file (also one that is damaged); "" is none."""
+    if path:
+        DraftMemory(path).save()
+
+
+def forget_draft_memory(args: argparse.Namespace) -> None:
+    """--forget-draft-memory: empty the memory file."""
+    forget_memory(memory_to_forget(args))
+
+
+def read_prompts(args: argparse.Namespace) -> list[str]:
+    """-p (repeatable) and --prompt-file's lines (one JSON string each), else the built-in
+    prompts of --suite."""
+    prompts = list(args.prompt or [])
+    if args.prompt_file:
+        try:
+            with open(args.prompt_file, encoding="utf-8") as f:
+                for number, line in enumerate(f, start=1):
+                    if line.strip():
+                        try:
+                            prompts.append(str(json.loads(line)))
+                        except json.JSONDecodeError as exc:
+                            raise SettingsError(
+                                f"{args.prompt_file} line {number} is not a JSON string — "
+                                'write one prompt per line, e.g. "def f(x):\\n"'
+                            ) from exc
+        except OSError as exc:
+            raise SettingsError(f"cannot read prompt file {args.prompt_file}: "
+                                f"{exc.strerror}") from exc
+    return prompts or SUITES[args.suite]

@@ -25,7 +25,7 @@ from collections import deque
 from collections.abc import Sequence
 from typing import IO
 
-from app.host.client import ending, last_words
+from app.host.client import end_process_group, ending, last_words
 from backends.llamacpp_threads import engine_process_env
 
 IN_PROCESS = "DRAFTLENS_IN_PROCESS"
@@ -83,7 +83,7 @@ def _wait_forwarding_signals(proc: subprocess.Popen[bytes]) -> int:
         if proc.poll() is not None:
             return
         if asked > 1:
-            proc.kill()
+            end_process_group(proc)  # check-exact's exact-mode child goes with it
         elif os.name != "nt":  # Windows' console gives Ctrl+C to the child itself
             proc.send_signal(signum)
 

@@ -94,8 +94,14 @@ class VerifyCostCurve:
 
     @property
     def live(self) -> dict[int, float]:
-        """The median of each size's kept samples, for the sizes that have enough of them."""
-        return {n: s.median for n, s in self.sizes.items() if s.priced}
+        """The median of each size's kept samples, for the sizes that have enough of them; the
+        plain step never above a longer pass (it does a part of that pass's work: plain steps
+        stalled that long on a busy machine say nothing of the pair)."""
+        live = {n: s.median for n, s in self.sizes.items() if s.priced}
+        longer = [t for n, t in live.items() if n > 1]
+        if 1 in live and longer:
+            live[1] = min(live[1], *longer)
+        return live
 
     @property
     def load(self) -> float:

@@ -1,13 +1,13 @@
-"""The settings of one generation: what drafts, how many tokens, how long a draft, chain or
-tree, and how tokens are sampled; validated with messages a user can act on."""
+"""The settings of one generation, as plain data: what drafts (registry names and each
+drafter's options), how many tokens, how long a draft, chain or tree, and how tokens are
+sampled; numbers validated with messages a user can act on. Nothing here imports a drafter:
+the registry (app.engine.drafters.registry) checks a choice's names once and builds it."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
+from typing import Any
 
-from app.engine.drafters import StopRule, TreeShape
-from app.engine.drafters.registry import DrafterChoice
-from app.engine.drafters.suffix import SuffixOptions
 from app.engine.sampling import SamplingParams
 from app.engine.tree import NEAR_TIE
 from app.errors import SettingsError
@@ -15,6 +15,96 @@ from app.errors import SettingsError
 MAX_DRAFT = 256
 MAX_TREE_NODES = 32
 MAX_TREE_WIDTH = 8
+
+
+
+@dataclass(frozen=True)
+class StopRule:
+    """Where a model's draft ends before its budget (llama.cpp's --draft-p-min and
+    --draft-min): not before draft_min tokens, then where its best candidate is below p_min."""
+
+    p_min: float = 0.0
+    draft_min: int = 0
+
+
+NO_EARLY_STOP = StopRule()  # a draft runs to its budget (or its end of text)
+
+
+@dataclass(frozen=True)
+class TreeShape:
+    """How wide a draft tree may grow: children per node, nodes per pass, and (for a draft
+    model) how likely a further candidate must be to get a branch (llama.cpp's p-split)."""
+
+    width: int = 1
+    max_nodes: int = 16
+    p_split: float = 0.1
+
+
+@dataclass(frozen=True)
+class SuffixOptions:
+    """How far suffix decoding drafts, with SuffixDecoding's defaults (ArcticInference and
+    vLLM: max_spec_factor 1.0, max_spec_offset 0, min_token_prob 0.1, tree depth 64)."""
+
+    factor: float = 1.0  # a match of m tokens drafts at most factor * m + offset tokens
+    offset: float = 0.0
+    min_prob: float = 0.1  # a token whose estimated probability is lower is not drafted
+    max_depth: int = 64  # the trees' depth: a match and its draft are this long at most
+
+    def validate(self) -> None:
+        if not self.factor > 0:
+            raise SettingsError(f"--spec-factor must be > 0 (got {self.factor}); the "
+                                "paper's 1.0 drafts as many tokens as the match is long")
+        if self.offset < 0:
+            raise SettingsError(f"--spec-offset must be 0 or more (got {self.offset})")
+        if not 0.0 <= self.min_prob < 1.0:
+            raise SettingsError(f"--spec-min-prob must be in [0, 1) (got {self.min_prob})")
+
+
+@dataclass(frozen=True)
+class DrafterOptions:
+    """Each drafter's own settings, in its own section (a drafter that grows a setting adds
+    it here); those of drafters not chosen keep their defaults."""
+
+    # draft: a draft model of another vocabulary drafts by tli, string or auto (tli)
+    cross_vocab: str = "auto"
+    # self: how many of the target's first layers draft
+    layers: int = 0
+    # heads: the heads file (draftlens heads train)
+    heads: str = ""
+    # suffix: a file of earlier outputs to draft from, updated after each run ("" = none),
+    # and how far it drafts
+    memory: str = ""
+    suffix: SuffixOptions = field(default_factory=SuffixOptions)
+
+
+@dataclass(frozen=True)
+class DrafterChoice:
+    """What drafts: registry names in order of preference (empty: plain decoding), and
+    their options. Checked by the registry (check), once, where it is made from user input."""
+
+    names: tuple[str, ...] = ()
+    options: DrafterOptions = field(default_factory=DrafterOptions)
+
+    def __bool__(self) -> bool:
+        return bool(self.names)
+
+    def uses(self, name: str) -> bool:
+        return name in self.names
+
+
+def choice_to_dict(choice: DrafterChoice) -> dict[str, Any]:
+    options = {f.name: getattr(choice.options, f.name) for f in fields(DrafterOptions)}
+    options["suffix"] = {f.name: getattr(choice.options.suffix, f.name)
+                         for f in fields(SuffixOptions)}
+    return {"names": list(choice.names), "options": options}
+
+
+def choice_from_dict(data: dict[str, Any]) -> DrafterChoice:
+    known = {f.name for f in fields(DrafterOptions)}
+    given = {k: v for k, v in data.get("options", {}).items() if k in known}
+    if isinstance(given.get("suffix"), dict):
+        given["suffix"] = SuffixOptions(**given["suffix"])
+    return DrafterChoice(tuple(data.get("names", ())), DrafterOptions(**given))
 
 
 @dataclass
@@ -32,10 +122,9 @@ class DecodeConfig:
     tree_width: int = 1  # children a draft node may have; 1 drafts a chain
     tree_nodes: int = 16  # draft nodes per pass at most, in a tree
     draft_p_split: float = 0.1  # a draft model branches where another candidate has this
-    # what drafts (--spec-type): names from app.engine.drafters.registry and their options; empty:
-    # plain decoding
+    # what drafts (--spec-type): names from app.engine.drafters.registry and their options;
+    # empty: plain decoding
     drafter: DrafterChoice = field(default_factory=DrafterChoice)
-    suffix: SuffixOptions = field(default_factory=SuffixOptions)  # suffix decoding's reach
     # logits: a greedy tree row the runtime says may be inexact is not trusted when its top
     # two are closer than this (check-exact sets the bound it measured on the tree rows)
     tie_bound: float = NEAR_TIE
@@ -49,7 +138,7 @@ class DecodeConfig:
         return TreeShape(self.tree_width, self.tree_nodes, self.draft_p_split)
 
     def validate(self) -> None:
-        self.drafter.validate()
+        """The numbers; what drafts is the registry's to check (registry.check)."""
         if self.n_predict <= 0:
             raise SettingsError(f"n-predict must be > 0 (got {self.n_predict})")
         if not 1 <= self.draft_max <= MAX_DRAFT:
@@ -75,5 +164,5 @@ class DecodeConfig:
             )
         if not 0.0 <= self.draft_p_split < 1.0:
             raise SettingsError(f"draft-p-split must be in [0, 1) (got {self.draft_p_split})")
+        self.drafter.options.suffix.validate()
         self.sampling.validate()
-        self.suffix.validate()

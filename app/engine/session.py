@@ -110,6 +110,7 @@ class Session:
             t_plain, source = self.plain_step_price()
             summary = self.stats.summary(t_plain, mean_plain=False)  # no price from one step
             summary["t_target_source"] = source
+            summary["t_target_busy"] = self.controller.curve.busy(1)
         else:
             summary = self.stats.summary(baseline.stats.plain_step_time)
             summary["plain_tok_s"] = baseline.stats.tokens_per_second

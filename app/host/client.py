@@ -115,10 +115,13 @@ class EngineHost:
         self.stop_sent_at = None
 
     def kill(self) -> None:
+        """End the host and every process it started (check-exact's exact-mode child)."""
         proc = self._proc
-        if proc is not None and proc.poll() is None:
+        if proc is None:
+            return
+        if proc.poll() is None:
             self.killed_by_us = True
-            proc.kill()
+        end_process_group(proc)
 
     def close(self, timeout_s: float = 3.0) -> None:
         """Quit (the host closes its models), and kill it if it does not go in time."""
@@ -136,6 +139,8 @@ class EngineHost:
         except subprocess.TimeoutExpired:
             self.kill()
             proc.wait()
+        # a host that quit mid-job (its stdin closed) leaves what it started: end that too
+        end_process_group(proc)
 
     def next_event(self, timeout_s: float) -> dict[str, Any] | None:
         try:
@@ -176,6 +181,25 @@ class EngineHost:
         returncode = proc.wait()
         stderr_done.wait(timeout=5)
         self.events.put({"event": EXITED, "returncode": returncode})
+
+
+def end_process_group(proc: subprocess.Popen[Any]) -> None:
+    """Kill `proc` and whatever it started that is still running. `proc` must have been
+    started with start_new_session=True, so that it leads a process group its children
+    join (a child that made a session of its own is not reached). On POSIX the whole group
+    goes at once, also after `proc` itself has ended (a group's id is not given to another
+    process while a member lives); Windows has no such groups, so taskkill ends the tree
+    while `proc` is alive."""
+    if os.name == "nt":
+        if proc.poll() is None:
+            subprocess.run(["taskkill", "/F", "/T", "/PID", str(proc.pid)],
+                           capture_output=True, check=False)
+            proc.kill()
+        return
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):  # the group is gone: nothing is left
+        pass
 
 
 def last_words(tail: Iterable[str], n: int = 1) -> list[str]:

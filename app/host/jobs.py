@@ -6,11 +6,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from app.analysis.exactness import ExactReport, check_exact
+from app.analysis.exact_report import ExactReport
+from app.analysis.exactness import check_exact
 from app.analysis.rank import Candidate, RankRow, rank_candidates
 from app.analysis.sweep import SweepRow, run_sweep
-from app.engine.decode_config import DecodeConfig
-from app.engine.drafters.registry import DrafterChoice
+from app.engine.decode_config import DecodeConfig, DrafterChoice
 from app.models.loading import LoadedPair
 from app.runs import encode_prompt
 
@@ -33,7 +33,7 @@ def rank_job(pair: LoadedPair, cancelled: Cancelled, progress: Progress, *,
 
 def exactness_job(pair: LoadedPair, cancelled: Cancelled, progress: Progress, *,
                   samples: int, choice: DrafterChoice) -> ExactReport:
-    return check_exact(pair, choice, samples=samples, progress=progress)
+    return check_exact(pair, choice, samples=samples, progress=progress, cancelled=cancelled)
 
 
 JOBS: dict[str, Callable[..., object]] = {

@@ -50,9 +50,7 @@ from dataclasses import asdict, fields
 from typing import IO, Any
 
 from app.analysis.divergence import Divergence
-from app.engine.decode_config import DecodeConfig
-from app.engine.drafters.registry import choice_from_dict, choice_to_dict
-from app.engine.drafters.suffix import SuffixOptions
+from app.engine.decode_config import DecodeConfig, choice_from_dict, choice_to_dict
 from app.engine.sampling import SamplingParams
 from app.models.loading import ModelSpec
 
@@ -86,7 +84,7 @@ def spec_to_dict(spec: ModelSpec) -> dict[str, Any]:
 
 
 def spec_from_dict(data: dict[str, Any]) -> ModelSpec:
-    return ModelSpec(**data)
+    return ModelSpec(**{**data, "first_layers": tuple(data.get("first_layers", ()))})
 
 
 def config_to_dict(config: DecodeConfig) -> dict[str, Any]:
@@ -96,8 +94,7 @@ def config_to_dict(config: DecodeConfig) -> dict[str, Any]:
 def config_from_dict(data: dict[str, Any]) -> DecodeConfig:
     sampling = SamplingParams(**data["sampling"])
     drafter = choice_from_dict(data.get("drafter") or {})
-    suffix = SuffixOptions(**data.get("suffix", {}))
-    return DecodeConfig(**{**data, "sampling": sampling, "drafter": drafter, "suffix": suffix})
+    return DecodeConfig(**{**data, "sampling": sampling, "drafter": drafter})
 
 
 def divergence_from_dict(data: dict[str, Any] | None) -> Divergence | None:

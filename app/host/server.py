@@ -23,8 +23,10 @@ from typing import IO, Any
 
 from app.analysis.compare import explain_difference, margins_noted
 from app.analysis.divergence import MarginTap, TopTwo
+from app.analysis.exact_mode import CheckCancelled
 from app.analysis.kernel_noise import MeasurementCancelled
-from app.engine.drafters.registry import DrafterChoice, choice_from_dict
+from app.engine.decode_config import DrafterChoice, choice_from_dict
+from app.engine.drafters.registry import label
 from app.engine.session import Session
 from app.engine.text_stream import TextStream
 from app.engine.trace import MODE_PLAIN, MODE_SPECULATIVE, TraceHeader, step_to_dict
@@ -116,7 +118,7 @@ class Host:
                     self.ensure_pair(command)
                 else:
                     self.emit(p.ERROR, message=f"the engine host has no command {name!r}")
-            except _Stopped:
+            except (_Stopped, CheckCancelled):  # a stop the parent asked for is no error
                 pass
             except (DraftLensError, BackendError) as exc:
                 self.emit(p.ERROR, message=str(exc))
@@ -149,7 +151,7 @@ class Host:
         if choice != self.drafter:
             self.drafter = choice
             self.emit(p.LOADED, target=pair.target.name,
-                      draft=pair.draft.name if pair.draft else choice.label(),
+                      draft=pair.draft.name if pair.draft else label(choice),
                       backend=pair.target.backend, device=pair.target.device,
                       warnings=list(pair.warnings))
         return pair

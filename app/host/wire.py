@@ -19,7 +19,7 @@ from typing import Any, Union, get_args, get_origin, get_type_hints
 
 import numpy as np
 
-from app.analysis.exactness import ExactReport, GreedySuite
+from app.analysis.exact_report import ExactReport, GreedySuite
 from app.analysis.rank import (
     DraftModelCandidate,
     LoadedCandidate,
@@ -28,8 +28,7 @@ from app.analysis.rank import (
     SelfDraftCandidate,
 )
 from app.analysis.sweep import SweepRow
-from app.engine.decode_config import DecodeConfig
-from app.engine.drafters.registry import DrafterChoice, choice_from_dict, choice_to_dict
+from app.engine.decode_config import DecodeConfig, DrafterChoice, choice_from_dict, choice_to_dict
 from app.errors import DraftLensError
 from app.host.protocol import config_from_dict, config_to_dict
 

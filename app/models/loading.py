@@ -44,6 +44,9 @@ class ModelSpec:
     batch_invariant: bool = False
     rpc: str = ""  # the target on llama.cpp rpc-servers: HOST:PORT[,HOST:PORT...]
     with_mtp: bool = False  # load the target's own MTP (NextN) layers too (llama.cpp)
+    # the target's first N layers to load as a model of their own, one per N (a self-draft;
+    # a bench sweeps several)
+    first_layers: tuple[int, ...] = ()
     # llama.cpp: map the GGUF (True) or read its weights into memory (False); None: read where
     # the weights stay on the CPU and fit (backends.llamacpp_load.weights_read_into_memory)
     mmap: bool | None = None
@@ -93,7 +96,17 @@ class LoadedPair:
             self.draft.close()
 
     def self_draft(self, n_layers: int) -> LanguageModel:
-        """The target's first n_layers as a draft model, built once per pair and N."""
+        """The target's first n_layers as a draft model, loaded with the pair
+        (ModelSpec.first_layers) or by load_self_draft: building a run loads no model."""
+        model = self.self_drafts.get(n_layers)
+        if model is None:
+            raise SettingsError(f"the target's first {n_layers} layers were not loaded as a "
+                                f"draft — load the pair with first_layers=({n_layers},) "
+                                "(the command line does so for --self-draft-layers)")
+        return model
+
+    def load_self_draft(self, n_layers: int) -> LanguageModel:
+        """Load the target's first n_layers as a draft model, once per pair and N."""
         model = self.self_drafts.get(n_layers)
         if model is None:
             model = load_self_draft(self.target, self.spec, n_layers)
@@ -286,4 +299,12 @@ def load_pair(spec: ModelSpec, progress: Progress | None = None) -> LoadedPair:
             target.close()
             raise
     warnings.extend(target.caveats)
-    return LoadedPair(target, draft, check, spec, warnings)
+    pair = LoadedPair(target, draft, check, spec, warnings)
+    try:
+        for n_layers in spec.first_layers:
+            say(f"loading the target's first {n_layers} layers as a draft")
+            pair.load_self_draft(n_layers)
+    except Exception:
+        pair.close()
+        raise
+    return pair

@@ -82,9 +82,7 @@ from app.engine.cost_curve import (  # noqa: E402  # noqa: E402
     calibration_sizes,
     interpolate,
 )
-from app.engine.decode_config import DecodeConfig  # noqa: E402
-from app.engine.drafters import DrafterOptions  # noqa: E402
-from app.engine.drafters.registry import DrafterChoice  # noqa: E402
+from app.engine.decode_config import DecodeConfig, DrafterChoice, DrafterOptions  # noqa: E402
 from app.engine.drafters.suffix.token_buffer import SEPARATOR  # noqa: E402
 from app.engine.sampling import SamplingParams  # noqa: E402
 from app.models.loading import LoadedPair, ModelSpec, load_pair  # noqa: E402

@@ -291,9 +291,7 @@ MODES = {"default", "float32, TF32 off", "exact mode"}  # --identity-modes
 def identity_part(models: dict[str, Path], heads: Path, device: str,
                   n_predict: int) -> list[dict[str, Any]]:
     from app.analysis.exactness import GREEDY_PROMPTS
-    from app.engine.decode_config import DecodeConfig
-    from app.engine.drafters import DrafterOptions
-    from app.engine.drafters.registry import DrafterChoice
+    from app.engine.decode_config import DecodeConfig, DrafterChoice, DrafterOptions
     from app.models.loading import ModelSpec, load_pair
 
     target, draft, cross = (str(models[k]) for k in ("target", "draft", "cross"))
@@ -486,8 +484,7 @@ def sampled_part(models: dict[str, Path], device: str, samples: int,
     from app.analysis.exact_sampled import exact_first_two
     from app.analysis.exactness import check_exact
     from app.analysis.stats import g_test
-    from app.engine.decode_config import DecodeConfig
-    from app.engine.drafters.registry import DrafterChoice
+    from app.engine.decode_config import DecodeConfig, DrafterChoice
     from app.engine.sampling import SamplingParams
     from app.models.loading import ModelSpec, load_pair
 

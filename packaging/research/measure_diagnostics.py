@@ -50,14 +50,14 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import app.engine.session as session_module  # noqa: E402
-from app.engine.decode_config import DecodeConfig  # noqa: E402
-from app.engine.diagnostics import entropy  # noqa: E402
-from app.engine.drafters import (
-    Draft,  # noqa: E402
+from app.engine.decode_config import (
+    DecodeConfig,  # noqa: E402
+    DrafterChoice,  # noqa: E402
     DrafterOptions,  # noqa: E402
 )
+from app.engine.diagnostics import entropy  # noqa: E402
+from app.engine.drafters import Draft  # noqa: E402
 from app.engine.drafters.heads import HeadsDrafter, HeadsWeights  # noqa: E402
-from app.engine.drafters.registry import DrafterChoice  # noqa: E402
 from app.engine.records import TokenRecord  # noqa: E402
 from app.engine.sampling import SamplingParams, process  # noqa: E402
 from app.engine.similarity import auc_interval, cosine, roc_auc  # noqa: E402
@@ -312,7 +312,8 @@ def main(argv: list[str] | None = None) -> int:
         kinds.append(("draft model", ModelSpec(**base, draft=args.draft),
                       DrafterChoice(("draft",))))
     if args.self_draft_layers:
-        kinds.append((f"self-draft ({args.self_draft_layers} layers)", ModelSpec(**base),
+        kinds.append((f"self-draft ({args.self_draft_layers} layers)", ModelSpec(
+                      **base, first_layers=(args.self_draft_layers,)),
                       DrafterChoice(("self",), DrafterOptions(layers=args.self_draft_layers))))
     if args.draft_heads:
         kinds.append(("draft heads", ModelSpec(**base),

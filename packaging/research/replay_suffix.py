@@ -34,7 +34,8 @@ from suffix_variants import VARIANTS, Limit  # noqa: E402
 
 from app.engine.adaptive import DraftLengthController  # noqa: E402
 from app.engine.cost_curve import VerifyCostCurve  # noqa: E402
-from app.engine.drafters import Budget, Drafter, TreeShape  # noqa: E402
+from app.engine.decode_config import TreeShape  # noqa: E402
+from app.engine.drafters import Budget, Drafter  # noqa: E402
 from app.engine.drafters.lookup import block_limit  # noqa: E402
 from app.engine.drafters.suffix import RememberedRun, SuffixDrafter, memory_buffer  # noqa: E402
 from app.engine.drafters.suffix.retry_copy import EarlierAnswer, Recall  # noqa: E402

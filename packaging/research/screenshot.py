@@ -151,7 +151,7 @@ def first_run(window: MainWindow, out: Path, sizes: list[tuple[int, int]]) -> No
     print("first run:", window.status_label.text())
     print("verdict:", window.why.verdict.text())
     print("compare:", window.compare_label.text())
-    notice = window.inspector.notice
+    notice = window.why.notice
     print("notice:", notice.text.text() if notice.isVisible() else "(none)")
     if window.run.stats.spec_steps:
         window.select_step(pick_rejection_step(window))

@@ -19,12 +19,13 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
+from app.engine.decode_config import SuffixOptions  # noqa: E402
 from app.engine.drafters import Budget  # noqa: E402
 from app.engine.drafters.suffix import (  # noqa: E402
     RememberedRun,
     SuffixDrafter,
-    SuffixOptions,
     memory_buffer,
+    tree_budget,
 )
 from app.engine.drafters.suffix.index import SuffixCache  # noqa: E402
 from app.engine.sampling import SamplingParams  # noqa: E402
@@ -60,7 +61,7 @@ def measure(memory_tokens: list[int], prompt: list[int], output: list[int],
         t0 = time.process_time()
         cache.add_active_response(output[at : at + accepted_per_step])
         t1 = time.process_time()
-        cache.speculate(options.budget(options.max_depth))
+        cache.speculate(tree_budget(options, options.max_depth))
         t2 = time.process_time()
         update += t1 - t0
         speculate += t2 - t1

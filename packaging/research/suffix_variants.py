@@ -16,15 +16,11 @@ from replay_lookup import DEMO_CURVE  # noqa: E402
 
 from app.engine.adaptive import POOL_MEMORY, DraftLengthController  # noqa: E402
 from app.engine.cost_curve import VerifyCostCurve  # noqa: E402
+from app.engine.decode_config import SuffixOptions  # noqa: E402
 from app.engine.drafters import Budget, Draft, Drafter, DraftKind, Outlook  # noqa: E402
 from app.engine.drafters.lookup import NGRAM_COPY  # noqa: E402
 from app.engine.drafters.lookup.edits import EditAwareLookup  # noqa: E402
-from app.engine.drafters.suffix import (  # noqa: E402
-    SUFFIX_COPY,
-    SUFFIX_GUESS,
-    SuffixDrafter,
-    SuffixOptions,
-)
+from app.engine.drafters.suffix import SUFFIX_COPY, SUFFIX_GUESS, SuffixDrafter  # noqa: E402
 from app.engine.drafters.suffix.index import CandidateTree  # noqa: E402
 from app.engine.drafters.suffix.retry_copy import RETRY_COPY  # noqa: E402
 from app.engine.drafters.suffix.token_buffer import SEPARATOR  # noqa: E402

@@ -24,6 +24,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from app.engine.decode_config import DrafterOptions, StopRule, TreeShape
 from app.engine.records import (
     CopySource,
     TokenRecord,
@@ -85,28 +86,6 @@ class Budget:
 
     max_tokens: int
     stop: DraftStop | None = None
-
-
-@dataclass(frozen=True)
-class StopRule:
-    """Where a model's draft ends before its budget (llama.cpp's --draft-p-min and
-    --draft-min): not before draft_min tokens, then where its best candidate is below p_min."""
-
-    p_min: float = 0.0
-    draft_min: int = 0
-
-
-NO_EARLY_STOP = StopRule()  # a draft runs to its budget (or its end of text)
-
-
-@dataclass(frozen=True)
-class TreeShape:
-    """How wide a draft tree may grow: children per node, nodes per pass, and (for a draft
-    model) how likely a further candidate must be to get a branch (llama.cpp's p-split)."""
-
-    width: int = 1
-    max_nodes: int = 16
-    p_split: float = 0.1
 
 
 @dataclass
@@ -190,21 +169,6 @@ class Drafter:
         """The target kept the tokens that now end `context`. hidden (n_embd,): the target's
         final hidden state that produced context[-1], given when wants_target_hidden."""
         return None
-
-
-@dataclass(frozen=True)
-class DrafterOptions:
-    """Each drafter's own settings, in its own section (a drafter that grows a setting adds
-    it here); those of drafters not chosen keep their defaults."""
-
-    # draft: a draft model of another vocabulary drafts by tli, string or auto (tli)
-    cross_vocab: str = "auto"
-    # self: how many of the target's first layers draft
-    layers: int = 0
-    # heads: the heads file (draftlens heads train)
-    heads: str = ""
-    # suffix: a file of earlier outputs to draft from, updated after each run ("" = none)
-    memory: str = ""
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from app.engine.drafters import Budget, Draft, Drafter, Outlook, TreeShape
+from app.engine.decode_config import TreeShape
+from app.engine.drafters import Budget, Draft, Drafter, Outlook
 from app.engine.sampling import SamplingParams
 from app.engine.tree import DraftTree
 

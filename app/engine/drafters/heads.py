@@ -17,7 +17,8 @@ from typing import Protocol
 
 import numpy as np
 
-from app.engine.drafters import NO_EARLY_STOP, DrafterOptions, DraftKind, Entry, StopRule
+from app.engine.decode_config import NO_EARLY_STOP, DrafterOptions, StopRule
+from app.engine.drafters import DraftKind, Entry
 from app.engine.drafters.draft_model import ModelDraft
 from app.engine.sampling import SamplingParams, process
 

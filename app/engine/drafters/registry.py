@@ -1,6 +1,7 @@
 """What drafts, by name (llama.cpp's `--spec-type NAME[,NAME...]`): each drafter module
 declares one Entry (its name, its factory, its label) and this map lists them. A run's
-DecodeConfig.drafter is a DrafterChoice: the names, in order of preference, and their options.
+DecodeConfig.drafter is a DrafterChoice (plain data, app.engine.decode_config): the names, in
+order of preference, and their options; check() checks one and build_drafter() builds it.
 
   draft    a draft model file (-md); one of another vocabulary drafts across it (TLI, or
            string-level per the `cross_vocab` option)
@@ -17,10 +18,8 @@ drafts (a model) ends a chain: nothing after it would ever be asked.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
-from typing import Any
-
-from app.engine.drafters import Drafter, DrafterOptions, Entry, StopRule
+from app.engine.decode_config import DrafterChoice, StopRule
+from app.engine.drafters import Drafter, Entry
 from app.engine.drafters.chain import ChainDrafter
 from app.engine.drafters.draft_model.cross_vocab import ENTRY as DRAFT
 from app.engine.drafters.heads import ENTRY as HEADS
@@ -35,57 +34,51 @@ DRAFTERS: dict[str, Entry] = {e.name: e for e in (DRAFT, NGRAM, SUFFIX, MTP, HEA
 SYNONYMS = {"draft-simple": "draft", "draft-mtp": "mtp"}
 
 
-@dataclass(frozen=True)
-class DrafterChoice:
-    """What drafts: registry names in order of preference (empty: plain decoding), and
-    their options."""
+def entry(name: str) -> Entry:
+    found = DRAFTERS.get(name)
+    if found is None:
+        raise SettingsError(f"unknown drafter {name!r} — use one of {', '.join(DRAFTERS)} (a "
+                            "comma list chains them)")
+    return found
 
-    names: tuple[str, ...] = ()
-    options: DrafterOptions = field(default_factory=DrafterOptions)
 
-    def __bool__(self) -> bool:
-        return bool(self.names)
+def copies(choice: DrafterChoice) -> bool:
+    """Whether a lookup leads the choice (its drafts are long: draft-max defaults higher)."""
+    return any(entry(n).free for n in choice.names)
 
-    def uses(self, name: str) -> bool:
-        return name in self.names
 
-    @property
-    def copies(self) -> bool:
-        """Whether a lookup leads it (its drafts are long: draft-max defaults higher)."""
-        return any(DRAFTERS[n].free for n in self.names)
+def check(choice: DrafterChoice) -> None:
+    """That the choice can run: known names, each once, a drafter that always drafts last,
+    what each needs given, and no option for a drafter it leaves out. Called once, where the
+    choice is made from what a user gave (the command line)."""
+    entries = [entry(name) for name in choice.names]
+    if len(set(choice.names)) != len(choice.names):
+        raise SettingsError(f"{','.join(choice.names)} names a drafter twice — name each once")
+    for name, found in zip(choice.names[:-1], entries, strict=False):
+        if not found.free:
+            raise SettingsError(
+                f"{name} always drafts, so what follows it in {','.join(choice.names)} "
+                f"would never run — put {name} last")
+    for found in entries:
+        missing = found.needs(choice.options)
+        if missing:
+            raise SettingsError(missing)
+    o = choice.options
+    if o.memory and not choice.uses("suffix"):
+        raise SettingsError("--draft-memory is the memory of suffix decoding — add it: "
+                            "--spec-type suffix (or --suffix)")
+    if o.cross_vocab != "auto" and not choice.uses("draft"):
+        raise SettingsError(f"--cross-vocab {o.cross_vocab} is for a draft model — add "
+                            "draft (--spec-type draft, -md FILE)")
 
-    def validate(self) -> None:
-        for name in self.names:
-            if name not in DRAFTERS:
-                raise SettingsError(f"unknown drafter {name!r} — use one of "
-                                    f"{', '.join(DRAFTERS)} (a comma list chains them)")
-        if len(set(self.names)) != len(self.names):
-            raise SettingsError(f"{','.join(self.names)} names a drafter twice — name each "
-                                "once")
-        for name in self.names[:-1]:
-            if not DRAFTERS[name].free:
-                raise SettingsError(
-                    f"{name} always drafts, so what follows it in {','.join(self.names)} "
-                    f"would never run — put {name} last")
-        for entry in (DRAFTERS[n] for n in self.names):
-            missing = entry.needs(self.options)
-            if missing:
-                raise SettingsError(missing)
-        o = self.options
-        if o.memory and not self.uses("suffix"):
-            raise SettingsError("--draft-memory is the memory of suffix decoding — add it: "
-                                "--spec-type suffix (or --suffix)")
-        if o.cross_vocab != "auto" and not self.uses("draft"):
-            raise SettingsError(f"--cross-vocab {o.cross_vocab} is for a draft model — add "
-                                "draft (--spec-type draft, -md FILE)")
 
-    def label(self, draft_file: str = "") -> str:
-        """What drafts, as the trace header names it (`draft_file`: the draft model's)."""
-        return " + ".join(DRAFTERS[n].label(self.options, draft_file) for n in self.names)
+def label(choice: DrafterChoice, draft_file: str = "") -> str:
+    """What drafts, as the trace header names it (`draft_file`: the draft model's)."""
+    return " + ".join(entry(n).label(choice.options, draft_file) for n in choice.names)
 
 
 def parse_names(text: str) -> tuple[str, ...]:
-    """`ngram,draft` as names (llama.cpp's words accepted too); checked by validate()."""
+    """`ngram,draft` as names (llama.cpp's words accepted too); checked by check()."""
     names = tuple(SYNONYMS.get(part.strip(), part.strip()) for part in text.split(","))
     if not all(names):
         raise SettingsError(f"--spec-type takes names like ngram or ngram,draft (got {text!r})")
@@ -94,21 +87,9 @@ def parse_names(text: str) -> tuple[str, ...]:
 
 def build_drafter(choice: DrafterChoice, sources: object, rule: StopRule) -> Drafter | None:
     """A fresh drafter for one run (drafters keep per-run state), or None for plain decoding."""
-    if not choice:
+    if not choice.names:
         return None
-    choice.validate()
     last = len(choice.names) - 1
-    drafters = [DRAFTERS[name].build(sources, choice.options, rule, i < last)
+    drafters = [entry(name).build(sources, choice.options, rule, i < last)
                 for i, name in enumerate(choice.names)]
     return drafters[0] if len(drafters) == 1 else ChainDrafter(drafters)
-
-
-def choice_to_dict(choice: DrafterChoice) -> dict[str, Any]:
-    return {"names": list(choice.names),
-            "options": {f.name: getattr(choice.options, f.name) for f in fields(DrafterOptions)}}
-
-
-def choice_from_dict(data: dict[str, Any]) -> DrafterChoice:
-    known = {f.name for f in fields(DrafterOptions)}
-    options = DrafterOptions(**{k: v for k, v in data.get("options", {}).items() if k in known})
-    return DrafterChoice(tuple(data.get("names", ())), options)

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from app.engine.drafters import DrafterOptions, Entry, StopRule
+from app.engine.decode_config import DrafterOptions, StopRule
+from app.engine.drafters import Entry
 from app.engine.drafters.draft_model import ModelDrafter
 from app.engine.protocol import LanguageModel
 

@@ -7,17 +7,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from app.engine.drafters import (
-    EMPTY_DRAFT,
-    NO_EARLY_STOP,
-    Budget,
-    Draft,
-    Drafter,
-    DraftKind,
-    StopRule,
-    TreeShape,
-    common_prefix,
-)
+from app.engine.decode_config import NO_EARLY_STOP, StopRule, TreeShape
+from app.engine.drafters import EMPTY_DRAFT, Budget, Draft, Drafter, DraftKind, common_prefix
 from app.engine.protocol import HiddenStateModel, LanguageModel
 from app.engine.sampling import SamplingParams, choose, draw, finite_logits, process
 from app.engine.tree import DraftTree, TreeBuilder, without_earlier_siblings

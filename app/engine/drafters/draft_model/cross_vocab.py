@@ -33,19 +33,8 @@ from typing import Protocol
 
 import numpy as np
 
-from app.engine.drafters import (
-    EMPTY_DRAFT,
-    NO_EARLY_STOP,
-    Budget,
-    Draft,
-    Drafter,
-    DrafterOptions,
-    DraftKind,
-    Entry,
-    StopRule,
-    TreeShape,
-    common_prefix,
-)
+from app.engine.decode_config import NO_EARLY_STOP, DrafterOptions, StopRule, TreeShape
+from app.engine.drafters import EMPTY_DRAFT, Budget, Draft, Drafter, DraftKind, Entry, common_prefix
 from app.engine.drafters.draft_model import ModelDraft, ModelDrafter, branch_chain, vocab_bridge
 from app.engine.drafters.draft_model.vocab_bridge import VocabBridge
 from app.engine.protocol import LanguageModel

@@ -21,15 +21,8 @@ from typing import Protocol
 
 import numpy as np
 
-from app.engine.drafters import (
-    EMPTY_DRAFT,
-    Budget,
-    Draft,
-    Drafter,
-    DraftKind,
-    Outlook,
-    TreeShape,
-)
+from app.engine.decode_config import TreeShape
+from app.engine.drafters import EMPTY_DRAFT, Budget, Draft, Drafter, DraftKind, Outlook
 from app.engine.protocol import LanguageModel
 from app.engine.sampling import SamplingParams
 from app.engine.tree import DraftTree, TreeBuilder

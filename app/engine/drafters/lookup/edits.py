@@ -15,7 +15,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
-from app.engine.drafters import DrafterOptions, DraftKind, Entry, StopRule
+from app.engine.decode_config import DrafterOptions, StopRule
+from app.engine.drafters import DraftKind, Entry
 from app.engine.drafters.lookup import (
     AGREEMENT_WINDOW,
     STRONG_ANCHOR,

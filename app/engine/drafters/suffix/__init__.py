@@ -35,18 +35,8 @@ from typing import Protocol
 
 import numpy as np
 
-from app.engine.drafters import (
-    EMPTY_DRAFT,
-    Budget,
-    Draft,
-    Drafter,
-    DrafterOptions,
-    DraftKind,
-    Entry,
-    Outlook,
-    StopRule,
-    TreeShape,
-)
+from app.engine.decode_config import DrafterOptions, StopRule, SuffixOptions, TreeShape
+from app.engine.drafters import EMPTY_DRAFT, Budget, Draft, Drafter, DraftKind, Entry, Outlook
 from app.engine.drafters.lookup import NGRAM_GUESS, block_limit
 from app.engine.drafters.lookup.edits import EditAwareLookup
 from app.engine.drafters.suffix.index import STRONG_MATCH, CandidateTree, SuffixCache, TreeBudget
@@ -56,7 +46,6 @@ from app.engine.protocol import LanguageModel
 from app.engine.records import COPIED_FROM_MEMORY, COPIED_FROM_PROMPT, CopySource
 from app.engine.sampling import SamplingParams
 from app.engine.tree import DraftTree
-from app.errors import SettingsError
 
 SUFFIX_LABEL = "suffix decoding"
 # a match of at least STRONG_MATCH tokens (suffix_index) is a copy (SUFFIX_COPY), a shorter
@@ -71,27 +60,11 @@ SUFFIX_LABEL = "suffix decoding"
 SUFFIX_GUESS = DraftKind("suffix-weak", free=True)
 SUFFIX_COPY = DraftKind("suffix", free=True, run_is_evidence=False)
 
-@dataclass(frozen=True)
-class SuffixOptions:
-    """How far suffix decoding drafts, with SuffixDecoding's defaults (ArcticInference and
-    vLLM: max_spec_factor 1.0, max_spec_offset 0, min_token_prob 0.1, tree depth 64)."""
-
-    factor: float = 1.0  # a match of m tokens drafts at most factor * m + offset tokens
-    offset: float = 0.0
-    min_prob: float = 0.1  # a token whose estimated probability is lower is not drafted
-    max_depth: int = 64  # the trees' depth: a match and its draft are this long at most
-
-    def validate(self) -> None:
-        if not self.factor > 0:
-            raise SettingsError(f"--spec-factor must be > 0 (got {self.factor}); the "
-                                "paper's 1.0 drafts as many tokens as the match is long")
-        if self.offset < 0:
-            raise SettingsError(f"--spec-offset must be 0 or more (got {self.offset})")
-        if not 0.0 <= self.min_prob < 1.0:
-            raise SettingsError(f"--spec-min-prob must be in [0, 1) (got {self.min_prob})")
-
-    def budget(self, depth: int, nodes: int = 1, width: int = 1) -> TreeBudget:
-        return TreeBudget(depth, nodes, width, self.min_prob, self.factor, self.offset)
+def tree_budget(options: SuffixOptions, depth: int, nodes: int = 1,
+                width: int = 1) -> TreeBudget:
+    """A candidate's reach: `depth` tokens deep, `nodes` and `width` for a tree, within the
+    options' factor, offset and least probability."""
+    return TreeBudget(depth, nodes, width, options.min_prob, options.factor, options.offset)
 
 
 @dataclass(frozen=True)
@@ -224,7 +197,7 @@ class SuffixDrafter(Drafter):
         may take; built once per context length, so the outlook's `available` and every
         k's draft are the same chain."""
         if self._chain is None or self._chain[0] != len(context):
-            tree = self.candidates(context, self.options.budget(self.options.max_depth))
+            tree = self.candidates(context, tree_budget(self.options, self.options.max_depth))
             tokens = self._renamed(tree, tree.tokens[: tree.first_path_length()])
             kept = len(tokens) if self.limit is None else self.limit(tokens)
             self._chain = (len(context), tree, kept)
@@ -279,7 +252,7 @@ class SuffixDrafter(Drafter):
             source = _prompt_source(prompt_copy)
             return DraftTree(lookup_tree.tokens, lookup_tree.parents, lookup_tree.q_rows,
                              [source] * len(lookup_tree.tokens))
-        tree = self.candidates(context, self.options.budget(depth, shape.max_nodes,
+        tree = self.candidates(context, tree_budget(self.options, depth, shape.max_nodes,
                                                             shape.width))
         if self.limit is not None:  # as deep as the likeliest path may go
             depth = self.limit(tree.tokens[: tree.first_path_length()])
@@ -305,15 +278,12 @@ def _source(tree: CandidateTree, i: int) -> CopySource:
 
 
 class MemorySource(Protocol):
-    """What suffix decoding reads of a run: the target, the run's suffix options, the
-    memory's earlier outputs of the target in one suffix tree (leaving out answers to the
-    run's own prompt), and the answers the memory kept for a prompt (a retried request)."""
+    """What suffix decoding reads of a run: the target, the memory's earlier outputs of the
+    target in one suffix tree (leaving out answers to the run's own prompt), and the answers
+    the memory kept for a prompt (a retried request)."""
 
     @property
     def target(self) -> LanguageModel: ...
-
-    @property
-    def suffix_options(self) -> SuffixOptions: ...
 
     def memory(self, path: str, max_depth: int) -> SuffixTree: ...
 
@@ -322,7 +292,7 @@ class MemorySource(Protocol):
 
 def suffix_drafter(sources: MemorySource, options: DrafterOptions, rule: StopRule,
                    fallback: bool) -> SuffixDrafter:
-    reach = sources.suffix_options
+    reach = options.suffix
     path = options.memory
     if not path:
         return SuffixDrafter(limit=block_limit(sources.target), options=reach)
