@@ -76,7 +76,7 @@ def test_cost_view_verdict_and_cost_model_line(hf_dirs, window, qtbot, dialogs):
     assert why.verdict.isVisible() and text == "<b>Cost view:</b> " + view.verdict()
     assert view.interval is not None
     opening = {True: "On this device this pair can reach ",
-               False: "On this device this pair can reach at most ",
+               False: "On this device plain decoding is ",
                None: "Not settled yet: between "}[view.settled]
     assert opening in text
     assert f"95% interval from {view.alpha_tokens} draft tokens" in text
