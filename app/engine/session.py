@@ -98,7 +98,7 @@ class Session:
                     if curve.stored_at else "earlier")
             return curve.cost(1), (f"the curve stored from quiet runs ({when}), scaled by this "
                                    f"run's passes ({curve.load:.2f}x)")
-        return None, (f"nothing: {len(plain.times)} plain step(s) kept, a price needs "
+        return None, (f"this run kept {len(plain.times)} plain step(s), a price needs "
                       f"{MIN_SAMPLES}, and no curve is stored for this model")
 
     def summary(
