@@ -20,11 +20,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from app.engine.copy_pricing import CopyEvidence, copy_accept_at
 from app.engine.cost_curve import (
     MIN_SAMPLES,
     RECENT_PASSES,
+    PassCost,
     VerifyCostCurve,
-    interpolate,
     machine_busy,
 )
 from app.engine.drafters import DraftKind
@@ -111,28 +112,13 @@ def rates_by_k(accept_at: Sequence[float], seconds: Sequence[float]) -> np.ndarr
 
 
 @dataclass
-class PassCost:
-    """What one kind's pass costs beyond the verify curve: drafting, and the tokens a pass
-    reads beyond the k + 1 of a chain, per draft level (tree siblings, and committed tokens a
-    tree step left for the next pass to re-read)."""
-
-    draft_cost: float  # seconds per drafted token (0 until priced, and for a free kind)
-    extra_per_level: float = 0.0
-    priced: bool = False  # draft_cost is the median of MIN_SAMPLES drafting passes or more
-
-    def pass_size(self, k: int) -> int:
-        return k + 1 + round(self.extra_per_level * k)
-
-    def seconds(self, k: int, curve: dict[int, float]) -> float:
-        return k * self.draft_cost + interpolate(curve, self.pass_size(k))
-
-
-@dataclass
 class _Pricing:
-    """Each k's expected tokens, pass seconds and rate, as the controller priced them."""
+    """Each k's expected tokens, pass seconds and rate, as the controller priced them, from
+    the acceptance it priced at each position."""
 
     tokens: np.ndarray
     seconds: list[float]
+    accept_at: Sequence[float] = ()
 
     @property
     def rates(self) -> np.ndarray:
@@ -193,6 +179,7 @@ class DraftLengthController:
         self._draft_times: dict[str, deque[float]] = {}  # per kind: seconds per drafted token
         self._probing = False
         self._measuring = False  # this step times a pass: it drafts the k chosen, no less
+        self._copy: CopyEvidence | None = None  # the copy this step prices (decide's)
         # whether the machine is busy now (a session asks its app.engine.cores.CoreShare)
         self.machine_busy: Callable[[], bool] = machine_busy
 
@@ -222,9 +209,12 @@ class DraftLengthController:
     def _pricing(self, kind: DraftKind, top: int, accept_at: Sequence[float] | None = None
                  ) -> _Pricing:
         cost, curve = self.pass_cost(kind), self.curve.current()
-        accept = self.estimate(kind).accept_at[:top] if accept_at is None else accept_at
-        return _Pricing(expected_tokens_for_each_k(accept),
-                        [cost.seconds(k, curve) for k in range(top + 1)])
+        if accept_at is None:
+            estimate = self.estimate(kind)
+            accept_at = estimate.accept_at[:top] if self._copy is None else copy_accept_at(
+                self._copy, estimate.accept_at[:top], estimate.pool_seen)
+        return _Pricing(expected_tokens_for_each_k(accept_at),
+                        [cost.seconds(k, curve) for k in range(top + 1)], accept_at)
 
     def rates(self, kind: DraftKind, top: int | None = None) -> np.ndarray:
         """Expected tokens per second of a pass that drafts k, for k = 0..top."""
@@ -263,10 +253,12 @@ class DraftLengthController:
     # -- deciding --
 
     def decide(self, remaining: int, kind: DraftKind, copied: int = 0,
-               available: int | None = None) -> Decision:
+               available: int | None = None, copy: CopyEvidence | None = None) -> Decision:
         """The draft length for this step, and why. `copied`: how many of the last tokens the
         target wrote this kind's draft continues, in a row (a copy's evidence; 0 for others);
-        `available`: the most tokens the drafter has to offer now (Outlook.available)."""
+        `available`: the most tokens the drafter has to offer now (Outlook.available); `copy`:
+        a copy's source and match, which price its acceptance (app.engine.copy_pricing)."""
+        self._copy = copy
         limit = max(0, min(self.draft_max, remaining - 1))
         if limit == 0:
             return Decision(RULE_END_OF_OUTPUT, 0, kind.name, 0)
@@ -334,7 +326,7 @@ class DraftLengthController:
             return Decision(
                 rule, k, kind.name, limit, acceptance=estimate.pooled(), acceptance_low=low,
                 acceptance_high=high, evidence=estimate.judged, prior=kind.prior,
-                accept_at=list(estimate.accept_at[:limit]),
+                accept_at=list(self._pricing(kind, limit).accept_at),
                 measuring=cost.pass_size(k), samples=len(self.curve.samples(
                     cost.pass_size(k)).times), plain_samples=len(plain.times),
                 refused=self.curve.refused, busy=self.machine_busy(),
@@ -350,11 +342,15 @@ class DraftLengthController:
             evidence=estimate.judged, prior=kind.prior,
             plain_seconds=priced.seconds[0], pass_seconds=priced.seconds[k],
             expected_tokens=float(priced.tokens[k]), gain=float(gains[k]),
-            accept_at=list(estimate.accept_at[:limit]), prices=list(priced.seconds),
+            accept_at=list(priced.accept_at), prices=list(priced.seconds),
             draft_token_seconds=cost.draft_cost, plain_samples=len(plain.times),
             refused=self.curve.refused, busy=self.machine_busy() or self.curve.busy(1),
             stored_at=self.curve.stored_at if not plain.priced else None,
         )
+        if self._copy is not None:
+            decision.copy_source, decision.copy_match = self._copy.source, self._copy.match
+            decision.learnt_at = list(estimate.accept_at[:limit])
+            decision.learnt_evidence = estimate.pool_seen
         if alternative is not None:
             decision.alternative_k = alternative
             decision.alternative_gain = float(gains[alternative])

@@ -165,6 +165,23 @@ class VerifyCostCurve:
         return {n: s.median for n, s in self.sizes.items() if s.priced and not any(s.busy)}
 
 
+@dataclass
+class PassCost:
+    """What one kind's pass costs beyond the verify curve: drafting, and the tokens a pass
+    reads beyond the k + 1 of a chain, per draft level (tree siblings, and committed tokens a
+    tree step left for the next pass to re-read)."""
+
+    draft_cost: float  # seconds per drafted token (0 until priced, and for a free kind)
+    extra_per_level: float = 0.0
+    priced: bool = False  # draft_cost is the median of MIN_SAMPLES drafting passes or more
+
+    def pass_size(self, k: int) -> int:
+        return k + 1 + round(self.extra_per_level * k)
+
+    def seconds(self, k: int, curve: dict[int, float]) -> float:
+        return k * self.draft_cost + interpolate(curve, self.pass_size(k))
+
+
 def interpolate(points: dict[int, float], n: int) -> float:
     """Seconds of a pass over n tokens: a known size's time, else linear between the two
     nearest sizes (beyond the last, along the last two's slope)."""

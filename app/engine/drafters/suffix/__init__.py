@@ -35,6 +35,7 @@ from typing import Protocol
 
 import numpy as np
 
+from app.engine.copy_pricing import CopyEvidence
 from app.engine.decode_config import DrafterOptions, StopRule, SuffixOptions, TreeShape
 from app.engine.drafters import EMPTY_DRAFT, Budget, Draft, Drafter, DraftKind, Entry, Outlook
 from app.engine.drafters.lookup import NGRAM_GUESS, block_limit
@@ -150,7 +151,9 @@ class SuffixDrafter(Drafter):
         if found is None or found.start >= self._cache.prompt_length:
             return None
         kind = self._prompt_copy.kind_for(context)
-        return None if kind is NGRAM_GUESS else Outlook(kind, self._prompt_copy.copied(context))
+        copied = self._prompt_copy.copied(context)
+        return None if kind is NGRAM_GUESS else Outlook(
+            kind, copied, copy=CopyEvidence(COPIED_FROM_PROMPT, copied))
 
     def _retry_outlook(self, context: list[int]) -> Outlook | None:
         """The retry copy's outlook while this output follows the earlier answer, else None."""
@@ -173,11 +176,12 @@ class SuffixDrafter(Drafter):
         if not self._cache.has_match():
             return Outlook(SUFFIX_GUESS, 0, 0)  # nothing to copy: nothing to price
         tree, available = self._likeliest(context)
+        copy = CopyEvidence(tree.node(0).label.kind, tree.match) if tree.tokens else None
         if tree.match >= STRONG_MATCH:
             # a copy's evidence is its match: a draft follows its match length (as
             # SuffixDecoding's)
-            return Outlook(SUFFIX_COPY, tree.match, available)
-        return Outlook(SUFFIX_GUESS, 0, available)
+            return Outlook(SUFFIX_COPY, tree.match, available, copy)
+        return Outlook(SUFFIX_GUESS, 0, available, copy)
 
     def has_draft(self, context: list[int]) -> bool:
         return self.outlook(context).available != 0
