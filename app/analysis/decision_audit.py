@@ -102,5 +102,6 @@ def audit_line(steps: Sequence[StepRecord]) -> str:
     problems = audit(steps)
     if not problems:
         return (f"decisions: all {priced} priced decisions reproduce their own figures "
-                "(gain = E(k) x plain / pass, E(k) from the stated acceptance)")
+                "(gain = E(k) x plain / pass, E(k) from the stated acceptance, a copy's "
+                "acceptance from its source and match)")
     return "decisions that do not reproduce their figures:\n  " + "\n  ".join(problems)
