@@ -38,8 +38,8 @@ RATES: dict[str, tuple[float, ...]] = {
 # decayed pooled count, at most 32). Replayed with --draft-max 64 as a share of the oracle
 # controller's gain (packaging/research/copy_bars.py) on three curves (the EPYC's, the demo
 # curve, the Xeon's), repetitive / edit / verbatim: 4 tokens 15/62/61%, 37/62/64%,
-# 72/82/80%, against the app before it 3/57/62%, 36/61/62%, 71/81/78%; 8 tokens lost 3% of
-# the edits on the demo curve (57%), 16 and 32 more, and prose fell to 0.98x there
+# 72/82/80%, against the app before it 3/57/62%, 31/65/60%, 69/82/80% (the edits 1.7%
+# slower on the demo curve); 8 tokens lost 3% more of the edits there (57%), 16 and 32 more
 PRIOR_TOKENS = 4.0
 
 
