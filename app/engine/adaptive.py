@@ -23,7 +23,12 @@ import numpy as np
 from app.engine.controller_options import DEFAULT_OPTIONS, ControllerOptions
 from app.engine.cost_curve import VerifyCostCurve, machine_busy
 from app.engine.drafters import DraftKind
-from app.engine.estimates import AcceptanceEstimate, ConfidenceStop
+from app.engine.estimates import (
+    AcceptanceEstimate,
+    ConfidenceStop,
+    CopyEvidence,
+    copy_accept_at,
+)
 from app.engine.pass_pricing import PassCost, Pricing, ProbeSchedule, paying_k
 from app.engine.records import (
     RULE_BEST_RATE,
@@ -85,6 +90,7 @@ class DraftLengthController:
         self.probes = ProbeSchedule(options)
         self._probing = False
         self._measuring = False  # this step times a pass: it drafts the k chosen, no less
+        self._copy: CopyEvidence | None = None  # the copy this step prices (decide's)
         # whether the machine is busy now (a session asks its app.engine.cores.CoreShare)
         self.machine_busy: Callable[[], bool] = machine_busy
 
@@ -114,8 +120,11 @@ class DraftLengthController:
 
     def _pricing(self, kind: DraftKind, top: int, accept_at: Sequence[float] | None = None
                  ) -> Pricing:
-        accept = self.estimate(kind).accept_at[:top] if accept_at is None else accept_at
-        return Pricing.of(accept, self.pass_cost(kind), self.curve.current())
+        if accept_at is None:
+            estimate = self.estimate(kind)
+            accept_at = estimate.accept_at[:top] if self._copy is None else copy_accept_at(
+                self._copy, estimate.accept_at[:top], estimate.pool_seen, self.options)
+        return Pricing.of(accept_at, self.pass_cost(kind), self.curve.current())
 
     def rates(self, kind: DraftKind, top: int | None = None) -> np.ndarray:
         """Expected tokens per second of a pass that drafts k, for k = 0..top."""
@@ -154,10 +163,12 @@ class DraftLengthController:
     # -- deciding --
 
     def decide(self, remaining: int, kind: DraftKind, copied: int = 0,
-               available: int | None = None) -> Decision:
+               available: int | None = None, copy: CopyEvidence | None = None) -> Decision:
         """The draft length for this step, and why. `copied`: how many of the last tokens the
         target wrote this kind's draft continues, in a row (a copy's evidence; 0 for others);
-        `available`: the most tokens the drafter has to offer now (Outlook.available)."""
+        `available`: the most tokens the drafter has to offer now (Outlook.available); `copy`:
+        a copy's source and match, which price its acceptance (app.engine.estimates)."""
+        self._copy = copy
         limit = max(0, min(self.draft_max, remaining - 1))
         if limit == 0:
             return Decision(RULE_END_OF_OUTPUT, 0, kind.name, 0)
@@ -223,8 +234,12 @@ class DraftLengthController:
         size, plain = self.pass_cost(kind).pass_size(k), self.curve.samples(1)
         stated: dict[str, Any] = dict(
             acceptance=estimate.pooled(), acceptance_low=low, acceptance_high=high,
-            evidence=estimate.judged, prior=kind.prior, accept_at=list(estimate.accept_at[:limit]),
+            evidence=estimate.judged, prior=kind.prior, accept_at=list(priced.accept_at),
             plain_samples=len(plain.times), refused=self.curve.refused)
+        if self._copy is not None:
+            stated.update(copy_source=self._copy.source, copy_match=self._copy.match,
+                          learnt_at=list(estimate.accept_at[:limit]),
+                          learnt_evidence=estimate.pool_seen)
         if rule == RULE_MEASURE or not self.adaptive and self.unpriced(kind, limit):
             return Decision(rule, k, kind.name, limit, measuring=size,
                             samples=len(self.curve.samples(size).times),

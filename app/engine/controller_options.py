@@ -53,6 +53,14 @@ class ControllerOptions:
     # the pooled rate, in observations, inside a position's estimate (2: ngram edit -2.0%,
     # 8: -2.2%)
     pool_weight: float = 4.0
+    # a copy's measured acceptance rates (app.engine.estimates.RATES) count as this many
+    # judged tokens against the kind's own evidence (its decayed pooled count, at most 32).
+    # Replayed with --draft-max 64 as a share of the oracle
+    # controller's gain (packaging/research/copy_bars.py) on three curves (the EPYC's, the demo
+    # curve, the Xeon's), repetitive / edit / verbatim: 4 tokens 15/62/61%, 37/62/64%,
+    # 72/82/80%, against the app before it 3/57/62%, 31/65/60%, 69/82/80% (the edits 1.7%
+    # slower on the demo curve); 8 tokens lost 3% more of the edits there (57%), 16 and 32 more
+    copy_rate_tokens: float = 4.0
 
     @property
     def pool_decay_per_token(self) -> float:

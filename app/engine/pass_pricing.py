@@ -66,16 +66,18 @@ class PassCost:
 
 @dataclass
 class Pricing:
-    """Each k's expected tokens and pass seconds, k = 0..top, as the controller priced them."""
+    """Each k's expected tokens and pass seconds, k = 0..top, as the controller priced them,
+    from the acceptance it priced at each position."""
 
     tokens: np.ndarray
     seconds: list[float]
+    accept_at: Sequence[float] = ()
 
     @classmethod
     def of(cls, accept_at: Sequence[float], cost: PassCost, curve: dict[int, float]
            ) -> Pricing:
         return cls(expected_tokens_for_each_k(accept_at),
-                   [cost.seconds(k, curve) for k in range(len(accept_at) + 1)])
+                   [cost.seconds(k, curve) for k in range(len(accept_at) + 1)], accept_at)
 
     @property
     def rates(self) -> np.ndarray:

@@ -168,6 +168,12 @@ class Decision:
     refused: int = 0  # pass timings refused so far as stalled (app.engine.cost_curve)
     busy: bool = False  # the machine was busy, or a price's samples were taken while it was
     stored_at: float | None = None  # the plain step priced from a curve stored at this time
+    # a copy's acceptance (app.engine.estimates): its source and match, and the kind's own
+    # rates at each position with the evidence behind them, that accept_at was priced from
+    copy_source: str | None = None
+    copy_match: int | None = None
+    learnt_at: list[float] | None = None
+    learnt_evidence: float | None = None
     # RULE_MEASURE: the pass size being timed, and its kept samples before this pass
     measuring: int | None = None
     samples: int | None = None

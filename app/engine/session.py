@@ -22,6 +22,7 @@ from app.engine.drafters import (
     DraftKind,
     Outlook,
     mark_judged,
+    written_copy,
 )
 from app.engine.metrics import RunStats
 from app.engine.protocol import LanguageModel, returns_hidden
@@ -170,7 +171,8 @@ class Session:
             # only what the target wrote is evidence of a copy, not the prompt's own words
             copied = min(outlook.copied, len(self.output_ids))
             decision = self.controller.decide(remaining, outlook.kind, copied,
-                                              outlook.available)
+                                              outlook.available,
+                                              written_copy(outlook, len(self.output_ids)))
             k = decision.k
             self._shadow.offer(self.controller, drafter, outlook, k, context,
                                len(self.output_ids), remaining, params, self._shadow_rng)

@@ -25,6 +25,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from app.engine.decode_config import DrafterOptions, StopRule, TreeShape
+from app.engine.estimates import CopyEvidence
 from app.engine.records import (
     CopySource,
     TokenRecord,
@@ -64,11 +65,20 @@ class Outlook:
     """What propose() would draft now: its kind, and for a copy, how many of the context's
     last tokens in a row equal the source text it continues (the copy's evidence), and how
     many tokens its draft would hold at most (None: as many as asked), so a pass is priced
-    at the size it will have, not the size asked for."""
+    at the size it will have, not the size asked for. `copy`: for a copy, where it was copied
+    from and its match (app.engine.estimates prices it from them)."""
 
     kind: DraftKind
     copied: int = 0
     available: int | None = None
+    copy: CopyEvidence | None = None
+
+
+def written_copy(outlook: Outlook, written: int) -> CopyEvidence | None:
+    """The outlook's copy with its match cut to the tokens the target wrote: only they are
+    evidence of a copy, not the prompt's own words (None: no copy)."""
+    copy = outlook.copy
+    return None if copy is None else CopyEvidence(copy.source, min(copy.match, written))
 
 
 class DraftStop(Protocol):
