@@ -92,7 +92,7 @@ def add_check_flags(parser: argparse.ArgumentParser) -> None:
 def cmd_sweep(args: Namespace) -> int:
     ks = parse_ks(args.k)
     config, spec = settings(args)
-    prompts = read_prompts(args)
+    prompts = read_prompts(args.prompt, args.prompt_file, args.suite)
     pair = load_pair(spec, progress=_say("sweep"))
     try:
         encoded = [encode_prompt(pair.target, p, args.chat) for p in prompts]
@@ -140,7 +140,7 @@ def cmd_rank(args: Namespace) -> int:
         raise SettingsError("nothing to rank — give --candidates DRAFT ..., --ngram and/or "
                             "--self-skip RANGES|auto")
     config = decode_config(args, DrafterChoice())  # one k for all
-    prompts = read_prompts(args)
+    prompts = read_prompts(args.prompt, args.prompt_file, args.suite)
 
     base = load_pair(base_spec, progress=_say("rank"))
     try:
@@ -174,9 +174,7 @@ def cmd_rank(args: Namespace) -> int:
 
 
 def cmd_check_exact(args: Namespace) -> int:
-    choice = drafter_choice(args)
-    spec = model_spec(args, choice)
-    config = decode_config(args, choice)
+    config, spec = settings(args)
     prompts = args.prompt or GREEDY_PROMPTS
     pair = load_pair(spec, progress=_say("check-exact"))
     try:

@@ -11,7 +11,7 @@ from dataclasses import replace
 from typing import Any
 
 from app.analysis.compare import explain_difference, kernel_noise, margins_noted
-from app.analysis.measure import Tally, alternating, pair_ratios, timed_run
+from app.analysis.measure import Tally, alternating, pair_ratios, warm_up
 from app.cli import interrupt
 from app.cli.bench_tasks import SUITES
 from app.cli.options import forget_memory, plan
@@ -21,7 +21,7 @@ from app.engine.protocol import LanguageModel, ReferenceGenerator
 from app.errors import SettingsError
 from app.models.loading import LoadedPair, load_pair
 from app.models.self_skip import settle_self_skip
-from app.runs import calibrate_pair, encode_prompt
+from app.runs import encode_prompt
 
 
 def add_bench_flags(parser: argparse.ArgumentParser) -> None:
@@ -46,10 +46,10 @@ def cmd_bench(args: argparse.Namespace) -> int:
     pair = load_pair(bench.spec, progress=say)
     try:
         encoded = [encode_prompt(pair.target, p, args.chat) for p in bench.prompts]
-        # a self-draft's layers are chosen on all the prompts at once, before any timing
-        config, skip_choice = settle_self_skip(pair, bench.runs[0], encoded, say)
-        warm = DecodeConfig(n_predict=4, sampling=config.sampling)
-        timed_run(pair, warm, encoded[0], plain=True, tally=Tally())
+        config, skip_choice = bench.runs[0], None
+        if "self" in config.drafter.names:
+            # its layers are chosen on all the prompts at once, before any timing
+            config, skip_choice = settle_self_skip(pair, config, encoded, say)
         report = bench_pair(pair, config, encoded, args.rounds, args.compare_hf)
         if skip_choice is not None:
             report["self_skip"] = skip_choice.to_dict()
@@ -64,9 +64,9 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
 def bench_pair(pair: LoadedPair, config: DecodeConfig, encoded: list[list[int]], rounds: int,
                with_hf: bool = False) -> dict[str, Any]:
-    """Plain and speculative runs alternating over the prompts; the side-by-side report."""
-    if config.adaptive:
-        calibrate_pair(pair, config.draft_max)  # once, outside the timed runs
+    """Plain and speculative runs alternating over the prompts, after an untimed warm-up;
+    the side-by-side report."""
+    warm_up(pair, config, encoded[0])
     runs = [(True, config), (False, config)]
     if config.tree_width > 1:  # a tree is measured beside the chain of the same depth
         runs.append((False, replace(config, tree_width=1)))

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import argparse
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from app.cli.bench_tasks import SUITES
 from app.draft_memory import DraftMemory
@@ -135,8 +135,15 @@ def add_decode_flags(parser: argparse.ArgumentParser) -> None:
 
 
 def drafter_choice(args: argparse.Namespace) -> DrafterChoice:
+    """What drafts, as the flags say (choice_from_flags), checked by the registry."""
+    choice = choice_from_flags(args)
+    check(choice)
+    return choice
+
+
+def choice_from_flags(args: argparse.Namespace) -> DrafterChoice:
     """What drafts: --spec-type's names, or those the older flags name (ALIASES), with the
-    drafters' options; checked by the registry, once."""
+    drafters' options; not yet checked by the registry (checked_config, drafter_choice)."""
     skip = getattr(args, "self_skip", None) or ""
     named = {"ngram": bool(getattr(args, "ngram", False)),
              "suffix": bool(getattr(args, "suffix", False)),
@@ -162,12 +169,10 @@ def drafter_choice(args: argparse.Namespace) -> DrafterChoice:
                                 f"{flags[0]}")
     else:
         names = alias_names(named, getattr(args, "target", None) is None)
-    choice = DrafterChoice(names, options)
-    check(choice)
-    if named["draft"] and not choice.uses("draft"):
+    if named["draft"] and "draft" not in names:
         raise SettingsError("-md is the draft model of --spec-type draft — add draft to "
                             "--spec-type, or drop -md")
-    return choice
+    return DrafterChoice(names, options)
 
 
 def alias_names(named: dict[str, bool], demo: bool) -> tuple[str, ...]:
@@ -188,7 +193,10 @@ def model_spec(args: argparse.Namespace, choice: DrafterChoice) -> ModelSpec:
     layers where they draft, the draft model file where one drafts, and the target without
     the layers a self-draft skips, where they are given (a set chosen by measurement is
     loaded once chosen, before the run: app.models.self_skip)."""
-    skips = ((choice.options.skip,) if choice.uses("self") and not is_auto(choice.options.skip)
+    # read from the names, not asked of other modules: the command line's settings are read
+    # here in one go, and checked after (checked_config)
+    drafts = set(choice.names)
+    skips = ((choice.options.skip,) if "self" in drafts and not is_auto(choice.options.skip)
              else ())
     target, draft = args.target, args.draft
     if target is None:
@@ -199,9 +207,9 @@ def model_spec(args: argparse.Namespace, choice: DrafterChoice) -> ModelSpec:
                                 "pass -m FILE, or run: draftlens models fetch-demo")
         demo_target, demo_draft = demo_paths()
         target = str(demo_target)
-        if draft is None and choice.uses("draft"):
+        if draft is None and "draft" in drafts:
             draft = str(demo_draft)
-    if draft is None and choice.uses("draft"):
+    if draft is None and "draft" in drafts:
         raise SettingsError("no draft given — pass -md DRAFT_FILE, --ngram for prompt lookup, "
                             "or --spec-type self for the target with layers skipped")
     layers = args.n_gpu_layers
@@ -211,10 +219,10 @@ def model_spec(args: argparse.Namespace, choice: DrafterChoice) -> ModelSpec:
         except ValueError as exc:
             raise SettingsError(f"--n-gpu-layers must be a number or auto (got {layers})") from exc
     return ModelSpec(
-        target=target, draft=draft if choice.uses("draft") else None, backend=args.backend,
+        target=target, draft=draft if "draft" in drafts else None, backend=args.backend,
         device=args.device, n_gpu_layers=layers, n_ctx=args.n_ctx, n_threads=args.n_threads,
         trust_remote_code=args.trust_remote_code, allow_pickle=args.allow_pickle,
-        batch_invariant=args.exact_kernels, rpc=args.rpc.strip(), with_mtp=choice.uses("mtp"),
+        batch_invariant=args.exact_kernels, rpc=args.rpc.strip(), with_mtp="mtp" in drafts,
         mmap=args.mmap, self_skips=skips,
     )
 
@@ -231,12 +239,18 @@ class Plan:
 
 
 def plan(args: argparse.Namespace) -> Plan:
-    """The command line as a Plan: the run's drafter checked once, every model it drafts with
-    in the spec (so building a run loads none; a self-draft's layers chosen by measurement
-    are loaded once chosen), and the prompts read (-p, --prompt-file, or the --suite's)."""
-    choice = drafter_choice(args)
-    return Plan((decode_config(args, choice),), model_spec(args, choice),
-                tuple(read_prompts(args)), memory_to_forget(args))
+    """The command line as a Plan: every flag read first (what drafts, the models to load,
+    the run's settings, the prompts), then the drafter checked by the registry and the
+    settings validated, once. Every model the run drafts with is in the spec, so building a
+    run loads none (a self-draft's layers chosen by measurement are loaded once chosen)."""
+    choice = choice_from_flags(args)
+    spec = model_spec(args, choice)
+    config = config_from_flags(args, choice)
+    prompts = read_prompts(args.prompt, args.prompt_file, args.suite)
+    forget = memory_to_forget(getattr(args, "forget_draft_memory", False),
+                              getattr(args, "draft_memory", "") or "")
+    return Plan((checked_config(config, default_k=args.draft_max is None),), spec,
+                tuple(prompts), forget)
 
 
 def settings(args: argparse.Namespace) -> tuple[DecodeConfig, ModelSpec]:
@@ -248,11 +262,17 @@ def settings(args: argparse.Namespace) -> tuple[DecodeConfig, ModelSpec]:
 
 def decode_config(args: argparse.Namespace,
                   choice: DrafterChoice | None = None) -> DecodeConfig:
-    """The run's settings; what drafts is `choice`, or what the flags say (drafter_choice)."""
-    choice = drafter_choice(args) if choice is None else choice
-    draft_max = args.draft_max if args.draft_max is not None else (32 if copies(choice) else 8)
-    config = DecodeConfig(
-        n_predict=args.n_predict, draft_max=draft_max, draft_min=args.draft_min,
+    """The run's settings, checked; what drafts is `choice`, or what the flags say."""
+    choice = choice_from_flags(args) if choice is None else choice
+    return checked_config(config_from_flags(args, choice), default_k=args.draft_max is None)
+
+
+def config_from_flags(args: argparse.Namespace, choice: DrafterChoice) -> DecodeConfig:
+    """The run's settings as the flags give them (k 8 where none is given; checked_config
+    sets a lookup's default)."""
+    return DecodeConfig(
+        n_predict=args.n_predict,
+        draft_max=args.draft_max if args.draft_max is not None else 8, draft_min=args.draft_min,
         draft_p_min=args.draft_p_min or 0.0, adaptive=args.adaptive,
         tree_width=args.tree_width, tree_nodes=args.tree_nodes,
         draft_p_split=args.draft_p_split,
@@ -260,17 +280,25 @@ def decode_config(args: argparse.Namespace,
                                 min_p=args.min_p, seed=args.seed),
         drafter=choice,
     )
+
+
+def checked_config(config: DecodeConfig, default_k: bool) -> DecodeConfig:
+    """The settings once checked: what drafts by the registry, k's default where none was
+    given (32 where a lookup leads: its drafts are long), and the settings' own limits."""
+    if default_k and copies(config.drafter):
+        config = replace(config, draft_max=32)
+    check(config.drafter)
     config.validate()
     return config
 
 
-def memory_to_forget(args: argparse.Namespace) -> str:
-    """The file --forget-draft-memory empties ("" without the flag)."""
-    if not getattr(args, "forget_draft_memory", False):
+def memory_to_forget(forget: bool, memory: str) -> str:
+    """The file --forget-draft-memory empties ("" without the flag); `memory`: --draft-memory."""
+    if not forget:
         return ""
-    if not getattr(args, "draft_memory", ""):
+    if not memory:
         raise SettingsError("--forget-draft-memory needs the file: --draft-memory PATH")
-    return str(args.draft_memory)
+    return memory
 
 
 def forget_memory(path: str) -> None:
@@ -281,26 +309,27 @@ def forget_memory(path: str) -> None:
 
 def forget_draft_memory(args: argparse.Namespace) -> None:
     """--forget-draft-memory: empty the memory file."""
-    forget_memory(memory_to_forget(args))
+    forget_memory(memory_to_forget(getattr(args, "forget_draft_memory", False),
+                                   getattr(args, "draft_memory", "") or ""))
 
 
-def read_prompts(args: argparse.Namespace) -> list[str]:
-    """-p (repeatable) and --prompt-file's lines (one JSON string each), else the built-in
-    prompts of --suite."""
-    prompts = list(args.prompt or [])
-    if args.prompt_file:
+def read_prompts(given: list[str] | None, prompt_file: str | None, suite: str) -> list[str]:
+    """-p's prompts (repeatable) and --prompt-file's lines (one JSON string each), else the
+    built-in prompts of --suite."""
+    prompts = list(given or [])
+    if prompt_file:
         try:
-            with open(args.prompt_file, encoding="utf-8") as f:
+            with open(prompt_file, encoding="utf-8") as f:
                 for number, line in enumerate(f, start=1):
                     if line.strip():
                         try:
                             prompts.append(str(json.loads(line)))
                         except json.JSONDecodeError as exc:
                             raise SettingsError(
-                                f"{args.prompt_file} line {number} is not a JSON string — "
+                                f"{prompt_file} line {number} is not a JSON string — "
                                 'write one prompt per line, e.g. "def f(x):\\n"'
                             ) from exc
         except OSError as exc:
-            raise SettingsError(f"cannot read prompt file {args.prompt_file}: "
+            raise SettingsError(f"cannot read prompt file {prompt_file}: "
                                 f"{exc.strerror}") from exc
-    return prompts or SUITES[args.suite]
+    return prompts or SUITES[suite]

@@ -54,20 +54,15 @@ class ModelSpec:
     mmap: bool | None = None
 
     def resolved_backend(self) -> str:
-        backend = self._backend()
+        """The backend named, or auto's: llama.cpp for a .gguf target, else torch."""
+        if self.backend != "auto" and self.backend not in BACKENDS:
+            raise SettingsError(f"unknown backend '{self.backend}' — use llamacpp or torch")
+        backend = self.backend if self.backend != "auto" else (
+            "llamacpp" if is_gguf(self.target) else "torch")
         if self.rpc and backend != "llamacpp":
             raise SettingsError("--rpc works with the llama.cpp backend only — pick a .gguf "
                                 "target (or drop --rpc)")
         return backend
-
-    def _backend(self) -> str:
-        if self.backend != "auto":
-            if self.backend not in BACKENDS:
-                raise SettingsError(
-                    f"unknown backend '{self.backend}' — use llamacpp or torch"
-                )
-            return self.backend
-        return "llamacpp" if is_gguf(self.target) else "torch"
 
 
 @dataclass
