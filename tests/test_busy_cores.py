@@ -87,7 +87,8 @@ def test_a_busy_machine_moves_decoding_to_one_thread_and_a_try_moves_it_back(ggu
     expected = plain_output(target, 60)
     session = greedy_session(target, ModelDrafter(draft), 60)
     cpu, now = PlantedCpu(target), [0.0]
-    session.cores = CoreShare(target, clock=lambda: now[0], cpu_clock=cpu)
+    # a tiny model's passes take a few ms: each is a sample of its own here
+    session.cores = CoreShare(target, clock=lambda: now[0], cpu_clock=cpu, sample_seconds=0)
     steps, threads = [], []
     for step in session.steps(target.tokenize(PROMPT)):
         steps.append(step)
@@ -140,6 +141,25 @@ def test_a_try_that_finds_the_machine_still_busy_waits_twice_as_long(gguf_pair):
         assert cores.busy
     finally:
         target.limit_threads(None)
+
+
+def test_short_passes_are_judged_together_so_a_coarse_process_clock_reads_true(gguf_files):
+    model = LlamaCppModel(gguf_files[0], n_gpu_layers=0, n_ctx=128, n_threads=2)
+    # 26 ms passes on 2 threads (52 ms of CPU each) timed by a process clock that ticks every
+    # 15.6 ms, as Windows's does: alone they read 0.6, 0.6, 1.2, 1.6 of their cores
+    ticks = [0.0312, 0.0312, 0.0624, 0.0832]
+    try:
+        alone = CoreShare(model, sample_seconds=0)
+        for cpu in ticks[:WINDOW]:
+            alone.observe(0.026, cpu)
+        assert alone.busy  # a quiet machine called busy
+        summed = CoreShare(model)
+        for _ in range(WINDOW):
+            for cpu in ticks:
+                summed.observe(0.026, cpu)
+        assert summed.share == pytest.approx(1.0) and not summed.busy
+    finally:
+        model.close()
 
 
 def test_a_thread_count_the_user_gave_is_kept_and_the_machine_still_called_busy(gguf_files):

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import pytest
 
-from app.engine.adaptive import DraftLengthController, PassOutcome, wilson_interval
+from app.engine.adaptive import DraftLengthController, PassOutcome
 from app.engine.cost_curve import MIN_SAMPLES, VerifyCostCurve
 from app.engine.decode_config import DecodeConfig
 from app.engine.drafters.draft_model import DRAFT_MODEL, ModelDrafter
+from app.engine.estimates import wilson_interval
 from app.engine.records import (
     RULE_BEST_RATE,
     RULE_END_OF_OUTPUT,

@@ -1,4 +1,4 @@
-"""A draft model's draft ends on its own confidence (app.engine.adaptive.ConfidenceStop).
+"""A draft model's draft ends on its own confidence (app.engine.estimates.ConfidenceStop).
 
 Under sampling the output keeps the target's distribution, because the token whose
 confidence ended the draft is kept: the length is a stopping time of what was drafted. The
@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from app.engine.adaptive import ConfidenceStop
 from app.engine.decode_config import DecodeConfig
 from app.engine.drafters import EMPTY_DRAFT, Budget, Draft
 from app.engine.drafters.draft_model import ModelDrafter
+from app.engine.estimates import ConfidenceStop
 from app.engine.sampling import SamplingParams, choose
 from app.engine.session import Session
 from app.engine.trace import step_from_dict, step_to_dict

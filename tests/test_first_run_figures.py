@@ -15,7 +15,8 @@ from app.analysis.cost import AcceptanceSeen, PairCosts, conditions_now
 from app.analysis.decision_audit import audit, decision_problems
 from app.analysis.reasons import describe_decision
 from app.cli.commands import speedup_rows
-from app.engine.adaptive import MIN_GAIN, DraftLengthController, PassOutcome
+from app.engine.adaptive import DraftLengthController, PassOutcome
+from app.engine.controller_options import MIN_GAIN
 from app.engine.cost_curve import MIN_SAMPLES, STALL_FACTOR, VerifyCostCurve
 from app.engine.decode_config import DecodeConfig
 from app.engine.drafters.draft_model import DRAFT_MODEL, ModelDrafter
@@ -184,9 +185,9 @@ def test_a_run_without_plain_steps_says_it_has_no_price_for_one(gguf_pair):
     list(session.steps(target.tokenize(PROMPT)))
     summary = session.summary()
     assert "t_target" not in summary and "predicted_speedup" not in summary
-    assert summary["t_target_source"].startswith("nothing:")
+    assert summary["t_target_source"].startswith("this run kept 0 plain step(s)")
     rows = dict(speedup_rows(session.stats, summary))
-    assert rows["against plain decoding"].startswith("not priced: nothing:")
+    assert rows["against plain decoding"].startswith("not priced: this run kept 0 plain step(s)")
 
 
 def test_a_stored_curve_is_named_with_when_it_was_measured(gguf_pair):

@@ -9,7 +9,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from app.engine.adaptive import FIRST_PROBE_GAP, DraftLengthController
+from app.engine.adaptive import DraftLengthController
+from app.engine.controller_options import DEFAULT_OPTIONS
 from app.engine.cost_curve import VerifyCostCurve
 from app.engine.decode_config import DecodeConfig
 from app.engine.drafters import Budget, Draft, Drafter, DraftKind
@@ -97,7 +98,7 @@ def test_a_run_learns_a_free_kind_from_its_declined_drafts(gguf_pair):
     assert session.output_ids == truth
     # its prior says never: the drafts the controller declined, found right, made it draft
     # once the first (4 tokens) settled, sooner than the first probe
-    assert session.stats.drafted > 0 and first <= 4 < FIRST_PROBE_GAP - 1
+    assert session.stats.drafted > 0 and first <= 4 < DEFAULT_OPTIONS.first_probe_gap - 1
     wrong = _Oracle(len(prompt), truth, wrong=True)
     session, _ = _run(target, wrong, prompt, 40)
     assert session.output_ids == truth

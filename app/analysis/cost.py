@@ -10,7 +10,7 @@ import math
 import os
 from dataclasses import dataclass, field
 
-from app.engine.adaptive import MIN_GAIN
+from app.engine.controller_options import MIN_GAIN
 from app.engine.cost_curve import MIN_SAMPLES, VerifyCostCurve
 from app.engine.metrics import expected_tokens_per_pass, predicted_speedup, theory_speedup
 from app.engine.records import Decision

@@ -5,13 +5,15 @@ For a decision that priced its k (every rule but the ones that need no price): t
 E(k) x plain step / pass within 2%, E(k) follows from the per-position acceptance it records
 within 3% (E(k) = 1 + a0 + a0 a1 + ...), its prices name the plain step and the pass it states,
 a step decoded plainly for no gain had no alternative at the margin, and a step drafted at the
-best rate met it.
+best rate met it. For a copy priced from its source and match (app.engine.estimates), each
+position's acceptance follows from the source, the match and the kind's own rates it records.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
+from app.engine.estimates import CopyEvidence, copy_accept_at
 from app.engine.records import (
     RULE_BEST_RATE,
     RULE_FIXED,
@@ -40,6 +42,22 @@ def _near(value: float, expected: float, tolerance: float) -> bool:
     return abs(value - expected) <= tolerance * abs(expected)
 
 
+def copy_problems(d: Decision) -> list[str]:
+    """Whether a copy's acceptance follows from its recorded source, match and learnt rates."""
+    if d.copy_source is None or d.copy_match is None or d.learnt_at is None \
+            or d.learnt_evidence is None:
+        return []
+    predicted = copy_accept_at(CopyEvidence(d.copy_source, d.copy_match), d.learnt_at,
+                               d.learnt_evidence)
+    wrong = [i for i, (a, b) in enumerate(zip(d.accept_at, predicted, strict=False))
+             if not _near(a, b, TOKENS_TOLERANCE)]
+    if wrong or len(predicted) != len(d.accept_at):
+        at = wrong[0] if wrong else min(len(predicted), len(d.accept_at))
+        return [f"the acceptance at draft position {at + 1} does not follow from a copy of the "
+                f"{d.copy_source} matching {d.copy_match} tokens and the rates learnt"]
+    return []
+
+
 def decision_problems(d: Decision) -> list[str]:
     """What in one decision does not follow from its own figures (empty: all of it does)."""
     if d.rule == RULE_MEASURE or d.rule not in _PRICED_RULES or d.gain is None:
@@ -48,7 +66,7 @@ def decision_problems(d: Decision) -> list[str]:
         return [f"rule {d.rule} states a gain without the figures it came from"]
     assert d.expected_tokens is not None and d.plain_seconds is not None
     assert d.pass_seconds is not None
-    problems = []
+    problems = copy_problems(d)
     if not _near(d.gain, d.expected_tokens * d.plain_seconds / d.pass_seconds, GAIN_TOLERANCE):
         problems.append(f"gain {d.gain:.3f} is not E(k) x plain / pass = "
                         f"{d.expected_tokens * d.plain_seconds / d.pass_seconds:.3f}")
@@ -84,5 +102,6 @@ def audit_line(steps: Sequence[StepRecord]) -> str:
     problems = audit(steps)
     if not problems:
         return (f"decisions: all {priced} priced decisions reproduce their own figures "
-                "(gain = E(k) x plain / pass, E(k) from the stated acceptance)")
+                "(gain = E(k) x plain / pass, E(k) from the stated acceptance, a copy's "
+                "acceptance from its source and match)")
     return "decisions that do not reproduce their figures:\n  " + "\n  ".join(problems)

@@ -17,12 +17,12 @@ from typing import Any, Protocol
 import numpy as np
 
 from app.analysis.measure import Cancelled, side_by_side, warm_up
-from app.engine.adaptive import PassCost, rates_by_k
 from app.engine.cost_curve import VerifyCostCurve
 from app.engine.decode_config import DecodeConfig, DrafterChoice, DrafterOptions
 from app.engine.drafters.lookup.edits import NGRAM_LABEL
 from app.engine.drafters.self_draft import self_label
 from app.engine.metrics import RunStats
+from app.engine.pass_pricing import PassCost, rates_by_k
 from app.errors import DraftLensError, ModelFileError
 from app.models.loading import LoadedPair, load_model
 from app.models.pair_check import check_pair_files

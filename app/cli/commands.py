@@ -127,7 +127,8 @@ def speedup_rows(stats: RunStats, summary: dict[str, Any]) -> list[tuple[str, st
     model only where the run's own measured speed does not contradict it."""
     t_plain, source = summary.get("t_target"), summary.get("t_target_source", "")
     if not t_plain:
-        return ([("against plain decoding", f"not priced: {source}")]
+        return ([("against plain decoding", f"not priced: {source} (draftlens bench times "
+                                            f"plain decoding beside these settings)")]
                 if source and stats.spec_steps else [])
     measured = stats.tokens_per_second * t_plain
     caveat = (" — plain steps timed on a busy machine: rerun on a quiet one to rely on it"

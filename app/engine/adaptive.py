@@ -4,7 +4,7 @@ With E(k) the expected tokens of a pass that drafts k (app.engine.metrics) and
 time(k) = k * t_draft + t_verify(pass size) (app.engine.cost_curve):
 
     k = argmax E(k) / time(k),   k = 0 (plain decoding) when no k beats one plain step
-                                 by MIN_GAIN.
+                                 by ControllerOptions.min_gain.
 
 Acceptance is learnt per kind of draft (DraftKind) and per draft position from one narrow
 signal, a PassOutcome per pass (or per free draft checked against the output without a
@@ -14,27 +14,22 @@ the figures it compared, so whatever explains a step reads the reason, never gue
 
 from __future__ import annotations
 
-from collections import deque
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
-from app.engine.cost_curve import (
-    MIN_SAMPLES,
-    RECENT_PASSES,
-    VerifyCostCurve,
-    interpolate,
-    machine_busy,
-)
+from app.engine.controller_options import DEFAULT_OPTIONS, ControllerOptions
+from app.engine.cost_curve import VerifyCostCurve, machine_busy
 from app.engine.drafters import DraftKind
 from app.engine.estimates import (
-    POOL_MEMORY,
     AcceptanceEstimate,
     ConfidenceStop,
-    wilson_interval,
+    CopyEvidence,
+    copy_accept_at,
 )
-from app.engine.metrics import expected_tokens_for_each_k
+from app.engine.pass_pricing import PassCost, Pricing, ProbeSchedule, paying_k
 from app.engine.records import (
     RULE_BEST_RATE,
     RULE_END_OF_OUTPUT,
@@ -46,38 +41,7 @@ from app.engine.records import (
     Decision,
 )
 
-__all__ = ["AcceptanceEstimate", "DraftLengthController", "PassCost", "PassOutcome",
-           "paying_k", "rates_by_k", "wilson_interval"]
-
-# Each constant below with its measurement: docs/ablation.md replays the demo target's
-# recorded outputs (lookup and suffix decoding: its table 1; the demo draft on a GPU-like
-# profile: table 2) with the constant moved one way and the other.
-
-# a tree pass's extra tokens per draft level, averaged over passes (not measured: no replay
-# models trees)
-_EMA = 0.15
-# a draft must be expected to beat plain decoding by this much: the curve and the acceptance
-# estimates are measurements that move by more than a few percent (the demo target's 2-token
-# pass costs 1.9-2.0 single steps from one minute to the next), and a guess drafted on a
-# streak of passes at a few percent of expected gain lost 4% of a fresh-code run to plain
-# decoding (a 2-token pass at 57% acceptance where 94% was needed to pay). Replays, which
-# have no timing noise, favour less: 1.00 +3% on the GPU-like draft, -0.4% on suffix edits
-MIN_GAIN = 1.05
-# a probe is worth a pass only if drafting could pay at near-perfect acceptance (0.9 or 0.99
-# replayed the same)
-_OPTIMISTIC_ACCEPT = 0.95
-# plain steps before a kind that does not pay is drafted again (4: +3.1%, 16: -3.8% on the
-# GPU-like draft; free kinds are never probed), the gap doubling up to MAX_PROBE_GAP (32 or
-# 512 replayed the same)
-FIRST_PROBE_GAP = 8
-MAX_PROBE_GAP = 128
-
-# with fixed k and plain steps asked for (the window's inspect mode): a plain step after the
-# first draft (the plain size's warm-up pass), then one after every PLAIN_EVERY drafting steps
-# until plain decoding is priced from MIN_SAMPLES of them (by about the tenth step), then one
-# after every PLAIN_REFRESH to follow the machine (a share of the run, not measured)
-PLAIN_EVERY = 2
-PLAIN_REFRESH = 32
+__all__ = ["DraftLengthController", "PassOutcome"]
 
 
 @dataclass(frozen=True)
@@ -97,85 +61,19 @@ class PassOutcome:
     busy: bool = False  # the machine was busy (app.engine.cost_curve.machine_busy)
 
 
-def paying_k(rates: np.ndarray, min_gain: float = MIN_GAIN) -> int:
-    """The k of the best rate in `rates` (k = 0..), or 0 where it beats plain decoding's
-    (rates[0]) by less than `min_gain`."""
-    k = int(np.argmax(rates))
-    return k if rates[k] >= min_gain * rates[0] else 0
-
-
-def rates_by_k(accept_at: Sequence[float], seconds: Sequence[float]) -> np.ndarray:
-    """E(k) / time(k) for k = 0..len(accept_at), given each k's pass time in `seconds`."""
-    rates: np.ndarray = expected_tokens_for_each_k(accept_at) / np.asarray(seconds)
-    return rates
-
-
-@dataclass
-class PassCost:
-    """What one kind's pass costs beyond the verify curve: drafting, and the tokens a pass
-    reads beyond the k + 1 of a chain, per draft level (tree siblings, and committed tokens a
-    tree step left for the next pass to re-read)."""
-
-    draft_cost: float  # seconds per drafted token (0 until priced, and for a free kind)
-    extra_per_level: float = 0.0
-    priced: bool = False  # draft_cost is the median of MIN_SAMPLES drafting passes or more
-
-    def pass_size(self, k: int) -> int:
-        return k + 1 + round(self.extra_per_level * k)
-
-    def seconds(self, k: int, curve: dict[int, float]) -> float:
-        return k * self.draft_cost + interpolate(curve, self.pass_size(k))
-
-
-@dataclass
-class _Pricing:
-    """Each k's expected tokens, pass seconds and rate, as the controller priced them."""
-
-    tokens: np.ndarray
-    seconds: list[float]
-
-    @property
-    def rates(self) -> np.ndarray:
-        rates: np.ndarray = self.tokens / np.asarray(self.seconds)
-        return rates
-
-
-@dataclass
-class _Probes:
-    """Per kind: plain steps since it last drafted, and the gap before its next probe (a
-    lookup that found nothing this step must not reset the probes of one that did). Probes
-    of a kind space out, the gap doubling each time one does not pay (up to a bound)."""
-
-    streak: dict[str, int] = field(default_factory=dict)
-    gap: dict[str, int] = field(default_factory=dict)
-
-    def drafted(self, kind: str) -> None:
-        self.streak[kind] = 0
-        self.gap[kind] = FIRST_PROBE_GAP
-
-    def probe_now(self, kind: str) -> bool:
-        """Another step in which plain decoding wins for this kind: whether to probe it."""
-        streak = self.streak.get(kind, 0) + 1
-        gap = self.gap.get(kind, FIRST_PROBE_GAP)
-        if streak < gap:
-            self.streak[kind] = streak
-            return False
-        self.streak[kind] = 0
-        self.gap[kind] = min(2 * gap, MAX_PROBE_GAP)
-        return True
-
-
 class DraftLengthController:
     """Fixed k, or adaptive k that drops to plain decoding when drafting does not pay."""
 
     def __init__(self, draft_max: int, adaptive: bool, curve: VerifyCostCurve | None = None,
                  free_kinds_shadowed: bool = False, price_plain: bool = False,
-                 draft_cost: float | None = None) -> None:
+                 draft_cost: float | None = None,
+                 options: ControllerOptions = DEFAULT_OPTIONS) -> None:
         """free_kinds_shadowed: the caller checks the drafts of free kinds it did not verify
         against the output (app.engine.session.ShadowCheck) and reports their verdicts, so they
         need no probes. price_plain: with fixed k, take a plain step now and then (RULE_MEASURE)
         so that drafting can be priced against plain decoding from this run's own passes.
-        draft_cost: a draft token's price known beforehand (replays, tests); runs learn it."""
+        draft_cost: a draft token's price known beforehand (replays, tests); runs learn it.
+        options: the controller's constants (replays move them)."""
         self.draft_max = draft_max
         self.adaptive = adaptive
         self.free_kinds_shadowed = free_kinds_shadowed
@@ -186,13 +84,13 @@ class DraftLengthController:
         # replays and tests that price from a given curve and draft cost set this: passes
         # then teach acceptance only, never prices
         self.fixed_prices = False
-        self.min_gain = MIN_GAIN
+        self.options = options
         self.estimates: dict[str, AcceptanceEstimate] = {}  # by DraftKind.name
         self.costs: dict[str, PassCost] = {}
-        self.probes = _Probes()
-        self._draft_times: dict[str, deque[float]] = {}  # per kind: seconds per drafted token
+        self.probes = ProbeSchedule(options)
         self._probing = False
         self._measuring = False  # this step times a pass: it drafts the k chosen, no less
+        self._copy: CopyEvidence | None = None  # the copy this step prices (decide's)
         # whether the machine is busy now (a session asks its app.engine.cores.CoreShare)
         self.machine_busy: Callable[[], bool] = machine_busy
 
@@ -201,7 +99,8 @@ class DraftLengthController:
     def estimate(self, kind: DraftKind) -> AcceptanceEstimate:
         """How often this kind is accepted, per position (its prior, before any pass)."""
         known = self.estimates.get(kind.name)
-        return known if known is not None else AcceptanceEstimate(kind.prior, self.draft_max)
+        return known if known is not None else AcceptanceEstimate(kind.prior, self.draft_max,
+                                                                options=self.options)
 
     def pass_cost(self, kind: DraftKind) -> PassCost:
         known = self.costs.get(kind.name)
@@ -220,11 +119,12 @@ class DraftLengthController:
                 if not self.curve.can_price(cost.pass_size(k)) or (k and not cost.priced)]
 
     def _pricing(self, kind: DraftKind, top: int, accept_at: Sequence[float] | None = None
-                 ) -> _Pricing:
-        cost, curve = self.pass_cost(kind), self.curve.current()
-        accept = self.estimate(kind).accept_at[:top] if accept_at is None else accept_at
-        return _Pricing(expected_tokens_for_each_k(accept),
-                        [cost.seconds(k, curve) for k in range(top + 1)])
+                 ) -> Pricing:
+        if accept_at is None:
+            estimate = self.estimate(kind)
+            accept_at = estimate.accept_at[:top] if self._copy is None else copy_accept_at(
+                self._copy, estimate.accept_at[:top], estimate.pool_seen, self.options)
+        return Pricing.of(accept_at, self.pass_cost(kind), self.curve.current())
 
     def rates(self, kind: DraftKind, top: int | None = None) -> np.ndarray:
         """Expected tokens per second of a pass that drafts k, for k = 0..top."""
@@ -234,16 +134,16 @@ class DraftLengthController:
     def best_k(self, kind: DraftKind, limit: int | None = None) -> int:
         """The k with the best expected rate, among k <= limit (near the end of the output
         a shorter draft may fit a cheaper pass size than the unlimited best cut short), or 0
-        where it beats plain decoding by less than MIN_GAIN."""
-        return paying_k(self.rates(kind, limit), self.min_gain)
+        where it beats plain decoding by less than the options' min_gain."""
+        return paying_k(self.rates(kind, limit), self.options.min_gain)
 
     def could_pay(self, kind: DraftKind, limit: int | None = None) -> int:
         """The best k (up to limit) if acceptance were near perfect, or 0 if even then
-        drafting would not gain MIN_GAIN (a probe that could at best break even, a 1-token
+        drafting would not gain min_gain (a probe that could at best break even, a 1-token
         guess where a 2-token pass costs 1.94 steps, only costs)."""
         top = self.draft_max if limit is None else min(limit, self.draft_max)
-        return paying_k(self._pricing(kind, top, [_OPTIMISTIC_ACCEPT] * top).rates,
-                        self.min_gain)
+        optimistic = [self.options.optimistic_accept] * top
+        return paying_k(self._pricing(kind, top, optimistic).rates, self.options.min_gain)
 
     def shadows(self, kind: DraftKind) -> bool:
         """Whether this kind's declined drafts are checked in shadow instead of probed."""
@@ -263,10 +163,12 @@ class DraftLengthController:
     # -- deciding --
 
     def decide(self, remaining: int, kind: DraftKind, copied: int = 0,
-               available: int | None = None) -> Decision:
+               available: int | None = None, copy: CopyEvidence | None = None) -> Decision:
         """The draft length for this step, and why. `copied`: how many of the last tokens the
         target wrote this kind's draft continues, in a row (a copy's evidence; 0 for others);
-        `available`: the most tokens the drafter has to offer now (Outlook.available)."""
+        `available`: the most tokens the drafter has to offer now (Outlook.available); `copy`:
+        a copy's source and match, which price its acceptance (app.engine.estimates)."""
+        self._copy = copy
         limit = max(0, min(self.draft_max, remaining - 1))
         if limit == 0:
             return Decision(RULE_END_OF_OUTPUT, 0, kind.name, 0)
@@ -288,7 +190,7 @@ class DraftLengthController:
             return self._explain(RULE_MEASURE, self._to_measure(kind, limit, unpriced), kind,
                                  limit, self._pricing(kind, limit))
         priced = self._pricing(kind, limit)
-        k = paying_k(priced.rates, self.min_gain)
+        k = paying_k(priced.rates, self.options.min_gain)
         self._probing = (k == 0 and not self.shadows(kind)
                          and self.probes.probe_now(kind.name))
         if self._probing:
@@ -298,7 +200,7 @@ class DraftLengthController:
             self.probes.drafted(kind.name)
         rule = RULE_PROBE if self._probing else RULE_BEST_RATE if k else RULE_NO_GAIN
         decision = self._explain(rule, k, kind, limit, priced)
-        decision.min_gain = self.min_gain
+        decision.min_gain = self.options.min_gain
         return decision
 
     def _plain_price_due(self) -> bool:
@@ -307,7 +209,8 @@ class DraftLengthController:
         if not self.price_plain:
             return False
         plain = self.curve.samples(1)
-        gap = PLAIN_REFRESH if plain.priced else PLAIN_EVERY if plain.warmed else 1
+        every = self.options.plain_refresh if plain.priced else self.options.plain_every
+        gap = every if plain.warmed else 1
         return self._since_plain > gap
 
     def _to_measure(self, kind: DraftKind, limit: int, unpriced: list[int]) -> int:
@@ -321,49 +224,31 @@ class DraftLengthController:
         return min(wanted, key=lambda k: len(self.curve.samples(cost.pass_size(k)).times))
 
     def _explain(self, rule: str, k: int, kind: DraftKind, limit: int,
-                 priced: _Pricing) -> Decision:
+                 priced: Pricing) -> Decision:
         """The decision with the figures it was made on: the kind's acceptance as priced,
         the evidence behind it, each k's pass cost and gain over a plain step."""
         if k == 0:
             self._since_plain = 0
         estimate = self.estimate(kind)
         low, high = estimate.interval()
-        cost = self.pass_cost(kind)
-        plain = self.curve.samples(1)
-        if rule == RULE_MEASURE or not self.adaptive and not self._fully_priced(kind, limit):
-            return Decision(
-                rule, k, kind.name, limit, acceptance=estimate.pooled(), acceptance_low=low,
-                acceptance_high=high, evidence=estimate.judged, prior=kind.prior,
-                accept_at=list(estimate.accept_at[:limit]),
-                measuring=cost.pass_size(k), samples=len(self.curve.samples(
-                    cost.pass_size(k)).times), plain_samples=len(plain.times),
-                refused=self.curve.refused, busy=self.machine_busy(),
-            )
-        rates = priced.rates
-        gains = rates / rates[0]
-        others = rates.copy()
-        others[k] = -np.inf
-        alternative = int(np.argmax(others)) if len(rates) > 1 else None
-        decision = Decision(
-            rule, k, kind.name, limit,
+        size, plain = self.pass_cost(kind).pass_size(k), self.curve.samples(1)
+        stated: dict[str, Any] = dict(
             acceptance=estimate.pooled(), acceptance_low=low, acceptance_high=high,
-            evidence=estimate.judged, prior=kind.prior,
-            plain_seconds=priced.seconds[0], pass_seconds=priced.seconds[k],
-            expected_tokens=float(priced.tokens[k]), gain=float(gains[k]),
-            accept_at=list(estimate.accept_at[:limit]), prices=list(priced.seconds),
-            draft_token_seconds=cost.draft_cost, plain_samples=len(plain.times),
-            refused=self.curve.refused, busy=self.machine_busy() or self.curve.busy(1),
-            stored_at=self.curve.stored_at if not plain.priced else None,
-        )
-        if alternative is not None:
-            decision.alternative_k = alternative
-            decision.alternative_gain = float(gains[alternative])
-            decision.alternative_seconds = priced.seconds[alternative]
-            decision.alternative_tokens = float(priced.tokens[alternative])
-        return decision
-
-    def _fully_priced(self, kind: DraftKind, limit: int) -> bool:
-        return not self.unpriced(kind, limit)
+            evidence=estimate.judged, prior=kind.prior, accept_at=list(priced.accept_at),
+            plain_samples=len(plain.times), refused=self.curve.refused)
+        if self._copy is not None:
+            stated.update(copy_source=self._copy.source, copy_match=self._copy.match,
+                          learnt_at=list(estimate.accept_at[:limit]),
+                          learnt_evidence=estimate.pool_seen)
+        if rule == RULE_MEASURE or not self.adaptive and self.unpriced(kind, limit):
+            return Decision(rule, k, kind.name, limit, measuring=size,
+                            samples=len(self.curve.samples(size).times),
+                            busy=self.machine_busy(), **stated)
+        return Decision(rule, k, kind.name, limit,
+                        draft_token_seconds=self.pass_cost(kind).draft_cost,
+                        busy=self.machine_busy() or self.curve.busy(1),
+                        stored_at=self.curve.stored_at if not plain.priced else None,
+                        **stated, **priced.figures(k))
 
     # -- learning --
 
@@ -379,23 +264,11 @@ class DraftLengthController:
             return timing
         self._register(kind)
         if outcome.pass_tokens and not self.fixed_prices:
-            self._learn_cost(kind, outcome)
+            self.costs[kind.name].learn(outcome.t_draft, outcome.draft_depth,
+                                        outcome.pass_tokens, not self._probing,
+                                        self.options.tree_average)
         self.estimates[kind.name].observe(outcome.verdicts)
         return timing
-
-    def _learn_cost(self, kind: DraftKind, outcome: PassOutcome) -> None:
-        cost = self.costs[kind.name]
-        depth = outcome.draft_depth
-        # a probe's draft time includes catching up on the tokens emitted while it sat idle,
-        # and a kind's first drafting pass the drafter's cold start: neither is a price
-        if not self._probing and kind.name in self._draft_times:
-            samples = self._draft_times[kind.name]
-            samples.append(outcome.t_draft / depth)
-            if len(samples) >= MIN_SAMPLES:  # a median: one cold or loaded pass moves nothing
-                cost.draft_cost, cost.priced = float(np.median(samples)), True
-        self._draft_times.setdefault(kind.name, deque(maxlen=RECENT_PASSES))
-        extra = (outcome.pass_tokens - depth - 1) / depth
-        cost.extra_per_level = (1 - _EMA) * cost.extra_per_level + _EMA * extra
 
     def _register(self, kind: DraftKind) -> None:
         if kind.name in self.estimates:
@@ -417,6 +290,6 @@ class DraftLengthController:
         dataclass with other fields), and the output repeating a phrase of its own goes its
         own way after it. Counted at all, even beside the verdicts, a long run drafted
         31-token passes that kept 2 (packaging/research/replay_suffix.py, replay_lookup.py)."""
-        run = min(float(copied), POOL_MEMORY)
+        run = min(float(copied), self.options.pool_memory)
         if kind.run_is_evidence and run:
             self.estimates[kind.name].raise_pool(run, run)

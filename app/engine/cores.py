@@ -25,11 +25,14 @@ from app.engine.records import THREADS_BUSY, THREADS_TRY, ThreadSwitch
 # passes that got less than this share of their cores ran on a busy machine (measured quiet
 # 0.92-1.00, busy 0.13-0.28, above)
 BUSY_SHARE = 0.75
-# verify passes judged together, by the median of their shares: one pass can stall on its own
-# (quiet, in the real-time class, one 83 ms pass among 25 ms ones got 0.36 of its cores)
+# verify passes are summed into samples of at least this much wall time: a process clock may
+# tick coarsely (every 15.6 ms on Windows), and a single short pass would read 0 or 2x its cores
+SAMPLE_SECONDS = 0.1
+# samples judged together, by the median of their shares: one pass can stall on its own (quiet,
+# in the real-time class, one 83 ms pass among 25 ms ones got 0.36 of its cores)
 WINDOW = 3
 # seconds on fewer threads before all of them are tried again; doubled after each try that
-# finds the machine still busy, up to LAST_TRY (a try costs WINDOW passes at 1.5x, above)
+# finds the machine still busy, up to LAST_TRY (a try costs WINDOW samples at 1.5x, above)
 FIRST_TRY = 8.0
 LAST_TRY = 64.0
 
@@ -41,14 +44,18 @@ class CoreShare:
     after FIRST_TRY seconds (then doubling) if a try's passes get their share."""
 
     def __init__(self, target: LanguageModel, clock: Callable[[], float] = time.monotonic,
-                 cpu_clock: Callable[[], float] = time.process_time) -> None:
+                 cpu_clock: Callable[[], float] = time.process_time,
+                 sample_seconds: float = SAMPLE_SECONDS) -> None:
         """clock: seconds, for when to try all threads again; cpu_clock: CPU seconds of the
-        whole process (every thread), read around each verify pass."""
+        whole process (every thread), read around each verify pass; sample_seconds: the wall
+        time of passes summed into one sample."""
         self.model = target if isinstance(target, ThreadedModel) else None
         self.governs = (self.model is not None and self.model.threads_auto
                         and target.device == "cpu" and self.model.n_threads > 1)
         self.clock, self.cpu_clock = clock, cpu_clock
-        self._window: deque[float] = deque(maxlen=WINDOW)  # the last passes' shares
+        self.sample_seconds = sample_seconds
+        self._sample = (0.0, 0.0)  # wall and CPU seconds of the passes not yet in a sample
+        self._window: deque[float] = deque(maxlen=WINDOW)  # the last samples' shares
         self.share: float | None = None  # the median of a full window; None: none measured yet
         self._wait = FIRST_TRY
         self._next_try = 0.0
@@ -77,6 +84,11 @@ class CoreShare:
             return None
         assert self.model is not None
         threads = self.model.threads_now
+        wall, cpu = self._sample[0] + wall, self._sample[1] + cpu
+        self._sample = (wall, cpu)
+        if wall < self.sample_seconds:
+            return None
+        self._sample = (0.0, 0.0)
         self._window.append(cpu / (wall * threads))
         if len(self._window) < WINDOW:
             return None
@@ -108,3 +120,4 @@ class CoreShare:
         assert self.model is not None
         self.model.limit_threads(threads)
         self._window.clear()
+        self._sample = (0.0, 0.0)

@@ -1,8 +1,22 @@
 """Acceptance as the controller learns it: per kind of draft and per draft position, with its
 95% interval, and the rule that ends a draft model's draft on its own confidence.
 
-Each constant below with its measurement: docs/ablation.md replays the demo target's recorded
-outputs with the constant moved one way and the other.
+Their constants come from a ControllerOptions (app.engine.controller_options).
+
+A copy's acceptance (copy_accept_at) is predicted from what the copy knows before it is judged:
+where it was copied from (the prompt, this output, an earlier run's output) and how many tokens
+of the context its source agrees with (its match, or a prompt copy's run since the last edit),
+which grows by one at each further draft position. A copy of the prompt (code asked back) goes
+on for lines once it has matched a few tokens; a copy of this output or of an earlier answer
+breaks every few lines at a value that differs, however long its match. Each position's
+prediction is the rate measured for copies of that source and run (RATES), weighed against what
+the kind's own verdicts taught the controller in this run (AcceptanceEstimate: its pooled
+evidence, in tokens), with w the options' copy_rate_tokens:
+
+    a_j = (w * rate(source, match + j) + evidence * learnt_j) / (w + evidence)
+
+A Decision records the source, the match, the learnt rates and their evidence beside the
+accept_at it priced, so app.analysis.decision_audit reproduces every a_j.
 """
 
 from __future__ import annotations
@@ -11,19 +25,10 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-_Z95 = 1.959964  # the normal quantile of a 95% interval
+from app.engine.controller_options import DEFAULT_OPTIONS, ControllerOptions
+from app.engine.records import COPIED_FROM_MEMORY, COPIED_FROM_OUTPUT, COPIED_FROM_PROMPT
 
-# pooled counts fade per judged token (a memory of about 32 tokens, however they came: 32
-# one-token passes or half of one long copy; 16: suffix repetitive -1.0%, 64: -0.2%); each
-# position's own counts fade per pass (0.6: suffix repetitive -2.0%, 0.9: within 0.3%)
-POOL_DECAY_PER_TOKEN = 1 - 1 / 32
-POOL_MEMORY = 1 / (1 - POOL_DECAY_PER_TOKEN)  # what decayed counts add up to at most
-_POSITION_DECAY = 0.8
-# the kind's prior, in tokens, inside the pooled rate (0.5: ngram edit -7.6%, 2: -9.6%)
-_PRIOR_WEIGHT = 1.0
-# the pooled rate, in observations, inside a position's estimate (2: ngram edit -2.0%, 8:
-# -2.2%)
-_POOL_WEIGHT = 4.0
+_Z95 = 1.959964  # the normal quantile of a 95% interval
 
 
 def wilson_interval(hits: int, n: int) -> tuple[float, float]:
@@ -41,7 +46,7 @@ class AcceptanceEstimate:
     """a_i, the chance that draft position i of one kind is accepted once reached, for
     positions 0..positions-1 (it captures acceptance correlated along a draft, as in copying,
     which a single alpha does not). Hierarchical: a pooled rate over all positions (decayed
-    counts, the kind's prior worth _PRIOR_WEIGHT tokens) is the prior of each position's own
+    counts, the kind's prior worth options.prior_weight tokens) is the prior of each position's own
     decayed counts, and stands alone for positions never reached. `judged` and `judged_hits`
     count every verdict undecayed: the evidence behind the estimate."""
 
@@ -54,6 +59,7 @@ class AcceptanceEstimate:
     pool_seen: float = 0.0
     judged: int = 0
     judged_hits: int = 0
+    options: ControllerOptions = field(default=DEFAULT_OPTIONS, repr=False)
 
     def __post_init__(self) -> None:
         for counts in (self.hits_at, self.seen_at):
@@ -65,7 +71,8 @@ class AcceptanceEstimate:
 
     def pooled_from(self, hits: float, seen: float) -> float:
         """The pooled rate these counts give with this kind's prior."""
-        return (hits + _PRIOR_WEIGHT * self.prior) / (seen + _PRIOR_WEIGHT)
+        weight = self.options.prior_weight
+        return (hits + weight * self.prior) / (seen + weight)
 
     def interval(self) -> tuple[float, float]:
         return wilson_interval(self.judged_hits, self.judged)
@@ -75,11 +82,12 @@ class AcceptanceEstimate:
         judged = list(accepted[: self.positions])
         # every position fades each pass, reached or not: an estimate that once fell low would
         # otherwise keep k below that position and never be corrected (it returns to the pool)
+        decay = self.options.position_decay
         for i in range(self.positions):
             hit = judged[i] if i < len(judged) else None
-            self.seen_at[i] = _POSITION_DECAY * self.seen_at[i] + (hit is not None)
-            self.hits_at[i] = _POSITION_DECAY * self.hits_at[i] + bool(hit)
-        fade = POOL_DECAY_PER_TOKEN ** len(judged)
+            self.seen_at[i] = decay * self.seen_at[i] + (hit is not None)
+            self.hits_at[i] = decay * self.hits_at[i] + bool(hit)
+        fade = self.options.pool_decay_per_token ** len(judged)
         self.pool_seen = fade * self.pool_seen + len(judged)
         self.pool_hits = fade * self.pool_hits + sum(judged)
         self.judged += len(judged)
@@ -94,8 +102,8 @@ class AcceptanceEstimate:
             self._estimate()
 
     def _estimate(self) -> None:
-        pooled = self.pooled()
-        self.accept_at = [(hits + _POOL_WEIGHT * pooled) / (seen + _POOL_WEIGHT)
+        pooled, weight = self.pooled(), self.options.pool_weight
+        self.accept_at = [(hits + weight * pooled) / (seen + weight)
                           for hits, seen in zip(self.hits_at, self.seen_at, strict=True)]
 
 
@@ -141,3 +149,49 @@ class ConfidenceStop:
                 self.stopped = False
                 break
         return not self.stopped
+
+
+# Per source, the share of draft tokens accepted at each run (the match plus the draft
+# position), from a run of at least the bucket's bound: every position of every copy the app's
+# suffix drafter offered over the Xeon's recordings of the repetitive session and the edits
+# (docs/ablation-data/rep-all.json, edit-all.json: 39,000 judged positions), each drafted 64
+# deep (packaging/research/copy_pricing_fit.py prints them). The verbatim workload and prose
+# and fresh code were left out of the fit, to check it on.
+RUN_BOUNDS = (0, 3, 6, 12, 24)
+RATES: dict[str, tuple[float, ...]] = {
+    COPIED_FROM_PROMPT: (0.71, 0.87, 0.98, 0.97, 0.98),
+    COPIED_FROM_OUTPUT: (0.36, 0.79, 0.85, 0.94, 0.91),
+    COPIED_FROM_MEMORY: (0.92, 0.75, 0.89, 0.88, 0.85),
+}
+
+
+@dataclass(frozen=True)
+class CopyEvidence:
+    """What a copy knows before it is judged: its source (records.COPIED_FROM_*) and how many
+    of the context's last tokens its source agrees with."""
+
+    source: str
+    match: int
+
+
+def measured_rate(source: str, run: int) -> float | None:
+    """The measured acceptance of a copy of `source` at this run (None: never measured)."""
+    rates = RATES.get(source)
+    if rates is None:
+        return None
+    bucket = max(i for i, bound in enumerate(RUN_BOUNDS) if run >= bound)
+    return rates[bucket]
+
+
+def copy_accept_at(copy: CopyEvidence, learnt: Sequence[float], evidence: float,
+                   options: ControllerOptions = DEFAULT_OPTIONS) -> list[float]:
+    """Each draft position's predicted acceptance: the measured rate of copies of this source
+    at the run it reaches (worth options.copy_rate_tokens judged tokens), weighed against
+    `learnt` (the kind's own rates) by `evidence`."""
+    weight = options.copy_rate_tokens
+    predicted = []
+    for j, rate in enumerate(learnt):
+        measured = measured_rate(copy.source, copy.match + j)
+        predicted.append(rate if measured is None else
+                         (weight * measured + evidence * rate) / (weight + evidence))
+    return predicted

@@ -155,7 +155,7 @@ class Decision:
     alternative_tokens: float | None = None  # its E(k)
     min_gain: float | None = None  # the margin a k had to beat plain decoding by
     # the pass may draft up to this many tokens, its draft ending on the draft model's own
-    # confidence (app.engine.adaptive.ConfidenceStop); None: it drafts k
+    # confidence (app.engine.estimates.ConfidenceStop); None: it drafts k
     stop_limit: int | None = None
     # acceptance as priced at each draft position (position i once i-1 passed): E(k) is
     # 1 + a0 + a0 a1 + ... over the first k of them
@@ -168,6 +168,12 @@ class Decision:
     refused: int = 0  # pass timings refused so far as stalled (app.engine.cost_curve)
     busy: bool = False  # the machine was busy, or a price's samples were taken while it was
     stored_at: float | None = None  # the plain step priced from a curve stored at this time
+    # a copy's acceptance (app.engine.estimates): its source and match, and the kind's own
+    # rates at each position with the evidence behind them, that accept_at was priced from
+    copy_source: str | None = None
+    copy_match: int | None = None
+    learnt_at: list[float] | None = None
+    learnt_evidence: float | None = None
     # RULE_MEASURE: the pass size being timed, and its kept samples before this pass
     measuring: int | None = None
     samples: int | None = None
@@ -215,7 +221,7 @@ class StepRecord:
     # tokens the target read in this pass (0: k + 1, as in a chain step); a tree pass reads
     # every node, and may re-read committed tokens the previous tree step left uncached
     pass_tokens: int = 0
-    # the draft model's confidence ended this draft (app.engine.adaptive.ConfidenceStop): the
+    # the draft model's confidence ended this draft (app.engine.estimates.ConfidenceStop): the
     # estimated chance, then, that every drafted token passes; None: it ran to its length or to
     # an EOS
     stop_chance: float | None = None

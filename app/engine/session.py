@@ -22,6 +22,7 @@ from app.engine.drafters import (
     DraftKind,
     Outlook,
     mark_judged,
+    written_copy,
 )
 from app.engine.metrics import RunStats
 from app.engine.protocol import LanguageModel, returns_hidden
@@ -98,7 +99,7 @@ class Session:
                     if curve.stored_at else "earlier")
             return curve.cost(1), (f"the curve stored from quiet runs ({when}), scaled by this "
                                    f"run's passes ({curve.load:.2f}x)")
-        return None, (f"nothing: {len(plain.times)} plain step(s) kept, a price needs "
+        return None, (f"this run kept {len(plain.times)} plain step(s), a price needs "
                       f"{MIN_SAMPLES}, and no curve is stored for this model")
 
     def summary(
@@ -170,7 +171,8 @@ class Session:
             # only what the target wrote is evidence of a copy, not the prompt's own words
             copied = min(outlook.copied, len(self.output_ids))
             decision = self.controller.decide(remaining, outlook.kind, copied,
-                                              outlook.available)
+                                              outlook.available,
+                                              written_copy(outlook, len(self.output_ids)))
             k = decision.k
             self._shadow.offer(self.controller, drafter, outlook, k, context,
                                len(self.output_ids), remaining, params, self._shadow_rng)

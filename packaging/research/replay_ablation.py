@@ -14,8 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager, contextmanager
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -27,13 +26,14 @@ from replay_lookup import DEMO_CURVE, add_curve_option, replay, use_curve  # noq
 from replay_suffix import SUITES, Tally, _Vocab, recall  # noqa: E402
 from replay_suffix import replay as replay_tally  # noqa: E402
 
-from app.engine import adaptive, estimates  # noqa: E402
-from app.engine.adaptive import AcceptanceEstimate, DraftLengthController  # noqa: E402
+from app.engine.adaptive import DraftLengthController  # noqa: E402
+from app.engine.controller_options import ControllerOptions  # noqa: E402
 from app.engine.cost_curve import VerifyCostCurve  # noqa: E402
 from app.engine.drafters import DraftKind  # noqa: E402
 from app.engine.drafters.lookup import block_limit  # noqa: E402
 from app.engine.drafters.lookup.edits import EditAwareLookup  # noqa: E402
 from app.engine.drafters.suffix import RememberedRun, SuffixDrafter, memory_buffer  # noqa: E402
+from app.engine.estimates import AcceptanceEstimate  # noqa: E402
 from app.runs import remembered_tokens  # noqa: E402
 
 Make = Callable[[int], DraftLengthController]
@@ -107,16 +107,15 @@ class _PooledEstimate(AcceptanceEstimate):
 class _NoBins(DraftLengthController):
     def estimate(self, kind: DraftKind) -> AcceptanceEstimate:
         known = self.estimates.get(kind.name)
-        return known if known is not None else _PooledEstimate(kind.prior, self.draft_max)
+        return known if known is not None else _PooledEstimate(kind.prior, self.draft_max,
+                                                               options=self.options)
 
 
-def _subclass(cls: type[DraftLengthController], **attrs: Any) -> Make:
+def _subclass(cls: type[DraftLengthController], **options: Any) -> Make:
+    """The controller `cls` with these ControllerOptions moved from their defaults."""
     def make(draft_max: int) -> DraftLengthController:
-        ctl = cls(draft_max, adaptive=True, curve=VerifyCostCurve(dict(DEMO_CURVE)),
-                  free_kinds_shadowed=True)
-        for name, value in attrs.items():
-            setattr(ctl, name, value)
-        return ctl
+        return cls(draft_max, adaptive=True, curve=VerifyCostCurve(dict(DEMO_CURVE)),
+                   free_kinds_shadowed=True, options=ControllerOptions(**options))
     return make
 
 
@@ -139,41 +138,20 @@ def _v5_sizes(draft_max: int) -> DraftLengthController:
         {n: DEMO_CURVE[n] for n in V5_SIZES if n in DEMO_CURVE}), free_kinds_shadowed=True)
 
 
-# the estimate's constants, each moved one way and the other (module globals, set while the
-# variant replays)
-PATCHES: dict[str, dict[str, float]] = {
-    "pool memory 16 tokens (not 32)": {"POOL_DECAY_PER_TOKEN": 1 - 1 / 16, "POOL_MEMORY": 16},
-    "pool memory 64 tokens": {"POOL_DECAY_PER_TOKEN": 1 - 1 / 64, "POOL_MEMORY": 64},
-    "pool memory 128 tokens": {"POOL_DECAY_PER_TOKEN": 1 - 1 / 128, "POOL_MEMORY": 128},
-    "position decay 0.6 (not 0.8)": {"_POSITION_DECAY": 0.6},
-    "position decay 0.9": {"_POSITION_DECAY": 0.9},
-    "prior weight 0.5 token (not 1)": {"_PRIOR_WEIGHT": 0.5},
-    "prior weight 2 tokens": {"_PRIOR_WEIGHT": 2.0},
-    "pool weight 2 (not 4)": {"_POOL_WEIGHT": 2.0},
-    "pool weight 8": {"_POOL_WEIGHT": 8.0},
+# the estimate's constants (ControllerOptions), each moved one way and the other
+OPTION_VARIANTS: dict[str, dict[str, float]] = {
+    "pool memory 16 tokens (not 32)": {"pool_memory": 16},
+    "pool memory 64 tokens": {"pool_memory": 64},
+    "pool memory 128 tokens": {"pool_memory": 128},
+    "position decay 0.6 (not 0.8)": {"position_decay": 0.6},
+    "position decay 0.9": {"position_decay": 0.9},
+    "prior weight 0.5 token (not 1)": {"prior_weight": 0.5},
+    "prior weight 2 tokens": {"prior_weight": 2.0},
+    "pool weight 2 (not 4)": {"pool_weight": 2.0},
+    "pool weight 8": {"pool_weight": 8.0},
 }
-for _name in PATCHES:
-    VARIANTS[_name] = _app
-
-
-@contextmanager
-def constants_set(values: dict[str, Any]) -> Iterator[None]:
-    """The controller's named constants (app.engine.adaptive, app.engine.estimates: each where
-    it lives) set to `values` for the block (replay_draft.py moves them too)."""
-    homes = {attr: adaptive if hasattr(adaptive, attr) and attr not in vars(estimates)
-             else estimates for attr in values}
-    saved = {attr: getattr(homes[attr], attr) for attr in values}
-    for attr, value in values.items():
-        setattr(homes[attr], attr, value)
-    try:
-        yield
-    finally:
-        for attr, value in saved.items():
-            setattr(homes[attr], attr, value)
-
-
-def patched(name: str) -> AbstractContextManager[None]:
-    return constants_set(PATCHES.get(name, {}))
+for _name, _options in OPTION_VARIANTS.items():
+    VARIANTS[_name] = _subclass(DraftLengthController, **_options)
 
 
 def full_cost(n: int) -> float:
@@ -241,9 +219,8 @@ def main(argv: list[str] | None = None) -> int:
           + " | ".join(f"suffix {s}" for s in suites) + " |")
     for name in args.variant or list(VARIANTS):
         make = VARIANTS[name]
-        with patched(name):
-            lookup = run_lookup(rows, make, args.draft_max)
-            suffix = run_suffix(rows, make, args.draft_max, limit)
+        lookup = run_lookup(rows, make, args.draft_max)
+        suffix = run_suffix(rows, make, args.draft_max, limit)
         cells = [f"{lookup[s].plain / lookup[s].seconds:.3f}" for s in suites]
         cells += [f"{suffix[s].plain / suffix[s].seconds:.3f}" for s in suites]
         print(f"| {name:44} | " + " | ".join(cells) + " |", flush=True)

@@ -24,7 +24,6 @@ import argparse
 import json
 import sys
 from collections.abc import Callable
-from contextlib import AbstractContextManager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -34,15 +33,15 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from replay_ablation import PATCHES as ESTIMATE_PATCHES  # noqa: E402
-from replay_ablation import constants_set  # noqa: E402
+from replay_ablation import OPTION_VARIANTS as ESTIMATE_OPTIONS  # noqa: E402
 from replay_lookup import DEMO_CURVE, read_curve  # noqa: E402
 
-from app.engine import adaptive  # noqa: E402
 from app.engine.adaptive import DraftLengthController, PassOutcome  # noqa: E402
+from app.engine.controller_options import ControllerOptions  # noqa: E402
 from app.engine.cost_curve import VerifyCostCurve, interpolate  # noqa: E402
 from app.engine.drafters import DraftKind  # noqa: E402
 from app.engine.drafters.draft_model import DRAFT_MODEL  # noqa: E402
+from app.engine.estimates import AcceptanceEstimate, ConfidenceStop  # noqa: E402
 from app.engine.sampling import SamplingParams, process  # noqa: E402
 
 DRAFT_MAX = 8  # the CLI's default for a draft model
@@ -187,7 +186,7 @@ class _QBins:
         return float((self.hits[b] + 2.0 * _CENTRES[b]) / (self.seen[b] + 2.0))
 
 
-class _BinnedStop(adaptive.ConfidenceStop):
+class _BinnedStop(ConfidenceStop):
     bins: _QBins
 
     def keep_drafting(self, drafted: int, q: float) -> bool:
@@ -201,7 +200,7 @@ class _WithQBins(DraftLengthController):
         super().__init__(*args, **kwargs)
         self.bins = _QBins()
 
-    def confidence_stop(self, kind: DraftKind, remaining: int) -> adaptive.ConfidenceStop | None:
+    def confidence_stop(self, kind: DraftKind, remaining: int) -> ConfidenceStop | None:
         stop = super().confidence_stop(kind, remaining)
         if stop is None:
             return None
@@ -219,29 +218,28 @@ class _NoProbes(DraftLengthController):
 class _Prior(DraftLengthController):
     prior = 0.5
 
-    def estimate(self, kind: DraftKind) -> adaptive.AcceptanceEstimate:
+    def estimate(self, kind: DraftKind) -> AcceptanceEstimate:
         return super().estimate(replace(kind, prior=self.prior))
 
 
-class _PooledEstimate(adaptive.AcceptanceEstimate):
+class _PooledEstimate(AcceptanceEstimate):
     def _estimate(self) -> None:
         self.accept_at = [self.pooled()] * self.positions
 
 
 class _NoPositions(DraftLengthController):
-    def estimate(self, kind: DraftKind) -> adaptive.AcceptanceEstimate:
+    def estimate(self, kind: DraftKind) -> AcceptanceEstimate:
         known = self.estimates.get(kind.name)
-        return known if known is not None else _PooledEstimate(kind.prior, self.draft_max)
+        return known if known is not None else _PooledEstimate(kind.prior, self.draft_max,
+                                                               options=self.options)
 
 
-def _made(cls: type[DraftLengthController], **attrs: Any
+def _made(cls: type[DraftLengthController], **options: Any
           ) -> Callable[[float], DraftLengthController]:
+    """The controller `cls` with these ControllerOptions moved from their defaults."""
     def make(draft_cost: float) -> DraftLengthController:
-        ctl = cls(DRAFT_MAX, adaptive=True, curve=VerifyCostCurve(dict(DEMO_CURVE)),
-                  draft_cost=draft_cost)
-        for name, value in attrs.items():
-            setattr(ctl, name, value)
-        return ctl
+        return cls(DRAFT_MAX, adaptive=True, curve=VerifyCostCurve(dict(DEMO_CURVE)),
+                   draft_cost=draft_cost, options=ControllerOptions(**options))
     return make
 
 
@@ -265,23 +263,19 @@ VARIANTS: dict[str, Variant] = {
 }
 
 
-# the probes' and the estimate's constants, each moved one way and the other (module
-# globals of app.engine.adaptive, set while the variant replays)
-PATCHES: dict[str, dict[str, float]] = {
-    "first probe gap 4 (not 8)": {"FIRST_PROBE_GAP": 4},
-    "first probe gap 16": {"FIRST_PROBE_GAP": 16},
-    "max probe gap 32 (not 128)": {"MAX_PROBE_GAP": 32},
-    "max probe gap 512": {"MAX_PROBE_GAP": 512},
-    "probe at acceptance 0.9 (not 0.95)": {"_OPTIMISTIC_ACCEPT": 0.9},
-    "probe at acceptance 0.99": {"_OPTIMISTIC_ACCEPT": 0.99},
-    **ESTIMATE_PATCHES,  # the estimate's, as replay_ablation.py moves them
+# the probes' and the estimate's constants (ControllerOptions), each moved one way and the
+# other
+OPTION_VARIANTS: dict[str, dict[str, float]] = {
+    "first probe gap 4 (not 8)": {"first_probe_gap": 4},
+    "first probe gap 16": {"first_probe_gap": 16},
+    "max probe gap 32 (not 128)": {"max_probe_gap": 32},
+    "max probe gap 512": {"max_probe_gap": 512},
+    "probe at acceptance 0.9 (not 0.95)": {"optimistic_accept": 0.9},
+    "probe at acceptance 0.99": {"optimistic_accept": 0.99},
+    **ESTIMATE_OPTIONS,  # the estimate's, as replay_ablation.py moves them
 }
-for _name in PATCHES:
-    VARIANTS[_name] = (_app, True)
-
-
-def patched(name: str) -> AbstractContextManager[None]:
-    return constants_set(PATCHES.get(name, {}))
+for _name, _options in OPTION_VARIANTS.items():
+    VARIANTS[_name] = (_made(DraftLengthController, **_options), True)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -315,8 +309,7 @@ def main(argv: list[str] | None = None) -> int:
     for name in args.variant or list(VARIANTS):
         make, stop = VARIANTS[name]
         tallies = {s: Tally() for s in suites}
-        with patched(name):
-            run_all(data["rows"], make, stop, tallies, target_curve, draft_curve)
+        run_all(data["rows"], make, stop, tallies, target_curve, draft_curve)
         print(f"| {name} | " + " | ".join(tallies[s].cell() for s in suites) + " |",
               flush=True)
     return 0

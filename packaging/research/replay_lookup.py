@@ -35,7 +35,7 @@ from app.cli.bench_tasks import (  # noqa: E402
 )
 from app.engine.adaptive import DraftLengthController, PassOutcome  # noqa: E402
 from app.engine.cost_curve import VerifyCostCurve  # noqa: E402
-from app.engine.drafters import Budget, Drafter  # noqa: E402
+from app.engine.drafters import Budget, Drafter, written_copy  # noqa: E402
 from app.engine.drafters.lookup import PromptLookup  # noqa: E402
 from app.engine.drafters.lookup.edits import EditAwareLookup  # noqa: E402
 from app.engine.sampling import SamplingParams  # noqa: E402
@@ -137,7 +137,7 @@ def replay_passes(prompt: list[int], output: list[int], drafter: Drafter,
         remaining = len(output) - done
         outlook = drafter.outlook(context)
         k = controller.decide(remaining, outlook.kind, min(outlook.copied, done),
-                              outlook.available).k
+                              outlook.available, written_copy(outlook, done)).k
         shadow.offer(controller, drafter, outlook, k, context, done, remaining,
                      SamplingParams(), _NEVER_DRAWN)
         draft = drafter.propose(context, Budget(k), SamplingParams(), _NEVER_DRAWN) if k else None

@@ -14,7 +14,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from replay_lookup import DEMO_CURVE  # noqa: E402
 
-from app.engine.adaptive import POOL_MEMORY, DraftLengthController  # noqa: E402
+from app.engine.adaptive import DraftLengthController  # noqa: E402
+from app.engine.controller_options import ControllerOptions  # noqa: E402
 from app.engine.cost_curve import VerifyCostCurve  # noqa: E402
 from app.engine.decode_config import SuffixOptions  # noqa: E402
 from app.engine.drafters import Budget, Draft, Drafter, DraftKind, Outlook  # noqa: E402
@@ -37,7 +38,7 @@ class EvidenceInPlace(DraftLengthController):
     def _lift(self, kind: DraftKind, copied: int) -> None:
         super()._lift(kind, 0)
         if copied:
-            run = min(float(copied), POOL_MEMORY)
+            run = min(float(copied), self.options.pool_memory)
             self.estimates[kind.name].raise_pool(run, run)
 
 
@@ -196,8 +197,8 @@ def with_margin(base: type[DraftLengthController], margin: float) -> type[DraftL
         """Draft only where the expected rate beats plain decoding's by `margin`."""
 
         def __init__(self, *args: Any, **kwargs: Any) -> None:
-            super().__init__(*args, **kwargs)
-            self.min_gain = 1 + margin
+            super().__init__(*args, **kwargs,
+                             options=ControllerOptions(min_gain=1 + margin))
     return Margin
 
 

@@ -25,6 +25,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from app.engine.decode_config import DrafterOptions, StopRule, TreeShape
+from app.engine.estimates import CopyEvidence
 from app.engine.records import (
     CopySource,
     TokenRecord,
@@ -49,7 +50,7 @@ class DraftKind:
     # prior for every free kind did better than per-kind priors, docs/ablation.md); a draft
     # model declares 0.6 (0.5 drafted 2.2% slower in the replays of the demo draft)
     prior: float = 0.5
-    # its draft may end on its own confidence (app.engine.adaptive.ConfidenceStop): it pays a
+    # its draft may end on its own confidence (app.engine.estimates.ConfidenceStop): it pays a
     # step per token and knows how sure it was of each
     confident: bool = False
     # a copy's run (Outlook.copied) may take the place of this kind's pooled verdicts when
@@ -64,15 +65,24 @@ class Outlook:
     """What propose() would draft now: its kind, and for a copy, how many of the context's
     last tokens in a row equal the source text it continues (the copy's evidence), and how
     many tokens its draft would hold at most (None: as many as asked), so a pass is priced
-    at the size it will have, not the size asked for."""
+    at the size it will have, not the size asked for. `copy`: for a copy, where it was copied
+    from and its match (app.engine.estimates prices it from them)."""
 
     kind: DraftKind
     copied: int = 0
     available: int | None = None
+    copy: CopyEvidence | None = None
+
+
+def written_copy(outlook: Outlook, written: int) -> CopyEvidence | None:
+    """The outlook's copy with its match cut to the tokens the target wrote: only they are
+    evidence of a copy, not the prompt's own words (None: no copy)."""
+    copy = outlook.copy
+    return None if copy is None else CopyEvidence(copy.source, min(copy.match, written))
 
 
 class DraftStop(Protocol):
-    """Ends a draft model's draft on its own confidence (app.engine.adaptive.ConfidenceStop)."""
+    """Ends a draft model's draft on its own confidence (app.engine.estimates.ConfidenceStop)."""
 
     def keep_drafting(self, drafted: int, q: float) -> bool:
         """Asked after each drafted token, drawn with probability q: draft another?"""

@@ -23,7 +23,9 @@ import numpy as np
 
 from app.engine.decode_config import TreeShape
 from app.engine.drafters import EMPTY_DRAFT, Budget, Draft, Drafter, DraftKind, Outlook
+from app.engine.estimates import CopyEvidence
 from app.engine.protocol import LanguageModel
+from app.engine.records import COPIED_FROM_OUTPUT, COPIED_FROM_PROMPT
 from app.engine.sampling import SamplingParams
 from app.engine.tree import DraftTree, TreeBuilder
 
@@ -255,7 +257,12 @@ class LookupDrafter(Drafter):
         self._last = (-1, None)
 
     def outlook(self, context: list[int]) -> Outlook:
-        return Outlook(self.kind_for(context), self.copied(context))
+        found, copied = self.find(context), self.copied(context)
+        if found is None:
+            return Outlook(self.kind_for(context), copied)
+        in_output = self._prompt_length is not None and found.start >= self._prompt_length
+        source = COPIED_FROM_OUTPUT if in_output else COPIED_FROM_PROMPT
+        return Outlook(self.kind_for(context), copied, copy=CopyEvidence(source, copied))
 
     def has_draft(self, context: list[int]) -> bool:
         return self.find(context) is not None

@@ -42,6 +42,7 @@ from app.engine.drafters.lookup.edits import EditAwareLookup
 from app.engine.drafters.suffix.index import STRONG_MATCH, CandidateTree, SuffixCache, TreeBudget
 from app.engine.drafters.suffix.retry_copy import EarlierAnswer, Recall, RetryCopy
 from app.engine.drafters.suffix.tree import SuffixTree
+from app.engine.estimates import CopyEvidence
 from app.engine.protocol import LanguageModel
 from app.engine.records import COPIED_FROM_MEMORY, COPIED_FROM_PROMPT, CopySource
 from app.engine.sampling import SamplingParams
@@ -150,7 +151,9 @@ class SuffixDrafter(Drafter):
         if found is None or found.start >= self._cache.prompt_length:
             return None
         kind = self._prompt_copy.kind_for(context)
-        return None if kind is NGRAM_GUESS else Outlook(kind, self._prompt_copy.copied(context))
+        copied = self._prompt_copy.copied(context)
+        return None if kind is NGRAM_GUESS else Outlook(
+            kind, copied, copy=CopyEvidence(COPIED_FROM_PROMPT, copied))
 
     def _retry_outlook(self, context: list[int]) -> Outlook | None:
         """The retry copy's outlook while this output follows the earlier answer, else None."""
@@ -173,11 +176,12 @@ class SuffixDrafter(Drafter):
         if not self._cache.has_match():
             return Outlook(SUFFIX_GUESS, 0, 0)  # nothing to copy: nothing to price
         tree, available = self._likeliest(context)
+        copy = CopyEvidence(tree.node(0).label.kind, tree.match) if tree.tokens else None
         if tree.match >= STRONG_MATCH:
             # a copy's evidence is its match: a draft follows its match length (as
             # SuffixDecoding's)
-            return Outlook(SUFFIX_COPY, tree.match, available)
-        return Outlook(SUFFIX_GUESS, 0, available)
+            return Outlook(SUFFIX_COPY, tree.match, available, copy)
+        return Outlook(SUFFIX_GUESS, 0, available, copy)
 
     def has_draft(self, context: list[int]) -> bool:
         return self.outlook(context).available != 0

@@ -1,0 +1,78 @@
+"""The measured rates behind app.engine.estimates.RATES: at every output position of each
+recording where suffix decoding (the app's drafter, its memory holding the suite's earlier
+answers) offers a copy, its draft 64 deep, and per source and run bucket (the copy's match, cut
+to the tokens written, plus the draft position) the share of the draft positions reached that
+agree with the output.
+
+  python packaging/research/copy_pricing_fit.py [RECORDING.json ...]
+      (default: docs/ablation-data/rep-all.json and edit-all.json, the fit's)
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from replay_suffix import GREEDY, RNG, SUITES, at_every_position, load_limit  # noqa: E402
+
+from app.engine.drafters import Budget, written_copy  # noqa: E402
+from app.engine.drafters.suffix import SuffixDrafter  # noqa: E402
+from app.engine.estimates import RATES, RUN_BOUNDS  # noqa: E402
+
+DATA = Path(__file__).resolve().parents[2] / "docs/ablation-data"
+DEPTH = 64
+
+
+def counts(recordings: list[Path]) -> dict[tuple[str, int], list[int]]:
+    """(source, run bucket) -> [draft positions reached, of them agreeing]."""
+    tally: dict[tuple[str, int], list[int]] = {}
+
+    def measure(drafter: SuffixDrafter, context: list[int], output: list[int],
+                done: int) -> None:
+        copy = written_copy(drafter.outlook(context), done)
+        if copy is None:
+            return
+        tokens = drafter.propose(context, Budget(DEPTH), GREEDY, RNG).tokens
+        for j, token in enumerate(tokens):
+            if done + j >= len(output):
+                break
+            run = copy.match + j
+            bucket = max(b for b in RUN_BOUNDS if run >= b)
+            seen = tally.setdefault((copy.source, bucket), [0, 0])
+            seen[0] += 1
+            if token != output[done + j]:
+                break
+            seen[1] += 1
+
+    for recording in recordings:
+        rows = json.loads(recording.read_text())
+        for suite in SUITES:
+            suite_rows = [row for row in rows if row["suite"] == suite]
+            if suite_rows:
+                at_every_position(suite_rows, "app", load_limit(recording), DEPTH, measure)
+    return tally
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = argv if argv is not None else sys.argv[1:]
+    recordings = [Path(a) for a in args] or [DATA / "rep-all.json", DATA / "edit-all.json"]
+    tally = counts(recordings)
+    print("| source | " + " | ".join(f"run ≥ {b}" for b in RUN_BOUNDS) + " |")
+    print("|---|" + "---|" * len(RUN_BOUNDS))
+    for source in sorted({s for s, _ in tally}):
+        cells = []
+        for i, bound in enumerate(RUN_BOUNDS):
+            seen, agreed = tally.get((source, bound), [0, 0])
+            shipped = RATES.get(source)
+            cells.append(f"{agreed / seen:.2f} ({seen}; app {shipped[i]:.2f})" if seen and shipped
+                         else f"{agreed / seen:.2f} ({seen})" if seen else "–")
+        print(f"| {source} | " + " | ".join(cells) + " |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
