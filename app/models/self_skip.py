@@ -25,7 +25,7 @@ from app.engine.drafters.self_skip import SkipChoice, given_skip, parse_skip, se
 from app.engine.protocol import LanguageModel, LayerSkipModel
 from app.errors import SettingsError
 from app.models.loading import LoadedPair
-from app.paths import cache_dir, write_atomically
+from app.paths import read_cache, write_cache
 
 PROMPT_TAIL = 96  # the last tokens of each prompt searched on
 CONTINUATION = 32  # tokens of the target's own continuation searched on, per prompt
@@ -135,22 +135,9 @@ def _cache_key(target: LanguageModel, prompts: Sequence[Sequence[int]], what: st
                        stat.st_mtime_ns, text.hexdigest()[:16], CONTINUATION, what])
 
 
-def _cache_path() -> Path:
-    return cache_dir() / CACHE_NAME
-
-
 def _load_cache() -> dict[str, dict[str, Any]]:
-    try:
-        data = json.loads(_cache_path().read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    if not isinstance(data, dict) or data.get("version") != CACHE_VERSION:
-        return {}
-    entries = data.get("entries")
-    return entries if isinstance(entries, dict) else {}
+    return read_cache(CACHE_NAME, CACHE_VERSION)
 
 
 def _save_cache(entries: dict[str, dict[str, Any]]) -> None:
-    if len(entries) > MAX_CACHE_ENTRIES:
-        entries = dict(list(entries.items())[-MAX_CACHE_ENTRIES:])  # the newest
-    write_atomically(_cache_path(), json.dumps({"version": CACHE_VERSION, "entries": entries}))
+    write_cache(CACHE_NAME, CACHE_VERSION, entries, MAX_CACHE_ENTRIES)  # the newest
