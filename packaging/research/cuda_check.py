@@ -328,7 +328,8 @@ def identity_part(models: dict[str, Path], heads: Path, device: str,
         for name, draft_file, choice, scheme_config in schemes:
             config = replace(scheme_config, drafter=choice)
             spec = ModelSpec(target=target, draft=draft_file, backend="torch", device=device,
-                             batch_invariant=exact)
+                             batch_invariant=exact,
+                             self_skips=(choice.options.skip,) if choice.uses("self") else ())
             dtype_name = dtype or "default"
             try:  # a broken scheme is a finding, not the end of the run
                 with torch_dtype(dtype):
