@@ -235,3 +235,27 @@ def test_a_cost_model_speedup_the_measured_speed_contradicts_is_left_out(gguf_pa
     assert rows["cost-model speedup"].startswith("left out")
     summary["predicted_speedup"] = measured * 1.05
     assert dict(speedup_rows(stats, summary))["cost-model speedup"] == f"{measured * 1.05:.2f}x"
+
+
+def test_an_adaptive_bench_prices_the_pair_before_it_times_anything(gguf_files):
+    """bench's warm-up calibrates the verify curve and prices a draft token on the pair, so
+    its timed adaptive runs spend no pass on measuring (a calibrated bench's runs)."""
+    from app.analysis.measure import warm_up
+    from app.engine.decode_config import DrafterChoice
+    from app.models.loading import ModelSpec, load_pair
+    from app.runs import build_session
+
+    target, draft = gguf_files
+    pair = load_pair(ModelSpec(target=str(target), draft=str(draft), backend="llamacpp",
+                               device="cpu", n_ctx=512))
+    try:
+        config = DecodeConfig(n_predict=24, draft_max=6, adaptive=True, sampling=GREEDY,
+                              drafter=DrafterChoice(("draft",)))
+        prompt = pair.target.tokenize(PROMPT)
+        warm_up(pair, config, prompt)
+        assert len(pair.verify_curve.draft_samples(DRAFT_MODEL.name)) >= MIN_SAMPLES
+        session = build_session(pair, config, diagnostics=False)
+        steps = list(session.steps(prompt))
+        assert not any(s.decision.rule == RULE_MEASURE for s in steps)
+    finally:
+        pair.close()

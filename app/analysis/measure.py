@@ -8,6 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from app.analysis.divergence import MarginTap, TopTwo
+from app.engine.cost_curve import MIN_SAMPLES
 from app.engine.decode_config import DecodeConfig
 from app.engine.metrics import RunStats
 from app.models.loading import LoadedPair
@@ -72,18 +73,26 @@ def pair_ratios(plain: Tally, spec: Tally) -> list[float]:
 
 # tokens decoded before anything is timed
 WARM_UP_TOKENS = 4
+# the draft length of the passes that price a draft token before an adaptive bench (its price
+# per token does not depend on k; a longer pass only costs more on a CPU)
+PRICING_K = 4
 
 
 def warm_up(pair: LoadedPair, config: DecodeConfig, prompt_ids: list[int]) -> None:
     """Before anything is timed: a few tokens drafted and verified, not remembered (a model's
-    first passes are cold, and a drafting run warms the target and the draft alike); an
-    adaptive run's verify curve calibrated."""
-    session = build_session(pair, replace(config, n_predict=WARM_UP_TOKENS), plain=False,
-                            diagnostics=False, avoid_prompt=prompt_ids)
+    first passes are cold, and a drafting run warms the target and the draft alike). For an
+    adaptive run, the pair priced first as a calibrated bench should be: the verify curve
+    calibrated, then enough fixed-k drafting passes to price a draft token (the price is the
+    pair's, shared by its runs), so the timed runs spend no pass on measuring."""
+    tokens, k = WARM_UP_TOKENS, config.draft_max
+    if config.adaptive:
+        calibrate_pair(pair, config.draft_max)  # a new curve: before the draft is priced on it
+        k = min(config.draft_max, PRICING_K)
+        tokens = (MIN_SAMPLES + 2) * (k + 1)  # the first drafting pass is not kept
+    session = build_session(pair, replace(config, n_predict=tokens, adaptive=False, draft_max=k),
+                            plain=False, diagnostics=False, avoid_prompt=prompt_ids)
     for _ in session.steps(prompt_ids):
         pass
-    if config.adaptive:
-        calibrate_pair(pair, config.draft_max)
 
 
 Cancelled = Callable[[], bool]
