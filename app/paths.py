@@ -7,9 +7,11 @@ a packaged app can redirect all of it. Each function creates its folder on deman
 
 from __future__ import annotations
 
+import json
 import os
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import platformdirs
 
@@ -72,3 +74,24 @@ def write_atomically(path: str | os.PathLike[str], text: str, newline: str | Non
         Path(tmp).unlink(missing_ok=True)
         raise
     return target
+
+
+def read_cache(name: str, version: int) -> dict[str, dict[str, Any]]:
+    """The entries of the cache file `name` (in cache_dir()), or none where it is missing,
+    damaged or written by another version."""
+    try:
+        data = json.loads((cache_dir() / name).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(data, dict) or data.get("version") != version:
+        return {}
+    entries = data.get("entries")
+    return entries if isinstance(entries, dict) else {}
+
+
+def write_cache(name: str, version: int, entries: dict[str, dict[str, Any]],
+                keep: int) -> None:
+    """Write the cache file `name` atomically, with the last `keep` entries (in order)."""
+    kept = dict(list(entries.items())[-keep:])
+    write_atomically(cache_dir() / name, json.dumps({"version": version, "entries": kept},
+                                                    indent=1))

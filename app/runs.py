@@ -3,7 +3,7 @@ and decode settings become a drafter, a session and the trace header that descri
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -21,6 +21,7 @@ from app.engine.drafters import Drafter
 from app.engine.drafters.draft_model.vocab_bridge import VocabBridge
 from app.engine.drafters.heads import HeadsWeights
 from app.engine.drafters.registry import build_drafter, label
+from app.engine.drafters.self_skip import SkipChoice
 from app.engine.drafters.suffix import RememberedRun, memory_buffer
 from app.engine.drafters.suffix.retry_copy import EarlierAnswer
 from app.engine.drafters.suffix.tree import SuffixTree
@@ -29,6 +30,7 @@ from app.engine.session import Session
 from app.engine.trace import MODE_PLAIN, MODE_SPECULATIVE, TraceHeader, TraceWriter
 from app.errors import SettingsError
 from app.models.loading import LoadedPair
+from app.models.self_skip import settle_self_skip
 from app.versions import versions
 
 # the last prompt tokens kept before each remembered output, so that the memory can draft an
@@ -95,8 +97,11 @@ class PairSources:
         cross = self.pair.cross
         return None if cross is None else cross.bridge
 
-    def self_draft(self, n_layers: int) -> LanguageModel:
-        return self.pair.self_draft(n_layers)
+    def self_draft(self, skip: str) -> LanguageModel:
+        return self.pair.self_draft(skip)
+
+    def skip_choice(self, skip: str) -> SkipChoice | None:
+        return self.pair.skip_choices.get(skip)
 
     def heads(self, path: str) -> HeadsWeights:
         from app.models.draft_heads import load_heads
@@ -232,11 +237,18 @@ def prepare_run(
     chat: bool,
     plain: bool = False,
     extra_settings: dict[str, Any] | None = None,
+    progress: Callable[[str], None] | None = None,
 ) -> Run:
-    """Encode the prompt, check it fits, build the session and its trace header."""
+    """Encode the prompt, check it fits, build the session and its trace header (`progress`
+    hears of work before the run: a self-draft's choice of layers)."""
     prompt_ids = encode_prompt(pair.target, prompt, chat)
+    skip_choice = None
+    if not plain:  # a self-draft's layers, chosen on this prompt (cached per text)
+        config, skip_choice = settle_self_skip(pair, config, [prompt_ids], progress)
     session = build_session(pair, config, plain)
     session.check_prompt(prompt_ids)
+    if skip_choice is not None:
+        extra_settings = {**(extra_settings or {}), "self_skip": skip_choice.to_dict()}
     header = trace_header(pair, session.config, prompt, len(prompt_ids), chat,
                           plain=session.drafter is None, extra_settings=extra_settings)
     return Run(session, prompt_ids, header)

@@ -16,6 +16,7 @@ import numpy as np
 from backends.base import BackendError
 from backends.llamacpp_load import load_weights
 from backends.llamacpp_runtime import llamacpp_available, silence_logs
+from backends.llamacpp_skip import SkipScorer
 from backends.llamacpp_text import LlamaCppText
 from backends.llamacpp_threadpool import DEFAULT_POLL, Threadpool
 from backends.llamacpp_threads import follow_limit, limit_threads, threads_for
@@ -167,6 +168,16 @@ class LlamaCppModel(LlamaCppText):
     @property
     def n_embd(self) -> int:
         return int(self._ll.llama_model_n_embd(self._model))
+
+    @property
+    def n_layers(self) -> int:
+        return int(self._ll.llama_model_n_layer(self._model))
+
+    def skip_scorer(self) -> SkipScorer:
+        """This model with layers left out, for a self-draft's search (backends.llamacpp_skip):
+        a context of its own on these weights, freed by its close()."""
+        return SkipScorer(self._ll, self._model, self.n_layers, self.n_vocab, self.n_threads,
+                          self.path)
 
     def output_rows(self, ids: Sequence[int]) -> np.ndarray:
         """Read from the file with the gguf package: output.weight, or the token embeddings

@@ -15,9 +15,12 @@ machine took 0.8-9.5 s beside the test suite. Measured with packaging/research/b
   OMP_WAIT_POLICY=passive   1.43x     1.15x     |                    151 ms    612 ms
   1 thread                  1.57x     1.79x     |                    141 ms    607 ms
 
-So the engine's processes start with a short spin (engine_process_env: free on a quiet
-machine, 5x faster on a busy one), and the engine decodes on fewer threads while the machine
-is busy (app.engine.cores; limit_threads here applies it to every context of the process).
+So an engine process started while the machine is busy gets a short spin (engine_process_env:
+5x faster passes beside the test suite); one started on a quiet machine keeps libgomp's default
+(timed outside the real-time class, quiet, in bench runs of the demo target side by side, the
+short spin made plain decoding 0.96x: docs/benchmarks.md). The engine also decodes on fewer
+threads while the machine is busy (app.engine.cores; limit_threads here applies it to every
+context of the process).
 A threadpool's polling level (backends.llamacpp_threadpool) changes nothing in an OpenMP
 build: its threads are OpenMP's, and it polls only between graphs.
 """
@@ -28,17 +31,18 @@ from collections.abc import Mapping
 from typing import Any
 
 OMP_VARIABLES = ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")
-# spins at a barrier before a thread sleeps: as fast as libgomp's default on a quiet machine
-# (0.98-1.00x, above), a fifth of its time per pass on a busy one; 300 measured the same
+# spins at a barrier before a thread sleeps on a busy machine: a fifth of libgomp's default
+# time per pass there (above); 300 measured the same
 SPIN_COUNT = 1000
 
 _limit: int | None = None  # at most this many threads per pass in this process (None: any)
 
 
-def engine_process_env(environ: Mapping[str, str]) -> dict[str, str]:
+def engine_process_env(environ: Mapping[str, str], busy: bool) -> dict[str, str]:
     """Variables to start a process that decodes with llama.cpp with (libgomp reads them once,
-    when it loads): a short spin, unless the user chose a wait policy of their own."""
-    if any(name in environ for name in OMP_VARIABLES):
+    when it loads): a short spin where the machine is `busy` as the process starts, unless the
+    user chose a wait policy of their own."""
+    if not busy or any(name in environ for name in OMP_VARIABLES):
         return {}
     return {"GOMP_SPINCOUNT": str(SPIN_COUNT)}
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 import inspect
 import os
 from collections.abc import Sequence
@@ -13,6 +12,7 @@ import numpy as np
 
 from backends.base import BackendError, pick_device
 from backends.torch_runtime import attention_kernels, dtype_for, torch_available, torch_devices
+from backends.torch_skip import TorchSkipDraft, TorchSkipScorer
 
 _PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt")
 
@@ -336,22 +336,12 @@ class TorchModel:
     def n_layers(self) -> int:
         return int(self.model.config.num_hidden_layers)
 
-    def early_exit(self, n_layers: int) -> TorchModel:
-        """This model's first n_layers decoder layers, then its final norm and output head, as
-        a model of its own: the same weight tensors (no copy), its own KV cache for those
-        layers. The caller keeps this model open while the view is in use."""
-        if not 1 <= n_layers < self.n_layers:
-            raise BackendError(
-                f"{self.name} has {self.n_layers} layers; a self-draft needs 1 to "
-                f"{self.n_layers - 1} of them (got {n_layers})"
-            )
-        view = copy.copy(self)
-        view.model = _first_layers(self.model, n_layers)
-        view.name = f"{self.name} · first {n_layers} of {self.n_layers} layers"
-        view._cache = self._cache_cls()
-        view._n_cached = 0
-        view._text_cache = self._text_cache
-        return view
+    def skip_draft(self, skip: frozenset[int], borrow: bool = True) -> TorchSkipDraft:
+        """This model without the `skip` layers, as a draft (backends.torch_skip)."""
+        return TorchSkipDraft(self, skip, borrow)
+
+    def skip_scorer(self) -> TorchSkipScorer:
+        return TorchSkipScorer(self)
 
     def close(self) -> None:
         self._cache = self._cache_cls()
@@ -363,29 +353,6 @@ def cache_keyword(model: Any) -> str:
     `past_key_values` before (the old name warns there and is to go in 5.40)."""
     parameters = inspect.signature(model.forward).parameters
     return "cache" if "cache" in parameters else "past_key_values"
-
-
-def _first_layers(model: Any, n_layers: int) -> Any:
-    """A shallow copy of a causal LM that runs only its first n_layers decoder layers.
-
-    The copies share every parameter with `model`: only the module dicts on the path to the
-    layer list are new, and the config copy says n_layers (transformers' decoder loops run
-    `layers[:config.num_hidden_layers]`, and masks and caches size themselves from it)."""
-    import torch
-
-    base_name = model.base_model_prefix
-    base = getattr(model, base_name)
-    config = copy.copy(model.config)
-    config.num_hidden_layers = n_layers
-    inner = copy.copy(base)
-    inner.__dict__["_modules"] = dict(base._modules)
-    inner.layers = torch.nn.ModuleList(list(base.layers)[:n_layers])
-    inner.config = config
-    outer = copy.copy(model)
-    outer.__dict__["_modules"] = dict(model._modules)
-    setattr(outer, base_name, inner)
-    outer.config = config
-    return outer
 
 
 def _refuse_pickle_only(folder: Path, allow_pickle: bool) -> None:

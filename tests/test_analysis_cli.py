@@ -55,7 +55,7 @@ def test_rank_orders_candidates_and_skips_an_incompatible_one(files, gguf_files,
     target, draft = files
     foreign = hf_dirs[1] if target == gguf_files[0] else gguf_files[1]
     code, out, _ = run_cli(capsys, "rank", "-m", target, "--candidates", draft, foreign,
-                           "--ngram", "--self-draft-layers", 1, "--draft-max", 3, "-n", 12, "-p",
+                           "--ngram", "--self-skip", "1", "--draft-max", 3, "-n", 12, "-p",
                            "the cat sat on the mat. the cat", "--json")
     assert code == 0
     rows = json.loads(out)["rows"]
@@ -73,7 +73,7 @@ def test_rank_orders_candidates_and_skips_an_incompatible_one(files, gguf_files,
 
 def test_rank_needs_something_to_rank(gguf_files, capsys):
     code, _, err = run_cli(capsys, "rank", "-m", gguf_files[0])
-    assert code != 0 and "--candidates" in err and "--self-draft-layers" in err
+    assert code != 0 and "--candidates" in err and "--self-skip" in err
 
 
 def test_check_exact_passes_on_a_correct_engine(files, capsys):

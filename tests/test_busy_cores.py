@@ -191,10 +191,11 @@ def test_stalled_pass_timings_are_refused_and_the_trace_says_which(gguf_pair):
     assert TIMING_KEPT not in {s.timing for s in steps}
 
 
-def test_engine_processes_start_with_a_short_openmp_spin_unless_the_user_chose():
-    assert engine_process_env({}) == {"GOMP_SPINCOUNT": str(SPIN_COUNT)}
-    assert engine_process_env({"OMP_WAIT_POLICY": "active"}) == {}
-    assert engine_process_env({"GOMP_SPINCOUNT": "5"}) == {}
+def test_engine_processes_started_on_a_busy_machine_get_a_short_openmp_spin():
+    assert engine_process_env({}, busy=True) == {"GOMP_SPINCOUNT": str(SPIN_COUNT)}
+    assert engine_process_env({}, busy=False) == {}  # libgomp's default: faster when quiet
+    assert engine_process_env({"OMP_WAIT_POLICY": "active"}, busy=True) == {}
+    assert engine_process_env({"GOMP_SPINCOUNT": "5"}, busy=True) == {}
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/PID/environ")

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import numpy as np
 import pytest
 from scipy.stats import binomtest
 
@@ -62,6 +63,24 @@ def test_adaptive_k_without_a_stored_curve_times_what_it_cannot_price_drafting_f
     assert "timing a 5-token pass" in describe_decision(first)
     later = [s.decision for s in steps if s.decision.prices]
     assert later and all(d.plain_samples >= MIN_SAMPLES for d in later)
+
+
+def test_a_second_run_on_the_pair_times_neither_the_draft_nor_the_passes_again(gguf_pair):
+    """The draft token's price lives beside the verify curve, shared by the runs on one pair:
+    a bench's many short runs (or a second Run in the window) do not each spend their first
+    passes timing the draft at the longest k."""
+    target, draft = gguf_pair
+    curve = VerifyCostCurve()
+    config = DecodeConfig(n_predict=40, draft_max=4, adaptive=True, sampling=GREEDY)
+    first = list(Session(target, ModelDrafter(draft), config, curve).steps(
+        target.tokenize(PROMPT)))
+    assert any(s.decision.rule == RULE_MEASURE for s in first)
+    assert len(curve.draft_samples(DRAFT_MODEL.name)) >= MIN_SAMPLES
+    second = list(Session(target, ModelDrafter(draft), config, curve).steps(
+        target.tokenize(PROMPT)))
+    assert not any(s.decision.rule == RULE_MEASURE for s in second)
+    assert second[0].decision.draft_token_seconds == pytest.approx(
+        float(np.median(curve.draft_samples(DRAFT_MODEL.name))), rel=0.5)
 
 
 def test_a_stalled_pass_is_refused_and_the_decision_says_so():

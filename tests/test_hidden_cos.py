@@ -10,10 +10,11 @@ import json
 import numpy as np
 import pytest
 
-from app.engine.decode_config import DecodeConfig
+from app.engine.decode_config import DecodeConfig, StopRule
 from app.engine.drafters.draft_model import ModelDrafter
 from app.engine.drafters.heads import HeadsDrafter
 from app.engine.drafters.lookup.edits import EditAwareLookup
+from app.engine.drafters.self_draft import SelfDrafter
 from app.engine.protocol import HiddenStateModel
 from app.engine.records import StepRecord
 from app.engine.sampling import SamplingParams
@@ -126,7 +127,7 @@ def test_ngram_drafts_have_no_hidden_cos(pair):
 
 @pytest.fixture(scope="module")
 def deep_torch(hf_dirs):
-    """A 4-layer tiny target: its first 2 layers draft (a self-draft)."""
+    """A 4-layer tiny target: it drafts without layers 1 and 2 (a self-draft)."""
     from backends.torch_hf import TorchModel
     from tests.tiny_hf import write_tiny_hf
 
@@ -139,17 +140,18 @@ def deep_torch(hf_dirs):
 @pytest.mark.parametrize("temperature", [0.0, 1.0])
 def test_self_draft_compares_hidden_states(deep_torch, temperature):
     target = deep_torch
-    view = target.early_exit(2)
-    drafter = ModelDrafter(view, with_hidden=True)
+    view = target.skip_draft(frozenset({1, 2}))
+    drafter = SelfDrafter(view, StopRule(), target.n_vocab)
     session, steps = run(target, drafter, temperature=temperature)
     judged = [t for s in steps for t in s.tokens]
     assert judged and all(-1 <= t.hidden_cos <= 1 for t in judged)
     # the first token's value is the cosine of the two final-norm outputs, by hand
     ids = target.tokenize(PROMPT)
     target.truncate(0)
-    view.truncate(0)
-    a = target.extend_hidden(ids, 1)[1][0]
-    b = view.extend_hidden(ids, 1)[1][0]
+    target.extend(ids[:-1], 0)  # as the run's prefill left it
+    b = view.extend_hidden(ids[-1:], 1)[1][0]
+    view.release()
+    a = target.extend_hidden(ids[-1:], 1)[1][0]
     want = float(a @ b / np.linalg.norm(a) / np.linalg.norm(b))
     assert steps[0].tokens[0].hidden_cos == pytest.approx(want, abs=1e-4)
     if temperature == 0.0:
@@ -173,7 +175,8 @@ def test_draft_heads_get_no_hidden_cos(pair):
 
 def test_traces_without_hidden_cos_still_open(deep_torch, tmp_path):
     target = deep_torch
-    _, steps = run(target, ModelDrafter(target.early_exit(2), with_hidden=True), n=12)
+    _, steps = run(target, SelfDrafter(target.skip_draft(frozenset({1, 2})), StopRule(),
+                                       target.n_vocab), n=12)
     assert any(t.hidden_cos is not None for s in steps for t in s.tokens)
     path = tmp_path / "old.jsonl"
     with path.open("w") as f:

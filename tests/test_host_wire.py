@@ -94,12 +94,13 @@ def test_the_job_settings_survive():
     assert trip(sweep) == sweep
     assert type(trip(sweep)["config"].drafter.names) is tuple
 
-    exactness = {"samples": 200, "choice": DrafterChoice(("self",), DrafterOptions(layers=2))}
+    exactness = {"samples": 200, "choice": DrafterChoice(("self",), DrafterOptions(skip="2-3",
+                                                                             skip_cost=0.5))}
     assert trip(exactness) == exactness
 
     candidates = [LoadedCandidate("draft.gguf (loaded)", drafter),
                   DraftModelCandidate("/models/other.gguf", "string"), NgramCandidate(),
-                  SelfDraftCandidate(3)]
+                  SelfDraftCandidate("2-3")]
     back = trip({"candidates": candidates, "config": config, "prompt": "x", "chat": True})
     assert [type(c) for c in back["candidates"]] == [type(c) for c in candidates]
     assert [vars(c) for c in back["candidates"]] == [vars(c) for c in candidates]

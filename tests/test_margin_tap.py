@@ -1,6 +1,6 @@
 """The bench wraps the target in a MarginTap to explain greedy differences; the wrapper must
-not take away what the model can do (hidden states for draft heads, early exit for
-self-drafts, its own generate() for --compare-hf), and it notes margins on every pass."""
+not take away what the model can do (hidden states for draft heads, leaving layers out
+for self-drafts, its own generate() for --compare-hf), and it notes margins on every pass."""
 
 from __future__ import annotations
 
@@ -12,11 +12,12 @@ import pytest
 
 from app.analysis.divergence import MarginTap
 from app.engine.protocol import (
-    EarlyExitModel,
     HiddenStateModel,
+    LayerSkipModel,
     MtpModel,
     OutputHeadModel,
     ReferenceGenerator,
+    SkipDraftModel,
 )
 from backends.llamacpp_mtp import LlamaCppMtpModel
 
@@ -31,7 +32,8 @@ def tiny_mtp_target(mtp_file):
 def test_the_tap_keeps_every_capability_of_the_model(gguf_pair, hf_pair):
     for model in (gguf_pair[0], hf_pair[0]):
         tap = MarginTap(model)
-        for capability in (HiddenStateModel, EarlyExitModel, ReferenceGenerator):
+        for capability in (HiddenStateModel, LayerSkipModel, SkipDraftModel,
+                           ReferenceGenerator):
             assert isinstance(tap, capability) == isinstance(model, capability), capability
     assert isinstance(MarginTap(gguf_pair[0]), HiddenStateModel)
     assert isinstance(MarginTap(hf_pair[0]), ReferenceGenerator)
@@ -62,8 +64,8 @@ def test_the_capabilities_are_the_taps_own_not_borrowed_through_getattr(gguf_pai
     # tap there (no n_embd), self-drafts and --compare-hf too
     for model in (gguf_pair[0], hf_pair[0], tiny_mtp_target):
         tap = MarginTap(model)
-        for capability in (HiddenStateModel, EarlyExitModel, ReferenceGenerator,
-                           OutputHeadModel, MtpModel):
+        for capability in (HiddenStateModel, LayerSkipModel, SkipDraftModel,
+                           ReferenceGenerator, OutputHeadModel, MtpModel):
             assert _has_statically(tap, capability) == isinstance(model, capability), (
                 model.name, capability)
     assert _has_statically(MarginTap(gguf_pair[0]), HiddenStateModel)

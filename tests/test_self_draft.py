@@ -1,48 +1,53 @@
-"""Self-speculative drafts: the target's first N layers draft, the target verifies.
+"""Self-speculative drafts: the target with a set of its layers skipped drafts, the target
+verifies.
 
-torch: a view of the loaded target (shared weights, its own cache); llama.cpp: a GGUF of the
-first N blocks written once. Both must leave greedy output equal to plain decoding and keep
-sampling exact; the early-exit logits must be those of the first N layers.
+torch: the target's own modules without the skipped layers, inside the target's forward and
+(borrowing) its KV cache; llama.cpp: a GGUF of the kept blocks, written once. Both must leave
+greedy output equal to plain decoding in the exact mode and keep sampling exact; the skipped
+model's logits must be those of a model of the kept layers.
 """
 
 from __future__ import annotations
-
-import json
 
 import gguf
 import numpy as np
 import pytest
 
 from app.analysis.stats import g_test
-from app.cli.main import build_parser, main
-from app.cli.options import plan
-from app.engine.decode_config import DecodeConfig, DrafterChoice, DrafterOptions
-from app.engine.drafters.draft_model import ModelDrafter
-from app.engine.protocol import EarlyExitModel
+from app.engine.decode_config import DecodeConfig, DrafterChoice, DrafterOptions, StopRule
+from app.engine.drafters.self_draft import SelfDrafter
 from app.engine.sampling import SamplingParams
 from app.engine.session import Session
 from app.errors import ModelFileError, SettingsError
-from app.models.early_exit import truncated_gguf
+from app.models.early_exit import kept_blocks_gguf
 from app.models.loading import ModelSpec, load_pair
-from app.runs import build_session, new_drafter
+from app.runs import new_drafter
 from tests.helpers import (
+    BROKEN_P,
     EXACT_P,
     PROMPT,
+    always_accept,
     assert_drafted,
     exact_distributions,
     first_two_tokens,
 )
 
 PROMPTS = ["def add(a, b):\n    return", "the cat sat on the mat. the cat"]
+SKIPS = [{1}, {2}, {3}, {1, 2}, {2, 3}]
 
 
 @pytest.fixture(scope="module")
-def deep_hf(tmp_path_factory):
-    from backends.torch_hf import TorchModel
+def deep_hf_folder(tmp_path_factory):
     from tests.tiny_hf import write_tiny_hf
 
-    folder = write_tiny_hf(tmp_path_factory.mktemp("deep-hf") / "t", seed=3, n_layer=4)
-    model = TorchModel(folder, device="cpu", batch_invariant=True)  # the exact mode
+    return write_tiny_hf(tmp_path_factory.mktemp("deep-hf") / "t", seed=3, n_layer=4)
+
+
+@pytest.fixture(scope="module")
+def deep_hf(deep_hf_folder):
+    from backends.torch_hf import TorchModel
+
+    model = TorchModel(deep_hf_folder, device="cpu", batch_invariant=True)  # the exact mode
     yield model
     model.close()
 
@@ -65,45 +70,120 @@ def greedy(target, drafter, prompt, n=40, k=4):
     return session.output_ids, steps
 
 
-def test_torch_view_shares_weights_and_runs_first_layers(deep_hf):
+def model_of_layers(target, kept):
+    """A transformers model of only the `kept` layers of the target, renumbered, its weights
+    copied: what the skipped model must compute, built without backends.torch_skip."""
+    import copy
+
+    from transformers import LlamaForCausalLM
+
+    config = copy.deepcopy(target.model.config)
+    config.num_hidden_layers = len(kept)
+    if getattr(config, "layer_types", None):
+        config.layer_types = [config.layer_types[i] for i in kept]
+    model = LlamaForCausalLM(config).eval()
+    state = {}
+    for name, value in target.model.state_dict().items():
+        if name.startswith("model.layers."):
+            index, rest = name.split(".", 3)[2:]
+            if int(index) in kept:
+                state[f"model.layers.{kept.index(int(index))}.{rest}"] = value
+        else:
+            state[name] = value
+    model.load_state_dict(state)
+    return model
+
+
+def test_torch_skipped_model_shares_weights_and_is_a_model_of_the_kept_layers(deep_hf):
     import torch
 
-    assert isinstance(deep_hf, EarlyExitModel) and deep_hf.n_layers == 4
-    view = deep_hf.early_exit(2)
-    first = deep_hf.model.model.layers[0].mlp.up_proj.weight
-    assert view.model.model.layers[0].mlp.up_proj.weight.data_ptr() == first.data_ptr()
-    assert view.model.lm_head.weight.data_ptr() == deep_hf.model.lm_head.weight.data_ptr()
+    draft = deep_hf.skip_draft(frozenset({1, 2}), borrow=False)
+    kept_layer = deep_hf.model.model.layers[3].mlp.up_proj.weight
+    assert draft.model.model.layers[1].mlp.up_proj.weight.data_ptr() == kept_layer.data_ptr()
+    assert draft.model.lm_head.weight.data_ptr() == deep_hf.model.lm_head.weight.data_ptr()
     assert len(deep_hf.model.model.layers) == 4  # the target itself is untouched
     ids = deep_hf.tokenize(PROMPTS[0])
-    got = view.extend(ids, 3)
     with torch.no_grad():
-        hidden = deep_hf.model(torch.tensor([ids]), output_hidden_states=True).hidden_states[2]
-        want = deep_hf.model.lm_head(deep_hf.model.model.norm(hidden))[0, -3:].numpy()
-    np.testing.assert_allclose(got, want, atol=1e-4)
-    view.truncate(2)  # its own cache rolls back without touching the target's
-    np.testing.assert_allclose(view.extend(ids[2:], 1)[0], want[-1], atol=1e-4)
+        want = model_of_layers(deep_hf, [0, 3])(torch.tensor([ids])).logits[0].numpy()
+    np.testing.assert_allclose(draft.extend(ids, len(ids)), want, atol=1e-5)
+    draft.truncate(3)  # its own cache rolls back without touching the target's
+    np.testing.assert_allclose(draft.extend(ids[3:], 1)[0], want[-1], atol=1e-5)
     assert deep_hf.n_cached == 0
 
 
+def test_torch_borrowing_draft_reads_the_targets_cache_and_gives_it_back(deep_hf):
+    """Its kept layers attend to the keys and values the target wrote for the text (not to
+    its own), and what it appends is gone before the target's next pass."""
+    import torch
+    from transformers import DynamicCache
+
+    ids = deep_hf.tokenize(PROMPTS[1])
+    deep_hf.truncate(0)
+    deep_hf.extend(ids[:-3], 0)
+    draft = deep_hf.skip_draft(frozenset({1, 2}))
+    got = draft.extend(ids[-3:], 2)
+    assert draft.n_cached == len(ids) and deep_hf.n_cached == len(ids) - 3
+    # the reference: a model of layers 0 and 3 over a cache holding the target's own keys
+    # and values of those layers for the text
+    target_cache = deep_hf._cache
+    cache = DynamicCache()
+    for new, old in enumerate([0, 3]):
+        layer = target_cache.layers[old]
+        cache.update(layer.keys[..., : len(ids) - 3, :].clone(),
+                     layer.values[..., : len(ids) - 3, :].clone(), new)
+    with torch.no_grad():
+        want = model_of_layers(deep_hf, [0, 3])(
+            torch.tensor([ids[-3:]]), past_key_values=cache, use_cache=True).logits[0, 1:]
+    np.testing.assert_allclose(got, want.numpy(), atol=1e-5)
+    alone = deep_hf.skip_draft(frozenset({1, 2}), borrow=False)
+    assert not np.allclose(alone.extend(ids, 1)[0], got[-1], atol=1e-3)  # the cache mattered
+    draft.release()
+    assert draft.n_cached == deep_hf.n_cached == len(ids) - 3
+    after = deep_hf.extend(ids[-3:], 1)[0]
+    deep_hf.truncate(0)
+    np.testing.assert_array_equal(after, deep_hf.extend(ids, 1)[0])
+    with pytest.raises(Exception, match="cannot roll back the target's tokens"):
+        draft.truncate(2)
+    deep_hf.truncate(0)
+
+
 @pytest.mark.parametrize("prompt", PROMPTS)
-@pytest.mark.parametrize("n_layers", [1, 2, 3])
-def test_torch_self_draft_greedy_equals_plain(deep_hf, prompt, n_layers):
+@pytest.mark.parametrize("skip", SKIPS)
+def test_torch_self_draft_greedy_equals_plain(deep_hf, prompt, skip):
     expected, _ = greedy(deep_hf, None, prompt)
-    got, steps = greedy(deep_hf, ModelDrafter(deep_hf.early_exit(n_layers)), prompt)
+    drafter = SelfDrafter(deep_hf.skip_draft(frozenset(skip)), StopRule(), deep_hf.n_vocab)
+    got, steps = greedy(deep_hf, drafter, prompt)
     assert got == expected
     assert_drafted(steps)
 
 
-def test_torch_layer_count_out_of_range(deep_hf):
-    with pytest.raises(Exception, match="1 to 3"):
-        deep_hf.early_exit(4)
+@pytest.mark.parametrize("skip", [{0, 1}, {4}, set()])
+def test_torch_refuses_a_skip_set_it_cannot_run(deep_hf, skip):
+    with pytest.raises(Exception, match="skips some of layers 1 to 3"):
+        deep_hf.skip_draft(frozenset(skip))
 
 
-def test_gguf_first_blocks_equal_a_model_of_those_blocks(deep_gguf):
+def test_torch_self_draft_sampling_is_exact(deep_hf, monkeypatch):
+    """The first two tokens follow the target's exact distributions; with the acceptance
+    rule broken the same test fails, so it can see a wrong self-draft."""
+    params = SamplingParams(temperature=1.0)
+    prompt_ids = deep_hf.tokenize(PROMPT)
+    exact = exact_distributions(deep_hf, prompt_ids, params)
+    drafter = SelfDrafter(deep_hf.skip_draft(frozenset({1, 2})), StopRule(), deep_hf.n_vocab)
+    tokens = first_two_tokens(deep_hf, drafter, prompt_ids, params, 1000, 20_000)
+    assert g_test(tokens[:, 0], exact.first).p_value > EXACT_P
+    assert g_test(tokens[:, 1], exact.second).p_value > EXACT_P
+    always_accept(monkeypatch)
+    broken = first_two_tokens(deep_hf, drafter, prompt_ids, params, 1000, 20_000)
+    assert min(g_test(broken[:, 0], exact.first).p_value,
+               g_test(broken[:, 1], exact.second).p_value) < BROKEN_P
+
+
+def test_gguf_of_kept_blocks_is_a_model_of_those_blocks(deep_gguf):
     from backends.llamacpp import LlamaCppModel
 
     deep, shallow = deep_gguf
-    path = truncated_gguf(deep, 2)
+    path = kept_blocks_gguf(deep, {2, 3})
     reader = gguf.GGUFReader(path)
     assert int(reader.fields["llama.block_count"].contents()) == 2
     assert not [t.name for t in reader.tensors if t.name.startswith(("blk.2.", "blk.3."))]
@@ -115,25 +195,47 @@ def test_gguf_first_blocks_equal_a_model_of_those_blocks(deep_gguf):
     a.close()
     b.close()
     written = path.stat().st_mtime_ns
-    assert truncated_gguf(deep, 2) == path and path.stat().st_mtime_ns == written  # cached
+    assert kept_blocks_gguf(deep, [3, 2]) == path and path.stat().st_mtime_ns == written
 
 
-def test_gguf_layer_count_out_of_range(deep_gguf):
-    with pytest.raises(ModelFileError, match="1 to 3"):
-        truncated_gguf(deep_gguf[0], 4)
+@pytest.mark.parametrize("skip", [{1}, {1, 2}, {2, 3}])
+def test_gguf_of_kept_blocks_agrees_with_the_target_scored_without_them(deep_gguf, skip):
+    """Two mechanisms, one answer: the renumbered file, and the target itself with the
+    layers' outputs overwritten by their inputs (backends.llamacpp_skip)."""
+    from backends.llamacpp import LlamaCppModel
+
+    target = LlamaCppModel(deep_gguf[0], n_gpu_layers=0, n_ctx=256)
+    draft = LlamaCppModel(kept_blocks_gguf(deep_gguf[0], skip), n_gpu_layers=0, n_ctx=256)
+    ids = target.tokenize(PROMPTS[0] + " " + PROMPTS[1])
+    scorer = target.skip_scorer()
+    try:
+        skipped = scorer.skipped_argmax(ids, frozenset(skip))
+        assert list(skipped) == list(draft.extend(ids, len(ids)).argmax(axis=1))
+        assert list(scorer.skipped_argmax(ids, frozenset())) == list(
+            target.extend(ids, len(ids)).argmax(axis=1))
+        assert list(skipped) != list(scorer.skipped_argmax(ids, frozenset()))
+    finally:
+        scorer.close()
+        target.close()
+        draft.close()
+
+
+def test_gguf_skip_set_out_of_range(deep_gguf):
+    with pytest.raises(ModelFileError, match="blocks 0 to 3"):
+        kept_blocks_gguf(deep_gguf[0], {4})
 
 
 @pytest.mark.parametrize("prompt", PROMPTS)
-@pytest.mark.parametrize("n_layers", [1, 3])
-def test_llamacpp_self_draft_greedy_equals_plain(deep_gguf, prompt, n_layers):
+@pytest.mark.parametrize("skip", ["1", "1-2", "2-3"])
+def test_llamacpp_self_draft_greedy_equals_plain(deep_gguf, prompt, skip):
     pair = load_pair(ModelSpec(target=str(deep_gguf[0]), n_gpu_layers=0, n_ctx=256,
-                               first_layers=(n_layers,)))
+                               batch_invariant=True, self_skips=(skip,)))
     try:
-        config = DecodeConfig(drafter=DrafterChoice(("self",), DrafterOptions(layers=n_layers)))
+        config = DecodeConfig(drafter=DrafterChoice(("self",), DrafterOptions(skip=skip)))
         drafter = new_drafter(pair, config)
-        assert isinstance(drafter, ModelDrafter)
-        assert f"first {n_layers} of 4" in drafter.model.name
-        assert drafter.name == f"self-draft (first {n_layers} layers)"
+        assert isinstance(drafter, SelfDrafter) and not drafter.borrows
+        assert f"(skips {skip})" in drafter.model.name
+        assert drafter.name == f"self-draft (skips layers {skip})"  # no figures settled
         expected, _ = greedy(pair.target, None, prompt)
         got, steps = greedy(pair.target, drafter, prompt)
         assert got == expected
@@ -142,66 +244,26 @@ def test_llamacpp_self_draft_greedy_equals_plain(deep_gguf, prompt, n_layers):
         pair.close()
 
 
-def test_torch_self_draft_sampling_is_exact(deep_hf):
-    params = SamplingParams(temperature=1.0)
-    prompt_ids = deep_hf.tokenize(PROMPT)
-    exact = exact_distributions(deep_hf, prompt_ids, params)
-    drafter = ModelDrafter(deep_hf.early_exit(2))
-    tokens = first_two_tokens(deep_hf, drafter, prompt_ids, params, 1000, 20_000)
-    assert g_test(tokens[:, 0], exact.first).p_value > EXACT_P
-    assert g_test(tokens[:, 1], exact.second).p_value > EXACT_P
-
-
-def test_a_draft_file_and_self_draft_together_are_refused(deep_gguf, capsys):
-    code = main(["run", "-m", str(deep_gguf[0]), "-md", str(deep_gguf[1]),
-                 "--self-draft-layers", "1", "-p", "the cat", "-n", "4"])
-    assert code == 1 and "pick one draft" in capsys.readouterr().err
-    code = main(["run", "-m", str(deep_gguf[0]), "-md", str(deep_gguf[1]),
-                 "--spec-type", "self,draft", "--self-draft-layers", "1", "-p", "the cat"])
-    assert code == 1 and "put self last" in capsys.readouterr().err
-
-
-def test_bench_layer_sweep_json(deep_gguf, capsys):
-    code = main(["bench", "-m", str(deep_gguf[0]), "--self-draft-layers", "1,3", "-n", "12",
-                 "-p", "the cat", "--json"])
-    out, _ = capsys.readouterr()
-    assert code == 0
-    rows = json.loads(out)["rows"]
-    assert [r["self_draft_layers"] for r in rows] == [1, 3]
-    for row in rows:
-        assert row["target_layers"] == 4 and row["identical"] is True
-        assert {"acceptance", "tokens_per_pass", "speedup"} <= set(row)
-        assert row["drafter"] == f"self-draft (first {row['self_draft_layers']} layers)"
-        auc = row["hidden_cos_auc"]
-        assert auc is None or 0.0 <= auc <= 1.0
-
-
-def test_run_refuses_a_list_of_layer_counts(deep_gguf, capsys):
-    code = main(["run", "-m", str(deep_gguf[0]), "--self-draft-layers", "1,3", "-p", "x"])
-    _, err = capsys.readouterr()
-    assert code == 1 and "bench --self-draft-layers" in err
-
-
-def test_the_bench_plan_loads_every_layer_count_with_the_pair_and_a_run_loads_none(deep_gguf):
-    """--self-draft-layers is parsed once into one run per layer count and one spec that
-    loads each count's model with the pair; a run asking for a count not loaded is refused
-    with a message, instead of loading a model while its session is built."""
-    args = build_parser().parse_args(["bench", "-m", str(deep_gguf[0]),
-                                      "--self-draft-layers", "1,3", "-p", "the cat"])
-    bench = plan(args)
-    assert [c.drafter.options.layers for c in bench.runs] == [1, 3]
-    assert all(c.drafter.names == ("self",) for c in bench.runs)
-    assert bench.spec.first_layers == (1, 3) and bench.prompts == ("the cat",)
-    pair = load_pair(bench.spec)
+def test_llamacpp_self_draft_sampling_is_exact(deep_gguf):
+    pair = load_pair(ModelSpec(target=str(deep_gguf[0]), n_gpu_layers=0, n_ctx=256))
     try:
-        assert sorted(pair.self_drafts) == [1, 3]
-        loaded = dict(pair.self_drafts)
-        for config in bench.runs:
-            build_session(pair, config)
-        assert pair.self_drafts == loaded  # nothing more was loaded
-        two = DecodeConfig(drafter=DrafterChoice(("self",), DrafterOptions(layers=2)))
-        with pytest.raises(SettingsError, match="first 2 layers were not loaded"):
-            build_session(pair, two)
-        assert pair.self_drafts == loaded
+        params = SamplingParams(temperature=1.0)
+        prompt_ids = pair.target.tokenize(PROMPT)
+        exact = exact_distributions(pair.target, prompt_ids, params)
+        drafter = SelfDrafter(pair.load_self_draft("1-2"), StopRule(), pair.target.n_vocab)
+        tokens = first_two_tokens(pair.target, drafter, prompt_ids, params, 1000, 20_000)
+        assert g_test(tokens[:, 0], exact.first).p_value > EXACT_P
+        assert g_test(tokens[:, 1], exact.second).p_value > EXACT_P
+    finally:
+        pair.close()
+
+
+def test_an_unsettled_auto_set_is_refused_with_the_way_out(deep_gguf):
+    pair = load_pair(ModelSpec(target=str(deep_gguf[0]), n_gpu_layers=0, n_ctx=256))
+    try:
+        with pytest.raises(SettingsError, match="--self-skip 6-11,15-20"):
+            new_drafter(pair, DecodeConfig(drafter=DrafterChoice(("self",))))
+        with pytest.raises(SettingsError, match="cannot skip layer 0"):
+            pair.self_draft("0-1")
     finally:
         pair.close()

@@ -30,10 +30,9 @@ ALIASES = {
                                 ["--spec-type", "suffix", "--draft-memory", "m.json"]),
     "--draft-mtp": (["--draft-mtp"], ["--spec-type", "mtp"]),
     "--draft-heads": (["--draft-heads", "h.st"], ["--spec-type", "heads", "--draft-heads", "h.st"]),
-    "--self-draft-layers": (["--self-draft-layers", "3"],
-                            ["--spec-type", "self", "--self-draft-layers", "3"]),
-    "--ngram --self-draft-layers": (["--ngram", "--self-draft-layers", "3"],
-                                    ["--spec-type", "ngram,self", "--self-draft-layers", "3"]),
+    "--self-skip": (["--self-skip", "3-5"], ["--spec-type", "self", "--self-skip", "3-5"]),
+    "--ngram --self-skip": (["--ngram", "--self-skip", "auto"],
+                            ["--spec-type", "ngram,self", "--self-skip", "auto"]),
     "--cross-vocab": (["-md", "d.gguf", "--cross-vocab", "string"],
                       ["--spec-type", "draft", "-md", "d.gguf", "--cross-vocab", "string"]),
 }
@@ -58,7 +57,8 @@ def test_the_aliases_name_what_they_did():
     assert suffix.names == ("suffix",) and suffix.options.memory == "m.json"
     heads = drafter_choice(parse("--draft-heads", "h.st"))
     assert heads.names == ("heads",) and heads.options.heads == "h.st"
-    assert drafter_choice(parse("--self-draft-layers", "3")).options.layers == 3
+    assert drafter_choice(parse("--self-skip", "3-5")).options.skip == "3-5"
+    assert drafter_choice(parse("--spec-type", "self")).options.skip == ""  # auto
     mtp = parse("--draft-mtp")
     assert model_spec(mtp, drafter_choice(mtp)).with_mtp
     # the draft model file is loaded only where a draft model drafts
@@ -81,7 +81,7 @@ def test_a_copying_drafter_first_makes_drafts_longer_by_default():
     (["--spec-type", "suffix", "-md", "d.gguf"], "-md is the draft model of --spec-type draft"),
     (["--spec-type", "suffix", "--ngram"], "--ngram names a drafter that --spec-type suffix"),
     (["--spec-type", "heads"], "--draft-heads HEADS"),
-    (["--spec-type", "self"], "--self-draft-layers N"),
+    (["--spec-type", "self", "--self-cost", "0"], "--self-cost is the self-draft's cost"),
     (["--spec-type", "ngram", "--draft-memory", "m.json"], "--spec-type suffix"),
     (["--spec-type", "ngram", "--cross-vocab", "tli"], "--cross-vocab tli is for a draft"),
     (["--spec-type", "ngram,"], "--spec-type takes names"),
@@ -93,11 +93,11 @@ def test_a_bad_spec_type_says_what_is_wrong(flags, needle):
 
 
 def test_every_registered_drafter_has_a_label_and_llama_cpp_words_are_understood():
-    options = DrafterOptions(layers=2, heads="dir/h.st")
+    options = DrafterOptions(skip="2-5", heads="dir/h.st")
     labels = {name: label(DrafterChoice((name,), options), "d.gguf") for name in DRAFTERS}
     assert labels == {"draft": "d.gguf", "ngram": "n-gram lookup", "suffix": "suffix decoding",
                       "mtp": "its own MTP layers", "heads": "draft heads (h.st)",
-                      "self": "self-draft (first 2 layers)"}
+                      "self": "self-draft (skips layers 2-5)"}
     assert drafter_choice(parse("--spec-type", "draft-mtp")).names == ("mtp",)
     assert label(DrafterChoice(("ngram", "draft")), "d.gguf") == "n-gram lookup + d.gguf"
 

@@ -11,10 +11,11 @@ import pytest
 
 pytest.importorskip("pytestqt")
 
-from app.engine.decode_config import DecodeConfig
+from app.engine.decode_config import DecodeConfig, StopRule
 from app.engine.drafters.draft_model import ModelDrafter  # noqa: E402
 from app.engine.drafters.heads import HeadsDrafter  # noqa: E402
 from app.engine.drafters.lookup.edits import EditAwareLookup  # noqa: E402
+from app.engine.drafters.self_draft import SelfDrafter  # noqa: E402
 from app.engine.session import Session  # noqa: E402
 from app.engine.similarity import auc_interval  # noqa: E402
 from tests.helpers import random_heads  # noqa: E402
@@ -56,7 +57,8 @@ def self_draft_steps(hf_dirs):
     target = TorchModel(write_tiny_hf(hf_dirs[0].parent / "deep-ui", seed=3, n_layer=4),
                         device="cpu")
     try:
-        return steps_of(target, ModelDrafter(target.early_exit(2), with_hidden=True))
+        return steps_of(target, SelfDrafter(target.skip_draft(frozenset({1, 2})), StopRule(),
+                                            target.n_vocab))
     finally:
         target.close()
 

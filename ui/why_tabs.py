@@ -14,6 +14,7 @@ from PySide6.QtCore import QTimer
 from PySide6.QtWidgets import QLabel, QTabWidget, QVBoxLayout, QWidget
 
 from app.analysis.cost import AcceptanceSeen
+from app.engine.drafters.self_skip import SkipChoice
 from ui.charts import ChartsPanel
 from ui.cost_view import CostPanel
 from ui.experiments import ExperimentsPanel, ExperimentWindow
@@ -34,6 +35,9 @@ class WhyTabs(QWidget):
         self.verdict.setWordWrap(True)
         self.verdict.setVisible(False)
         self.notice = PlainRunNotice()
+        self.self_draft = QLabel("")  # a self-drafted run: the layers skipped, the figures
+        self.self_draft.setWordWrap(True)
+        self.self_draft.setVisible(False)
         self.cost = CostPanel()
         self.rejections = RejectionPanel()
         self.experiments = ExperimentsPanel(window)
@@ -45,6 +49,7 @@ class WhyTabs(QWidget):
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.addWidget(self.verdict)
+        layout.addWidget(self.self_draft)
         layout.addWidget(self.notice)
         layout.addWidget(self.tabs, 1)
         self.tabs.currentChanged.connect(lambda _: self.refresh())
@@ -72,6 +77,7 @@ class WhyTabs(QWidget):
     def refresh(self) -> None:
         run: RunData | None = self.window.run_control.run
         self._follow_costs(run)
+        self._show_self_draft(run)
         if run is None:
             self.rejections.reset()
             return
@@ -89,3 +95,9 @@ class WhyTabs(QWidget):
         plain = adaptive_ran_plainly(run)
         run_k = int(run.header.settings.get("draft_max", 0)) if run and run.header else 0
         self.notice.show_reason(plain, run.steps if run else [], self.cost.view_data, run_k)
+
+    def _show_self_draft(self, run: RunData | None) -> None:
+        """The figures the self-draft's layers were chosen by, from the run's trace header."""
+        figures = run.header.settings.get("self_skip") if run and run.header else None
+        self.self_draft.setVisible(bool(figures))
+        self.self_draft.setText(SkipChoice.from_dict(figures).describe() if figures else "")

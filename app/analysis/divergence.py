@@ -18,13 +18,15 @@ from typing import Any
 import numpy as np
 
 from app.engine.protocol import (
-    EarlyExitModel,
     HiddenStateModel,
     LanguageModel,
+    LayerSkipModel,
     MtpHeads,
     MtpModel,
     OutputHeadModel,
     ReferenceGenerator,
+    SkipDraftModel,
+    SkipScorer,
 )
 
 # the best tokens noted per position: with three or more nearly tied, the kernels can make
@@ -187,16 +189,24 @@ class _PassesOutputRows:
         return rows
 
 
-class _PassesEarlyExit:
+class _PassesLayerSkip:
     model: Any
 
     @property
     def n_layers(self) -> int:
         return int(self.model.n_layers)
 
-    def early_exit(self, n_layers: int) -> LanguageModel:
-        view: LanguageModel = self.model.early_exit(n_layers)
-        return view
+    def skip_scorer(self) -> SkipScorer:
+        scorer: SkipScorer = self.model.skip_scorer()
+        return scorer
+
+
+class _PassesSkipDraft:
+    model: Any
+
+    def skip_draft(self, skip: frozenset[int], borrow: bool = True) -> LanguageModel:
+        draft: LanguageModel = self.model.skip_draft(skip, borrow)
+        return draft
 
 
 class _PassesReferenceGenerate:
@@ -226,7 +236,8 @@ class _PassesMtp:
 
 _CAPABILITIES: tuple[tuple[type, type], ...] = (
     (HiddenStateModel, _PassesHiddenStates), (OutputHeadModel, _PassesOutputRows),
-    (EarlyExitModel, _PassesEarlyExit), (ReferenceGenerator, _PassesReferenceGenerate),
+    (LayerSkipModel, _PassesLayerSkip), (SkipDraftModel, _PassesSkipDraft),
+    (ReferenceGenerator, _PassesReferenceGenerate),
     (MtpModel, _PassesMtp))
 
 

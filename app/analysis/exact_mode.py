@@ -66,8 +66,8 @@ def spec_flags(spec: ModelSpec, choice: DrafterChoice) -> list[str]:
     options = choice.options
     if options.cross_vocab != "auto":
         flags += ["--cross-vocab", options.cross_vocab]
-    if options.layers:
-        flags += ["--self-draft-layers", str(options.layers)]
+    if choice.uses("self"):
+        flags += ["--self-skip", options.skip or "auto", "--self-cost", str(options.skip_cost)]
     if options.heads:
         flags += ["--draft-heads", options.heads]
     if options.memory:

@@ -230,7 +230,7 @@ def check_exact(pair: LoadedPair, choice: DrafterChoice, samples: int = 200,
     the greedy suite's (the sampled test picks among its own, SAMPLED_PROMPTS)."""
     if not choice:
         raise SettingsError("check-exact needs a draft — give a draft model, --ngram, "
-                            "--suffix, --draft-heads, --self-draft-layers or --draft-mtp")
+                            "--suffix, --draft-heads, --spec-type self or --draft-mtp")
     if samples < 20:
         raise SettingsError(f"--samples must be at least 20 for the test to mean anything "
                             f"(got {samples})")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from app.analysis.divergence import MarginTap, TopTwo
 from app.engine.decode_config import DecodeConfig
@@ -70,11 +70,18 @@ def pair_ratios(plain: Tally, spec: Tally) -> list[float]:
             if p > 0 and s > 0]
 
 
+# tokens decoded before anything is timed
+WARM_UP_TOKENS = 4
+
+
 def warm_up(pair: LoadedPair, config: DecodeConfig, prompt_ids: list[int]) -> None:
-    """First decodes allocate buffers; adaptive runs start from a calibrated curve: both
-    outside the timing."""
-    timed_run(pair, DecodeConfig(n_predict=4, sampling=config.sampling), prompt_ids, True,
-              Tally())
+    """Before anything is timed: a few tokens drafted and verified, not remembered (a model's
+    first passes are cold, and a drafting run warms the target and the draft alike); an
+    adaptive run's verify curve calibrated."""
+    session = build_session(pair, replace(config, n_predict=WARM_UP_TOKENS), plain=False,
+                            diagnostics=False, avoid_prompt=prompt_ids)
+    for _ in session.steps(prompt_ids):
+        pass
     if config.adaptive:
         calibrate_pair(pair, config.draft_max)
 

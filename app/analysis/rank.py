@@ -20,7 +20,7 @@ from app.analysis.measure import Cancelled, side_by_side, warm_up
 from app.engine.cost_curve import VerifyCostCurve
 from app.engine.decode_config import DecodeConfig, DrafterChoice, DrafterOptions
 from app.engine.drafters.lookup.edits import NGRAM_LABEL
-from app.engine.drafters.self_draft import self_draft_label
+from app.engine.drafters.self_draft import self_label
 from app.engine.metrics import RunStats
 from app.engine.pass_pricing import PassCost, rates_by_k
 from app.errors import DraftLensError, ModelFileError
@@ -122,17 +122,19 @@ class LoadedCandidate:
 
 
 class SelfDraftCandidate:
-    """The target's own first N layers (built once per loaded target, closed with it)."""
+    """The target with a set of its layers skipped (built once per loaded target, closed
+    with it); its figures are those the set was chosen by, where it was settled on the pair
+    (app.models.self_skip)."""
 
     kind = "self-draft"
 
-    def __init__(self, n_layers: int) -> None:
-        self.n_layers = n_layers
-        self.label = self_draft_label(n_layers)
-        self.choice = DrafterChoice(("self",), DrafterOptions(layers=n_layers))
+    def __init__(self, skip: str) -> None:
+        self.skip = skip
+        self.label = self_label(DrafterOptions(skip=skip))
+        self.choice = DrafterChoice(("self",), DrafterOptions(skip=skip))
 
     def attach(self, base: LoadedPair) -> LoadedPair:
-        base.load_self_draft(self.n_layers)  # once per loaded target, closed with it
+        base.load_self_draft(self.skip)  # once per loaded target, closed with it
         return base
 
     def detach(self) -> None:

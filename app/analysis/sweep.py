@@ -61,7 +61,7 @@ def run_sweep(pair: LoadedPair, config: DecodeConfig, encoded: list[list[int]], 
     """For each k (fixed, not adaptive), plain and speculative runs side by side."""
     if not config.drafter:
         raise SettingsError("a sweep needs a draft — give --spec-type (or a draft model, "
-                            "--ngram, --suffix, --draft-heads, --self-draft-layers or "
+                            "--ngram, --suffix, --draft-heads, --spec-type self or "
                             "--draft-mtp)")
     say = progress or (lambda message: None)
     base = replace(config, adaptive=False)

@@ -8,6 +8,7 @@ import json
 import sys
 from argparse import Namespace
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from app.analysis.exact_report import ExactReport, GreedySuite
@@ -34,13 +35,13 @@ from app.cli.options import (
     drafter_choice,
     model_spec,
     read_prompts,
-    self_draft_layers,
     settings,
 )
 from app.engine.decode_config import DrafterChoice
 from app.engine.drafters.registry import parse_names
 from app.errors import SettingsError
 from app.models.loading import load_pair
+from app.models.self_skip import settle_self_skip
 from app.runs import encode_prompt
 
 EXIT_NOT_EXACT = 3
@@ -91,10 +92,11 @@ def add_check_flags(parser: argparse.ArgumentParser) -> None:
 def cmd_sweep(args: Namespace) -> int:
     ks = parse_ks(args.k)
     config, spec = settings(args)
-    prompts = read_prompts(args)
+    prompts = read_prompts(args.prompt, args.prompt_file, args.suite)
     pair = load_pair(spec, progress=_say("sweep"))
     try:
         encoded = [encode_prompt(pair.target, p, args.chat) for p in prompts]
+        config, _ = settle_self_skip(pair, config, encoded, _say("sweep"))
         rows = run_sweep(pair, config, encoded, ks, args.rounds, progress=_say("sweep"),
                          cancelled=interrupt.requested)
         interrupt.check()  # a Ctrl+C that native code swallowed stops here, not in a report
@@ -122,28 +124,32 @@ def cmd_sweep(args: Namespace) -> int:
 
 
 def cmd_rank(args: Namespace) -> int:
-    layers = self_draft_layers(args)
+    skip = getattr(args, "self_skip", None) or ""
     base_spec = model_spec(args, DrafterChoice())  # the target alone; candidates draft
     paths = list(args.candidates)
     ngram = args.ngram or bool(args.spec_type and "ngram" in parse_names(args.spec_type))
-    if not paths and args.target is None and not ngram and not layers:
+    if not paths and args.target is None and not ngram and not skip:
         from app.models.demo import demo_paths
 
         paths = [str(demo_paths()[1])]
     candidates: list[Candidate] = [candidate for path in paths
                                    for candidate in draft_model_candidates(base_spec.target, path)]
-    candidates += [SelfDraftCandidate(n) for n in layers]
     if ngram:
         candidates.append(NgramCandidate())
-    if not candidates:
+    if not candidates and not skip:
         raise SettingsError("nothing to rank — give --candidates DRAFT ..., --ngram and/or "
-                            "--self-draft-layers N,M")
+                            "--self-skip RANGES|auto")
     config = decode_config(args, DrafterChoice())  # one k for all
-    prompts = read_prompts(args)
+    prompts = read_prompts(args.prompt, args.prompt_file, args.suite)
 
     base = load_pair(base_spec, progress=_say("rank"))
     try:
         encoded = [encode_prompt(base.target, p, args.chat) for p in prompts]
+        if skip:  # the self-draft's layers chosen on the prompts, as bench chooses them
+            own = drafter_choice(args)
+            settled, _ = settle_self_skip(base, replace(config, drafter=own), encoded,
+                                          _say("rank"))
+            candidates.append(SelfDraftCandidate(settled.drafter.options.skip))
         rows = rank_candidates(base, candidates, config, encoded, args.rounds,
                                progress=_say("rank"), cancelled=interrupt.requested)
         interrupt.check()
@@ -168,12 +174,15 @@ def cmd_rank(args: Namespace) -> int:
 
 
 def cmd_check_exact(args: Namespace) -> int:
-    choice = drafter_choice(args)
-    spec = model_spec(args, choice)
-    config = decode_config(args, choice)
+    config, spec = settings(args)
     prompts = args.prompt or GREEDY_PROMPTS
     pair = load_pair(spec, progress=_say("check-exact"))
     try:
+        # a self-draft's layers are chosen once, on the greedy suite's prompts
+        config, _ = settle_self_skip(
+            pair, config, [encode_prompt(pair.target, p, False) for p in prompts],
+            _say("check-exact"))
+        choice = config.drafter
         if args.greedy_only:
             suite = (exact_mode_suite(pair, config, prompts, _say("check-exact"))
                      if spec.batch_invariant else

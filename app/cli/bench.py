@@ -11,16 +11,17 @@ from dataclasses import replace
 from typing import Any
 
 from app.analysis.compare import explain_difference, kernel_noise, margins_noted
-from app.analysis.measure import Tally, alternating, pair_ratios, timed_run
+from app.analysis.measure import Tally, alternating, pair_ratios, warm_up
 from app.cli import interrupt
 from app.cli.bench_tasks import SUITES
 from app.cli.options import forget_memory, plan
 from app.engine.decode_config import DecodeConfig
 from app.engine.drafters.registry import label
-from app.engine.protocol import EarlyExitModel, LanguageModel, ReferenceGenerator
+from app.engine.protocol import LanguageModel, ReferenceGenerator
 from app.errors import SettingsError
 from app.models.loading import LoadedPair, load_pair
-from app.runs import calibrate_pair, encode_prompt
+from app.models.self_skip import settle_self_skip
+from app.runs import encode_prompt
 
 
 def add_bench_flags(parser: argparse.ArgumentParser) -> None:
@@ -41,41 +42,31 @@ def add_bench_flags(parser: argparse.ArgumentParser) -> None:
 def cmd_bench(args: argparse.Namespace) -> int:
     bench = plan(args)
     forget_memory(bench.forget_memory)
-    pair = load_pair(bench.spec, progress=lambda m: print(f"[bench] {m}", file=sys.stderr))
+    say = lambda message: print(f"[bench] {message}", file=sys.stderr)  # noqa: E731
+    pair = load_pair(bench.spec, progress=say)
     try:
         encoded = [encode_prompt(pair.target, p, args.chat) for p in bench.prompts]
-        warm = DecodeConfig(n_predict=4, sampling=bench.runs[0].sampling)
-        timed_run(pair, warm, encoded[0], plain=True, tally=Tally())
-        sweep = len(bench.runs) > 1
-        reports = []
-        for config in bench.runs:
-            n_layers = config.drafter.options.layers
-            if sweep:
-                print(f"[bench] drafting with the target's first {n_layers} layers",
-                      file=sys.stderr)
-            reports.append(bench_pair(pair, config, encoded, args.rounds, args.compare_hf))
-            if sweep:
-                reports[-1]["self_draft_layers"] = n_layers
-                reports[-1]["target_layers"] = target_layers(pair)
+        config, skip_choice = bench.runs[0], None
+        if "self" in config.drafter.names:
+            # its layers are chosen on all the prompts at once, before any timing
+            config, skip_choice = settle_self_skip(pair, config, encoded, say)
+        report = bench_pair(pair, config, encoded, args.rounds, args.compare_hf)
+        if skip_choice is not None:
+            report["self_skip"] = skip_choice.to_dict()
     finally:
         pair.close()
-    if len(reports) > 1:
-        if args.json:
-            print(json.dumps({"rows": reports}))
-        else:
-            print_layer_sweep(reports)
-    elif args.json:
-        print(json.dumps(reports[0]))
+    if args.json:
+        print(json.dumps(report))
     else:
-        print_report(reports[0])
+        print_report(report)
     return 0
 
 
 def bench_pair(pair: LoadedPair, config: DecodeConfig, encoded: list[list[int]], rounds: int,
                with_hf: bool = False) -> dict[str, Any]:
-    """Plain and speculative runs alternating over the prompts; the side-by-side report."""
-    if config.adaptive:
-        calibrate_pair(pair, config.draft_max)  # once, outside the timed runs
+    """Plain and speculative runs alternating over the prompts, after an untimed warm-up;
+    the side-by-side report."""
+    warm_up(pair, config, encoded[0])
     runs = [(True, config), (False, config)]
     if config.tree_width > 1:  # a tree is measured beside the chain of the same depth
         runs.append((False, replace(config, tree_width=1)))
@@ -95,31 +86,6 @@ def bench_pair(pair: LoadedPair, config: DecodeConfig, encoded: list[list[int]],
     report["drafter"] = label(config.drafter, pair.spec.draft or "")  # as the trace names it
     report["prompts"] = len(encoded)
     return report
-
-
-def target_layers(pair: LoadedPair) -> int | None:
-    target = pair.target
-    if isinstance(target, EarlyExitModel):
-        return target.n_layers
-    if target.backend == "llamacpp":
-        from pathlib import Path
-
-        from app.models.early_exit import block_count
-
-        return block_count(Path(target.path))
-    return None
-
-
-def print_layer_sweep(reports: list[dict[str, Any]]) -> None:
-    first = reports[0]
-    print(f"layer sweep: backend {first['backend']} on {first['device']}, "
-          f"target of {first.get('target_layers')} layers, {first['prompts']} prompt(s)")
-    print(f"{'layers':>7} {'accept':>7} {'tok/pass':>8} {'plain':>8} {'spec':>8} "
-          f"{'speedup':>8} {'draft ms':>9} {'identical':>9}")
-    for r in reports:
-        print(f"{r['self_draft_layers']:>7} {r['acceptance']:7.3f} {r['tokens_per_pass']:8.2f} "
-              f"{r['plain_tok_s']:8.2f} {r['spec_tok_s']:8.2f} {r['speedup']:7.2f}x "
-              f"{1000 * r['t_draft_per_step']:9.1f} {r['identical']!s:>9}")
 
 
 def bench_report(plain: Tally, spec: Tally, config: DecodeConfig) -> dict[str, Any]:

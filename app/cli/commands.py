@@ -8,10 +8,10 @@ from pathlib import Path
 from typing import Any
 
 from app.cli import interrupt
-from app.cli.options import forget_draft_memory, self_draft_layers, settings
+from app.cli.options import forget_draft_memory, settings
 from app.engine.metrics import RunStats
 from app.engine.trace import read_trace
-from app.errors import DraftLensError, SettingsError, TraceWriteError
+from app.errors import DraftLensError, TraceWriteError
 from app.host import protocol
 from app.host.client import EXITED, EngineHost
 from app.host.keeper import TraceKeeper, cut_off_note, death_message
@@ -21,9 +21,6 @@ def cmd_run(args: argparse.Namespace) -> int:
     """Decode in an engine host (app.host): if the runtime ends its process, this command
     still prints one error line naming how, and the trace still gets its summary."""
     config, spec = settings(args)
-    if len(self_draft_layers(args)) > 1:
-        raise SettingsError("run takes one --self-draft-layers value; for a layer sweep use "
-                            "draftlens bench --self-draft-layers 4,8,12")
     if args.trace:
         ensure_writable(args.trace)
     forget_draft_memory(args)

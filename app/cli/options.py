@@ -7,19 +7,20 @@ from __future__ import annotations
 
 import argparse
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from app.cli.bench_tasks import SUITES
 from app.draft_memory import DraftMemory
 from app.engine.decode_config import DecodeConfig, DrafterChoice, DrafterOptions, SuffixOptions
 from app.engine.drafters.registry import DRAFTERS, check, copies, parse_names
+from app.engine.drafters.self_draft import is_auto
 from app.engine.sampling import SamplingParams
 from app.errors import SettingsError
 from app.models.loading import ModelSpec
 
 # the flags that name a drafter, kept as aliases of --spec-type: flag -> its name
 ALIASES = {"--ngram": "ngram", "--suffix": "suffix", "--draft-mtp": "mtp",
-           "--draft-heads": "heads", "--self-draft-layers": "self", "-md": "draft"}
+           "--draft-heads": "heads", "--self-skip": "self", "-md": "draft"}
 
 
 def add_model_flags(parser: argparse.ArgumentParser) -> None:
@@ -60,10 +61,15 @@ def add_model_flags(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--spec-min-prob", type=float, default=SuffixOptions.min_prob,
                    help="with --suffix: a token whose estimated probability (how often the "
                         "text went on so) is below this is not drafted (default 0.1)")
-    g.add_argument("--self-draft-layers", dest="self_draft_layers", default=None, metavar="N",
-                   help="--spec-type self: draft with the target's own first N layers (then "
-                        "its final norm and "
-                        "output head); bench takes a list, e.g. 4,8,12, for a layer sweep")
+    g.add_argument("--self-skip", dest="self_skip", default=None, metavar="RANGES|auto",
+                   help="--spec-type self: draft with the target itself, these of its layers "
+                        "left out (0-based ranges, e.g. 6-11,15-20; its first layer, final "
+                        "norm and output head are kept), or auto: the layers chosen by "
+                        "measurement on the prompt (the default for --spec-type self)")
+    g.add_argument("--self-cost", dest="self_cost", type=float,
+                   default=DrafterOptions.skip_cost, metavar="C",
+                   help="with --self-skip auto: drop layers until a draft step is estimated "
+                        "to cost C target steps (default %(default)s)")
     g.add_argument("--draft-heads", dest="draft_heads", default=None, metavar="HEADS",
                    help="--spec-type heads: draft with heads trained on the target's hidden "
                         "states (draftlens heads train)")
@@ -128,34 +134,25 @@ def add_decode_flags(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--chat", action="store_true", help="apply the target's chat template")
 
 
-def self_draft_layers(args: argparse.Namespace) -> list[int]:
-    """The N values of --self-draft-layers (empty when not given)."""
-    text = getattr(args, "self_draft_layers", None)
-    if not text:
-        return []
-    try:
-        values = [int(part) for part in str(text).split(",") if part.strip()]
-    except ValueError as exc:
-        raise SettingsError(f"--self-draft-layers takes layer counts like 8 or 4,8,12 "
-                            f"(got {text})") from exc
-    if not values or min(values) < 1:
-        raise SettingsError(f"--self-draft-layers must be 1 or more (got {text})")
-    return values
+def drafter_choice(args: argparse.Namespace) -> DrafterChoice:
+    """What drafts, as the flags say (choice_from_flags), checked by the registry."""
+    choice = choice_from_flags(args)
+    check(choice)
+    return choice
 
 
-def drafter_choice(args: argparse.Namespace, layers: int | None = None) -> DrafterChoice:
+def choice_from_flags(args: argparse.Namespace) -> DrafterChoice:
     """What drafts: --spec-type's names, or those the older flags name (ALIASES), with the
-    drafters' options (`layers`: the self-draft's, else --self-draft-layers' first); checked
-    by the registry, once."""
-    if layers is None:
-        layers = next(iter(self_draft_layers(args)), 0)
+    drafters' options; not yet checked by the registry (checked_config, drafter_choice)."""
+    skip = getattr(args, "self_skip", None) or ""
     named = {"ngram": bool(getattr(args, "ngram", False)),
              "suffix": bool(getattr(args, "suffix", False)),
              "mtp": bool(getattr(args, "draft_mtp", False)),
              "heads": bool(getattr(args, "draft_heads", None)),
-             "self": bool(layers), "draft": bool(getattr(args, "draft", None))}
+             "self": bool(skip), "draft": bool(getattr(args, "draft", None))}
     options = DrafterOptions(
-        cross_vocab=getattr(args, "cross_vocab", "auto") or "auto", layers=layers,
+        cross_vocab=getattr(args, "cross_vocab", "auto") or "auto", skip=skip,
+        skip_cost=getattr(args, "self_cost", DrafterOptions.skip_cost),
         heads=getattr(args, "draft_heads", None) or "",
         memory=getattr(args, "draft_memory", "") or "",
         suffix=SuffixOptions(factor=getattr(args, "spec_factor", SuffixOptions.factor),
@@ -172,12 +169,10 @@ def drafter_choice(args: argparse.Namespace, layers: int | None = None) -> Draft
                                 f"{flags[0]}")
     else:
         names = alias_names(named, getattr(args, "target", None) is None)
-    choice = DrafterChoice(names, options)
-    check(choice)
-    if named["draft"] and not choice.uses("draft"):
+    if named["draft"] and "draft" not in names:
         raise SettingsError("-md is the draft model of --spec-type draft — add draft to "
                             "--spec-type, or drop -md")
-    return choice
+    return DrafterChoice(names, options)
 
 
 def alias_names(named: dict[str, bool], demo: bool) -> tuple[str, ...]:
@@ -185,7 +180,7 @@ def alias_names(named: dict[str, bool], demo: bool) -> tuple[str, ...]:
     before a draft model or a self-draft; nothing named: a draft model."""
     models = [n for n in ("draft", "self", "heads", "mtp", "suffix") if named[n]]
     if len(models) > 1 or (named["ngram"] and models and models[0] in ("mtp", "suffix")):
-        raise SettingsError("pick one draft: -md DRAFT, --self-draft-layers N, "
+        raise SettingsError("pick one draft: -md DRAFT, --self-skip RANGES|auto, "
                             "--draft-heads HEADS, --draft-mtp, --ngram or --suffix (or chain "
                             "them with --spec-type, e.g. ngram,draft)")
     if named["ngram"]:
@@ -193,13 +188,16 @@ def alias_names(named: dict[str, bool], demo: bool) -> tuple[str, ...]:
     return tuple(models) or ("draft",)
 
 
-def model_spec(args: argparse.Namespace, choice: DrafterChoice,
-               first_layers: tuple[int, ...] | None = None) -> ModelSpec:
+def model_spec(args: argparse.Namespace, choice: DrafterChoice) -> ModelSpec:
     """Which models to load for `choice`: the target (the demo pair's without -m), its MTP
-    layers where they draft, the draft model file where one drafts, and the target's first
-    layers as a model per `first_layers` (default: the choice's self-draft, if any)."""
-    if first_layers is None:
-        first_layers = (choice.options.layers,) if choice.uses("self") else ()
+    layers where they draft, the draft model file where one drafts, and the target without
+    the layers a self-draft skips, where they are given (a set chosen by measurement is
+    loaded once chosen, before the run: app.models.self_skip)."""
+    # read from the names, not asked of other modules: the command line's settings are read
+    # here in one go, and checked after (checked_config)
+    drafts = set(choice.names)
+    skips = ((choice.options.skip,) if "self" in drafts and not is_auto(choice.options.skip)
+             else ())
     target, draft = args.target, args.draft
     if target is None:
         from app.models.demo import demo_installed, demo_paths
@@ -209,11 +207,11 @@ def model_spec(args: argparse.Namespace, choice: DrafterChoice,
                                 "pass -m FILE, or run: draftlens models fetch-demo")
         demo_target, demo_draft = demo_paths()
         target = str(demo_target)
-        if draft is None and choice.uses("draft"):
+        if draft is None and "draft" in drafts:
             draft = str(demo_draft)
-    if draft is None and choice.uses("draft"):
+    if draft is None and "draft" in drafts:
         raise SettingsError("no draft given — pass -md DRAFT_FILE, --ngram for prompt lookup, "
-                            "or --self-draft-layers N for the target's own first layers")
+                            "or --spec-type self for the target with layers skipped")
     layers = args.n_gpu_layers
     if layers != "auto":
         try:
@@ -221,19 +219,18 @@ def model_spec(args: argparse.Namespace, choice: DrafterChoice,
         except ValueError as exc:
             raise SettingsError(f"--n-gpu-layers must be a number or auto (got {layers})") from exc
     return ModelSpec(
-        target=target, draft=draft if choice.uses("draft") else None, backend=args.backend,
+        target=target, draft=draft if "draft" in drafts else None, backend=args.backend,
         device=args.device, n_gpu_layers=layers, n_ctx=args.n_ctx, n_threads=args.n_threads,
         trust_remote_code=args.trust_remote_code, allow_pickle=args.allow_pickle,
-        batch_invariant=args.exact_kernels, rpc=args.rpc.strip(), with_mtp=choice.uses("mtp"),
-        mmap=args.mmap, first_layers=first_layers,
+        batch_invariant=args.exact_kernels, rpc=args.rpc.strip(), with_mtp="mtp" in drafts,
+        mmap=args.mmap, self_skips=skips,
     )
 
 
 @dataclass(frozen=True)
 class Plan:
-    """A command line, once: the settings of each run it makes (one, or one per N of a
-    --self-draft-layers sweep, in order), which models to load for all of them, the prompts,
-    and the draft memory file to empty first ("": none)."""
+    """A command line, once: the settings of each run it makes, which models to load for all
+    of them, the prompts, and the draft memory file to empty first ("": none)."""
 
     runs: tuple[DecodeConfig, ...]
     spec: ModelSpec
@@ -242,14 +239,18 @@ class Plan:
 
 
 def plan(args: argparse.Namespace) -> Plan:
-    """The command line as a Plan: --self-draft-layers parsed once, each run's drafter
-    checked once, every model the runs draft with in the spec (so building a run loads
-    none), and the prompts read (-p, --prompt-file, or the --suite's)."""
-    layers = self_draft_layers(args)
-    choices = [drafter_choice(args, n) for n in layers] or [drafter_choice(args, 0)]
-    runs = tuple(decode_config(args, choice) for choice in choices)
-    return Plan(runs, model_spec(args, choices[0], tuple(layers)), tuple(read_prompts(args)),
-                memory_to_forget(args))
+    """The command line as a Plan: every flag read first (what drafts, the models to load,
+    the run's settings, the prompts), then the drafter checked by the registry and the
+    settings validated, once. Every model the run drafts with is in the spec, so building a
+    run loads none (a self-draft's layers chosen by measurement are loaded once chosen)."""
+    choice = choice_from_flags(args)
+    spec = model_spec(args, choice)
+    config = config_from_flags(args, choice)
+    prompts = read_prompts(args.prompt, args.prompt_file, args.suite)
+    forget = memory_to_forget(getattr(args, "forget_draft_memory", False),
+                              getattr(args, "draft_memory", "") or "")
+    return Plan((checked_config(config, default_k=args.draft_max is None),), spec,
+                tuple(prompts), forget)
 
 
 def settings(args: argparse.Namespace) -> tuple[DecodeConfig, ModelSpec]:
@@ -261,11 +262,17 @@ def settings(args: argparse.Namespace) -> tuple[DecodeConfig, ModelSpec]:
 
 def decode_config(args: argparse.Namespace,
                   choice: DrafterChoice | None = None) -> DecodeConfig:
-    """The run's settings; what drafts is `choice`, or what the flags say (drafter_choice)."""
-    choice = drafter_choice(args) if choice is None else choice
-    draft_max = args.draft_max if args.draft_max is not None else (32 if copies(choice) else 8)
-    config = DecodeConfig(
-        n_predict=args.n_predict, draft_max=draft_max, draft_min=args.draft_min,
+    """The run's settings, checked; what drafts is `choice`, or what the flags say."""
+    choice = choice_from_flags(args) if choice is None else choice
+    return checked_config(config_from_flags(args, choice), default_k=args.draft_max is None)
+
+
+def config_from_flags(args: argparse.Namespace, choice: DrafterChoice) -> DecodeConfig:
+    """The run's settings as the flags give them (k 8 where none is given; checked_config
+    sets a lookup's default)."""
+    return DecodeConfig(
+        n_predict=args.n_predict,
+        draft_max=args.draft_max if args.draft_max is not None else 8, draft_min=args.draft_min,
         draft_p_min=args.draft_p_min or 0.0, adaptive=args.adaptive,
         tree_width=args.tree_width, tree_nodes=args.tree_nodes,
         draft_p_split=args.draft_p_split,
@@ -273,17 +280,25 @@ def decode_config(args: argparse.Namespace,
                                 min_p=args.min_p, seed=args.seed),
         drafter=choice,
     )
+
+
+def checked_config(config: DecodeConfig, default_k: bool) -> DecodeConfig:
+    """The settings once checked: what drafts by the registry, k's default where none was
+    given (32 where a lookup leads: its drafts are long), and the settings' own limits."""
+    if default_k and copies(config.drafter):
+        config = replace(config, draft_max=32)
+    check(config.drafter)
     config.validate()
     return config
 
 
-def memory_to_forget(args: argparse.Namespace) -> str:
-    """The file --forget-draft-memory empties ("" without the flag)."""
-    if not getattr(args, "forget_draft_memory", False):
+def memory_to_forget(forget: bool, memory: str) -> str:
+    """The file --forget-draft-memory empties ("" without the flag); `memory`: --draft-memory."""
+    if not forget:
         return ""
-    if not getattr(args, "draft_memory", ""):
+    if not memory:
         raise SettingsError("--forget-draft-memory needs the file: --draft-memory PATH")
-    return str(args.draft_memory)
+    return memory
 
 
 def forget_memory(path: str) -> None:
@@ -294,26 +309,27 @@ def forget_memory(path: str) -> None:
 
 def forget_draft_memory(args: argparse.Namespace) -> None:
     """--forget-draft-memory: empty the memory file."""
-    forget_memory(memory_to_forget(args))
+    forget_memory(memory_to_forget(getattr(args, "forget_draft_memory", False),
+                                   getattr(args, "draft_memory", "") or ""))
 
 
-def read_prompts(args: argparse.Namespace) -> list[str]:
-    """-p (repeatable) and --prompt-file's lines (one JSON string each), else the built-in
-    prompts of --suite."""
-    prompts = list(args.prompt or [])
-    if args.prompt_file:
+def read_prompts(given: list[str] | None, prompt_file: str | None, suite: str) -> list[str]:
+    """-p's prompts (repeatable) and --prompt-file's lines (one JSON string each), else the
+    built-in prompts of --suite."""
+    prompts = list(given or [])
+    if prompt_file:
         try:
-            with open(args.prompt_file, encoding="utf-8") as f:
+            with open(prompt_file, encoding="utf-8") as f:
                 for number, line in enumerate(f, start=1):
                     if line.strip():
                         try:
                             prompts.append(str(json.loads(line)))
                         except json.JSONDecodeError as exc:
                             raise SettingsError(
-                                f"{args.prompt_file} line {number} is not a JSON string — "
+                                f"{prompt_file} line {number} is not a JSON string — "
                                 'write one prompt per line, e.g. "def f(x):\\n"'
                             ) from exc
         except OSError as exc:
-            raise SettingsError(f"cannot read prompt file {args.prompt_file}: "
+            raise SettingsError(f"cannot read prompt file {prompt_file}: "
                                 f"{exc.strerror}") from exc
-    return prompts or SUITES[args.suite]
+    return prompts or SUITES[suite]

@@ -106,9 +106,11 @@ class DraftLengthController:
         known = self.costs.get(kind.name)
         if known is not None:
             return known
-        if kind.free or self.known_draft_cost is None:
-            return PassCost(0.0, priced=kind.free)
-        return PassCost(self.known_draft_cost, priced=True)
+        if kind.free:
+            return PassCost(0.0, priced=True)
+        if self.known_draft_cost is not None:
+            return PassCost(self.known_draft_cost, priced=True)
+        return PassCost(0.0, draft_times=self.curve.draft_samples(kind.name))
 
     def unpriced(self, kind: DraftKind, limit: int) -> list[int]:
         """The draft lengths 0..limit this kind's passes cannot be priced for yet: their pass

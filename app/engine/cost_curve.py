@@ -88,9 +88,16 @@ class VerifyCostCurve:
     sizes: dict[int, SizeSamples] = field(default_factory=dict)
     refused: int = 0
     stored_at: float | None = None  # when the stored shape was measured (time.time())
+    # per kind of draft, seconds per drafted token of the kept drafting passes: the draft's
+    # price lives beside the target's, shared by the runs on one pair, so a second run does
+    # not time the draft again (app.engine.pass_pricing.PassCost keeps them)
+    draft_times: dict[str, deque[float]] = field(default_factory=dict)
 
     def samples(self, n: int) -> SizeSamples:
         return self.sizes.setdefault(n, SizeSamples())
+
+    def draft_samples(self, kind: str) -> deque[float]:
+        return self.draft_times.setdefault(kind, deque(maxlen=RECENT_PASSES))
 
     @property
     def live(self) -> dict[int, float]:

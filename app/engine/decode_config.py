@@ -67,8 +67,14 @@ class DrafterOptions:
 
     # draft: a draft model of another vocabulary drafts by tli, string or auto (tli)
     cross_vocab: str = "auto"
-    # self: how many of the target's first layers draft
-    layers: int = 0
+    # self: the target's layers it skips, as ranges ("6-11,15-20"), or "auto" (also ""):
+    # chosen by measurement on the run's text (app.engine.drafters.self_skip)
+    skip: str = ""
+    # self: the draft's estimated cost in target steps the search aims for. On the demo
+    # target (docs/benchmarks.md, "Self-speculation") 0.75 kept 19 of 28 layers, measured
+    # at 0.68-0.71 of a step, accepting 0.66-0.70 of its tokens at k = 3; 0.6 kept 14 and
+    # accepted 0.30, 0.7 kept 17 and accepted 0.47 (llama.cpp)
+    skip_cost: float = 0.75
     # heads: the heads file (draftlens heads train)
     heads: str = ""
     # suffix: a file of earlier outputs to draft from, updated after each run ("" = none),

@@ -39,21 +39,29 @@ class PassCost:
     draft_cost: float  # seconds per drafted token (0 until priced, and for a free kind)
     extra_per_level: float = 0.0
     priced: bool = False  # draft_cost is the median of MIN_SAMPLES drafting passes or more
-    # seconds per drafted token of the kept drafting passes; None until the kind's first
-    # drafting pass, which is not kept (the drafter's cold start)
-    draft_times: deque[float] | None = field(default=None, repr=False)
+    # seconds per drafted token of the kept drafting passes (VerifyCostCurve.draft_samples:
+    # shared by the runs on one pair); a run's first drafting pass is not kept (the drafter's
+    # cold start), `warmed` once it was seen
+    draft_times: deque[float] = field(default_factory=lambda: deque(maxlen=RECENT_PASSES),
+                                      repr=False)
+    warmed: bool = False
+
+    def __post_init__(self) -> None:
+        self._price()
+
+    def _price(self) -> None:
+        if len(self.draft_times) >= MIN_SAMPLES:  # one cold or loaded pass moves nothing
+            self.draft_cost, self.priced = float(np.median(self.draft_times)), True
 
     def learn(self, t_draft: float, depth: int, pass_tokens: int, keep_time: bool,
               average: float) -> None:
         """One drafting pass: `depth` tokens drafted in `t_draft` seconds (kept unless
         `keep_time` is false: a probe's draft time includes catching up on the tokens emitted
         while it sat idle), and the pass's `pass_tokens`, averaged in at weight `average`."""
-        if keep_time and self.draft_times is not None:
+        if keep_time and self.warmed:
             self.draft_times.append(t_draft / depth)
-            if len(self.draft_times) >= MIN_SAMPLES:  # one cold or loaded pass moves nothing
-                self.draft_cost, self.priced = float(np.median(self.draft_times)), True
-        if self.draft_times is None:
-            self.draft_times = deque(maxlen=RECENT_PASSES)
+            self._price()
+        self.warmed = True
         extra = (pass_tokens - depth - 1) / depth
         self.extra_per_level = (1 - average) * self.extra_per_level + average * extra
 

@@ -94,17 +94,53 @@ class ReferenceGenerator(Protocol):
         ...
 
 
-@runtime_checkable
-class EarlyExitModel(Protocol):
-    """A runtime that can run only its first layers, then its final norm and output head,
-    as a model of its own sharing the weights (a self-speculative draft)."""
+class SkipScorer(Protocol):
+    """The target with a set of its layers left out, read for a self-draft's search
+    (app.engine.drafters.self_skip)."""
 
     @property
     def n_layers(self) -> int: ...
 
-    def early_exit(self, n_layers: int) -> LanguageModel:
-        """The first n_layers decoder layers as a LanguageModel with its own KV cache."""
+    def skipped_argmax(self, ids: Sequence[int], skip: frozenset[int]) -> np.ndarray:
+        """The argmax (len(ids),) of the target without the `skip` layers at every position of
+        ids, read in one pass from an empty cache (the target's own cache is left as it
+        was)."""
         ...
+
+    def layer_bytes(self) -> tuple[int, list[int]]:
+        """The weight bytes a step reads besides the blocks (the output head), and each
+        block's."""
+        ...
+
+    def close(self) -> None: ...
+
+
+@runtime_checkable
+class LayerSkipModel(Protocol):
+    """A runtime that can run with a set of its layers left out (a self-draft's layers are
+    chosen so)."""
+
+    @property
+    def n_layers(self) -> int: ...
+
+    def skip_scorer(self) -> SkipScorer: ...
+
+
+@runtime_checkable
+class SkipDraftModel(Protocol):
+    """A runtime that drafts with a set of its layers left out of its own forward, sharing its
+    weights and (borrow) its KV cache: the draft's kept layers read the keys and values the
+    verify pass wrote for the committed text."""
+
+    def skip_draft(self, skip: frozenset[int], borrow: bool = True) -> LanguageModel: ...
+
+
+@runtime_checkable
+class BorrowingDraft(Protocol):
+    """A draft that runs inside its target's KV cache: what it appended there must go before
+    the target's next pass (release), and it cannot roll back below the target's tokens."""
+
+    def release(self) -> None: ...
 
 
 @runtime_checkable

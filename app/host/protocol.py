@@ -84,7 +84,7 @@ def spec_to_dict(spec: ModelSpec) -> dict[str, Any]:
 
 
 def spec_from_dict(data: dict[str, Any]) -> ModelSpec:
-    return ModelSpec(**{**data, "first_layers": tuple(data.get("first_layers", ()))})
+    return ModelSpec(**{**data, "self_skips": tuple(data.get("self_skips", ()))})
 
 
 def config_to_dict(config: DecodeConfig) -> dict[str, Any]:

@@ -274,7 +274,8 @@ class Host:
     def _prepare(self, pair: LoadedPair, command: dict[str, Any], plain: bool = False) -> Run:
         config = p.config_from_dict(command["config"])
         run = prepare_run(pair, config, command["prompt"], bool(command.get("chat")),
-                          plain=plain, extra_settings={"compare": bool(command.get("compare"))})
+                          plain=plain, extra_settings={"compare": bool(command.get("compare"))},
+                          progress=lambda message: self.emit(p.PROGRESS, message=message))
         self.emit(p.STARTED, run=_mode(run), header=_header_line(run.header),
                   t_target=run.session.plain_step_price()[0])
         return run

@@ -57,8 +57,8 @@ _FORMATS: dict[type, tuple[Callable[[Any], dict[str, Any]], Callable[[dict[str, 
     NgramCandidate: (lambda c: {}, lambda d: NgramCandidate()),
     LoadedCandidate: (lambda c: {"label": c.label, "choice": choice_to_dict(c.choice)},
                       lambda d: LoadedCandidate(d["label"], choice_from_dict(d["choice"]))),
-    SelfDraftCandidate: (lambda c: {"n_layers": c.n_layers},
-                         lambda d: SelfDraftCandidate(int(d["n_layers"]))),
+    SelfDraftCandidate: (lambda c: {"skip": c.skip},
+                         lambda d: SelfDraftCandidate(str(d["skip"]))),
 }
 
 

@@ -1,17 +1,19 @@
-"""Self-speculative drafts for llama.cpp: a GGUF of the target's first N blocks.
+"""Self-speculative drafts for llama.cpp: a GGUF of a chosen set of the target's blocks.
 
-llama.cpp has no way to stop a model after N layers, so the draft is a file of its own: the
-target's metadata with `<arch>.block_count` set to N and the tensors of blocks >= N dropped;
-the embeddings, the final norm and the output head are the target's. It is written once per
-(source file, N) into the data folder and reused after that. The draft then loads as any
-model: its weights are a second copy in memory (N/L of the target's blocks plus the
-embeddings and head), and it keeps its own KV cache.
+llama.cpp cannot leave layers out of a model's graph, so the draft is a file of its own: the
+target's metadata with `<arch>.block_count` set to the blocks kept, per-layer settings cut to
+those, and the kept blocks' tensors renumbered 0, 1, ... in order; the embeddings, the final
+norm and the output head are the target's. It is written once per (source file, skip set)
+into the data folder and reused after that. The draft then loads as any model: its weights
+are a second copy in memory (the kept blocks plus the embeddings and head), and it keeps its
+own KV cache.
 """
 
 from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Iterable
 from pathlib import Path
 
 import gguf
@@ -36,8 +38,9 @@ def source_key(source: Path) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:12]
 
 
-def truncated_gguf_path(source: Path, n_layers: int) -> Path:
-    return self_draft_dir() / f"{source.stem}.{source_key(source)}.first{n_layers}.gguf"
+def kept_blocks_path(source: Path, kept: list[int]) -> Path:
+    name = hashlib.sha256(",".join(map(str, kept)).encode()).hexdigest()[:10]
+    return self_draft_dir() / f"{source.stem}.{source_key(source)}.keep{len(kept)}-{name}.gguf"
 
 
 def block_count(source: Path) -> int:
@@ -50,24 +53,22 @@ def block_count(source: Path) -> int:
     return n_layer
 
 
-def check_layers(n_layers: int, total: int, name: str) -> None:
-    if not 1 <= n_layers < total:
-        raise ModelFileError(
-            f"{name} has {total} layers; --self-draft-layers must be 1 to {total - 1} "
-            f"(got {n_layers})"
-        )
-
-
-def truncated_gguf(source: str | Path, n_layers: int) -> Path:
-    """The cached GGUF of source's first n_layers blocks, written now if missing."""
+def kept_blocks_gguf(source: str | Path, skip: Iterable[int]) -> Path:
+    """The cached GGUF of source without the `skip` blocks, written now if missing."""
     source = Path(source)
-    check_layers(n_layers, block_count(source), source.name)
-    out = truncated_gguf_path(source, n_layers)
+    total = block_count(source)
+    skipped = set(skip)
+    kept = [i for i in range(total) if i not in skipped]
+    if not skipped or len(kept) < 1 or max(skipped) >= total:
+        raise ModelFileError(f"{source.name} has {total} blocks; a self-draft skips some of "
+                             f"blocks 0 to {total - 1} and keeps at least one "
+                             f"(got {sorted(skipped)})")
+    out = kept_blocks_path(source, kept)
     if out.exists():
         return out
     tmp = out.with_name(f".{out.name}.tmp")
     try:
-        _write_first_blocks(source, tmp, n_layers)
+        _write_kept_blocks(source, tmp, kept)
         tmp.replace(out)
     except OSError as exc:
         raise ModelFileError(
@@ -79,9 +80,10 @@ def truncated_gguf(source: str | Path, n_layers: int) -> Path:
     return out
 
 
-def _write_first_blocks(source: Path, out: Path, n_layers: int) -> None:
-    """Copy source to out with every key kept (block_count rewritten) and the tensors of
-    blocks >= n_layers left out; tensor bytes are copied as they are (any quantisation)."""
+def _write_kept_blocks(source: Path, out: Path, kept: list[int]) -> None:
+    """Copy source to out with every key kept (block_count and per-layer settings cut to the
+    kept blocks) and the kept blocks' tensors renamed to their new numbers; tensor bytes are
+    copied as they are (any quantisation)."""
     reader = gguf.GGUFReader(source)
     arch_field = reader.fields[gguf.Keys.General.ARCHITECTURE]
     arch = str(arch_field.contents())
@@ -95,27 +97,34 @@ def _write_first_blocks(source: Path, out: Path, n_layers: int) -> None:
         sub_type = field.types[-1] if value_type == gguf.GGUFValueType.ARRAY else None
         value = field.contents()
         if field.name == count_key:
-            value = n_layers
+            value = len(kept)
         elif isinstance(value, list) and len(value) == total:
-            value = value[:n_layers]  # per-layer settings (head counts, sliding windows)
+            value = [value[i] for i in kept]  # per-layer settings (head counts, windows)
         writer.add_key_value(field.name, value, value_type, sub_type=sub_type)
-    kept = [t for t in reader.tensors if _keeps(t.name, n_layers)]
-    for tensor in kept:
-        writer.add_tensor_info(tensor.name, tensor.data.shape, tensor.data.dtype,
+    number = {old: new for new, old in enumerate(kept)}
+    tensors = [(renamed(t.name, number), t) for t in reader.tensors]
+    tensors = [(name, t) for name, t in tensors if name is not None]
+    for name, tensor in tensors:
+        writer.add_tensor_info(name, tensor.data.shape, tensor.data.dtype,
                                tensor.data.nbytes, tensor.tensor_type)
     writer.write_header_to_file()
     writer.write_kv_data_to_file()
     writer.write_ti_data_to_file()
-    for tensor in kept:
+    for _, tensor in tensors:
         writer.write_tensor_data(tensor.data, tensor_endianess=reader.endianess)
     writer.close()
+
+
+def renamed(name: str, number: dict[int, int]) -> str | None:
+    """A tensor's name in the draft file: a kept block's renumbered, a skipped block's None,
+    any other (embeddings, final norm, head) as it is."""
+    match = _BLOCK.match(name)
+    if match is None:
+        return name
+    new = number.get(int(match.group(1)))
+    return None if new is None else f"blk.{new}.{name[match.end():]}"
 
 
 def block_count_of(reader: gguf.GGUFReader, count_key: str) -> int:
     field = reader.fields.get(count_key)
     return int(field.contents()) if field is not None else -1
-
-
-def _keeps(name: str, n_layers: int) -> bool:
-    match = _BLOCK.match(name)
-    return match is None or int(match.group(1)) < n_layers

@@ -13,7 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from app.engine.cost_curve import VerifyCostCurve
-from app.engine.protocol import EarlyExitModel, LanguageModel
+from app.engine.drafters.self_skip import SkipChoice, format_skip, parse_skip
+from app.engine.protocol import LanguageModel, LayerSkipModel, SkipDraftModel
 from app.errors import DraftLensError, ModelFileError, SettingsError
 from app.models.pair_check import (
     CrossVocab,
@@ -44,28 +45,24 @@ class ModelSpec:
     batch_invariant: bool = False
     rpc: str = ""  # the target on llama.cpp rpc-servers: HOST:PORT[,HOST:PORT...]
     with_mtp: bool = False  # load the target's own MTP (NextN) layers too (llama.cpp)
-    # the target's first N layers to load as a model of their own, one per N (a self-draft;
-    # a bench sweeps several)
-    first_layers: tuple[int, ...] = ()
+    # skip sets given by hand ("6-11,15-20"): the target without those layers, loaded as a
+    # draft of its own per set (a self-draft; one chosen by measurement is loaded once it is
+    # chosen, app.models.self_skip)
+    self_skips: tuple[str, ...] = ()
     # llama.cpp: map the GGUF (True) or read its weights into memory (False); None: read where
     # the weights stay on the CPU and fit (backends.llamacpp_load.weights_read_into_memory)
     mmap: bool | None = None
 
     def resolved_backend(self) -> str:
-        backend = self._backend()
+        """The backend named, or auto's: llama.cpp for a .gguf target, else torch."""
+        if self.backend != "auto" and self.backend not in BACKENDS:
+            raise SettingsError(f"unknown backend '{self.backend}' — use llamacpp or torch")
+        backend = self.backend if self.backend != "auto" else (
+            "llamacpp" if is_gguf(self.target) else "torch")
         if self.rpc and backend != "llamacpp":
             raise SettingsError("--rpc works with the llama.cpp backend only — pick a .gguf "
                                 "target (or drop --rpc)")
         return backend
-
-    def _backend(self) -> str:
-        if self.backend != "auto":
-            if self.backend not in BACKENDS:
-                raise SettingsError(
-                    f"unknown backend '{self.backend}' — use llamacpp or torch"
-                )
-            return self.backend
-        return "llamacpp" if is_gguf(self.target) else "torch"
 
 
 @dataclass
@@ -75,7 +72,10 @@ class LoadedPair:
     check: PairCheck | None
     spec: ModelSpec
     warnings: list[str] = field(default_factory=list)
-    self_drafts: dict[int, LanguageModel] = field(default_factory=dict)  # by layer count
+    # self-drafts by skip set and whether they borrow the target's cache (app.models.self_skip)
+    self_drafts: dict[tuple[str, bool], LanguageModel] = field(default_factory=dict)
+    # the figures each skip set was chosen by, by set (app.models.self_skip.settle_self_skip)
+    skip_choices: dict[str, SkipChoice] = field(default_factory=dict)
     # what the target's passes cost, as timed on this pair by the runs of this process (each
     # session adds its passes; app.runs.build_session reads the stored curve into it once)
     verify_curve: VerifyCostCurve | None = None
@@ -88,50 +88,67 @@ class LoadedPair:
         return self.check.cross
 
     def close(self) -> None:
-        for model in self.self_drafts.values():
+        for model in {id(m): m for m in self.self_drafts.values()}.values():
             if model is not self.draft:
                 model.close()
         self.target.close()
         if self.draft is not None:
             self.draft.close()
 
-    def self_draft(self, n_layers: int) -> LanguageModel:
-        """The target's first n_layers as a draft model, loaded with the pair
-        (ModelSpec.first_layers) or by load_self_draft: building a run loads no model."""
-        model = self.self_drafts.get(n_layers)
+    def self_draft(self, skip: str, borrow: bool = True) -> LanguageModel:
+        """The target without the `skip` layers ("6-11,15-20") as a draft model, loaded with
+        the pair (ModelSpec.self_skips) or by load_self_draft: building a run loads no model.
+        torch: inside the target's forward and (borrow) its KV cache; without borrow, a cache
+        of its own (for timing it). llama.cpp: a file of the kept blocks, its own cache."""
+        key = self._key(skip, borrow)
+        model = self.self_drafts.get(key)
         if model is None:
-            raise SettingsError(f"the target's first {n_layers} layers were not loaded as a "
-                                f"draft — load the pair with first_layers=({n_layers},) "
-                                "(the command line does so for --self-draft-layers)")
+            raise SettingsError(f"the target without layers {key[0]} was not loaded as a "
+                                f"draft — load the pair with self_skips=('{key[0]}',) (the "
+                                "command line does so for --self-skip)")
         return model
 
-    def load_self_draft(self, n_layers: int) -> LanguageModel:
-        """Load the target's first n_layers as a draft model, once per pair and N."""
-        model = self.self_drafts.get(n_layers)
+    def load_self_draft(self, skip: str, borrow: bool = True) -> LanguageModel:
+        """Load the target without the `skip` layers as a draft model, once per pair and set."""
+        key = self._key(skip, borrow)
+        model = self.self_drafts.get(key)
         if model is None:
-            model = load_self_draft(self.target, self.spec, n_layers)
-            self.self_drafts[n_layers] = model
+            model = load_self_draft(self.target, self.spec, *key)
+            self.self_drafts[key] = model
         return model
 
+    def _key(self, skip: str, borrow: bool) -> tuple[str, bool]:
+        """One name per set, checked against the target's layers; llama.cpp's draft has its
+        own cache either way."""
+        target = self.target
+        n_layers = target.n_layers if isinstance(target, LayerSkipModel) else None
+        return (format_skip(parse_skip(skip, n_layers)),
+                borrow if target.backend == "torch" else True)
 
-def load_self_draft(target: LanguageModel, spec: ModelSpec, n_layers: int) -> LanguageModel:
-    """torch: a view of the loaded target's first layers (shared weights); llama.cpp: a GGUF
-    of its first blocks, written once into the data folder (app.models.early_exit)."""
-    if isinstance(target, EarlyExitModel):
+
+def load_self_draft(target: LanguageModel, spec: ModelSpec, skip: str,
+                    borrow: bool) -> LanguageModel:
+    """torch: the loaded target without those layers (shared weights); llama.cpp: a GGUF of
+    its other blocks, written once into the data folder (app.models.early_exit)."""
+    skipped = parse_skip(skip, target.n_layers if isinstance(target, LayerSkipModel) else None)
+    if isinstance(target, SkipDraftModel):
         from backends.base import BackendError
 
         try:
-            return target.early_exit(n_layers)
+            model = target.skip_draft(skipped, borrow)
         except BackendError as exc:
             raise SettingsError(str(exc)) from exc
-    if target.backend == "llamacpp":
-        from app.models.early_exit import block_count, truncated_gguf
+    elif target.backend == "llamacpp":
+        from app.models.early_exit import block_count, kept_blocks_gguf
 
-        model = load_model(str(truncated_gguf(target.path, n_layers)), spec)
-        model.name = f"{target.name} · first {n_layers} of {block_count(Path(target.path))} layers"
-        return model
-    raise SettingsError(f"the {target.backend} backend cannot run a model's first layers "
-                        "as a draft — use a draft model or --ngram")
+        model = load_model(str(kept_blocks_gguf(target.path, skipped)), spec)
+        total = block_count(Path(target.path))
+        model.name = f"{target.name} · {total - len(skipped)} of {total} layers"
+    else:
+        raise SettingsError(f"the {target.backend} backend cannot leave layers out as a draft "
+                            "— use a draft model or --ngram")
+    model.name += f" (skips {skip})"
+    return model
 
 
 def validate_model_file(path: str, backend: str) -> None:
@@ -301,9 +318,9 @@ def load_pair(spec: ModelSpec, progress: Progress | None = None) -> LoadedPair:
     warnings.extend(target.caveats)
     pair = LoadedPair(target, draft, check, spec, warnings)
     try:
-        for n_layers in spec.first_layers:
-            say(f"loading the target's first {n_layers} layers as a draft")
-            pair.load_self_draft(n_layers)
+        for skip in spec.self_skips:
+            say(f"loading the target without layers {skip} as a draft")
+            pair.load_self_draft(skip)
     except Exception:
         pair.close()
         raise

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from app.errors import DraftLensError, ModelFileError
-from app.paths import cache_dir, write_atomically
+from app.paths import read_cache, write_cache
 
 CACHE_NAME = "preflight.json"
 CACHE_VERSION = 1
@@ -184,25 +184,10 @@ def _cache_key(path: Path, size: int, mtime_ns: int) -> str:
     return json.dumps([str(path), size, mtime_ns, _llama_version()])
 
 
-def _cache_path() -> Path:
-    return cache_dir() / CACHE_NAME
-
-
 def _load_cache() -> dict[str, dict[str, Any]]:
-    try:
-        data = json.loads(_cache_path().read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    if not isinstance(data, dict) or data.get("version") != CACHE_VERSION:
-        return {}
-    entries = data.get("entries")
-    return entries if isinstance(entries, dict) else {}
+    return read_cache(CACHE_NAME, CACHE_VERSION)
 
 
 def _save_cache(entries: dict[str, dict[str, Any]]) -> None:
-    """Write the cache atomically (temp file in the same folder, then os.replace)."""
-    if len(entries) > MAX_CACHE_ENTRIES:
-        newest = sorted(entries.items(), key=lambda kv: kv[1].get("checked_at", 0))
-        entries = dict(newest[-MAX_CACHE_ENTRIES:])
-    write_atomically(_cache_path(),
-                     json.dumps({"version": CACHE_VERSION, "entries": entries}, indent=1))
+    newest = sorted(entries.items(), key=lambda kv: kv[1].get("checked_at", 0))
+    write_cache(CACHE_NAME, CACHE_VERSION, dict(newest), MAX_CACHE_ENTRIES)

@@ -102,7 +102,7 @@ def policy_env(policy: str) -> dict[str, str]:
     if policy == "engine":
         from backends.llamacpp_threads import engine_process_env
 
-        return {**env, **engine_process_env(env)}
+        return {**env, **engine_process_env(env, busy=True)}
     if policy.startswith("spin"):
         return {**env, "GOMP_SPINCOUNT": policy.removeprefix("spin")}
     return {**env, **POLICIES[policy]}

@@ -305,7 +305,7 @@ def identity_part(models: dict[str, Path], heads: Path, device: str,
          replace(chain, tree_width=2, tree_nodes=8)),
         ("draft model, adaptive k (max 8)", draft, draws("draft"),
          replace(chain, draft_max=8, adaptive=True)),
-        ("self-draft, first 1 of 2 layers, k=4", None, draws("self", layers=1), chain),
+        ("self-draft, layer 1 of 2 skipped, k=4", None, draws("self", skip="1"), chain),
         ("draft heads (3 random heads)", None, draws("heads", heads=str(heads)), chain),
         ("n-gram lookup, k=8", None, draws("ngram"), replace(chain, draft_max=8)),
         ("suffix decoding, k=8", None, draws("suffix"), replace(chain, draft_max=8)),
@@ -328,7 +328,8 @@ def identity_part(models: dict[str, Path], heads: Path, device: str,
         for name, draft_file, choice, scheme_config in schemes:
             config = replace(scheme_config, drafter=choice)
             spec = ModelSpec(target=target, draft=draft_file, backend="torch", device=device,
-                             batch_invariant=exact)
+                             batch_invariant=exact,
+                             self_skips=(choice.options.skip,) if choice.uses("self") else ())
             dtype_name = dtype or "default"
             try:  # a broken scheme is a finding, not the end of the run
                 with torch_dtype(dtype):
@@ -568,8 +569,9 @@ def speed_part(root: Path, device: str, quick: bool, n_predict: int, rounds: int
         ("tree width 2, 8 nodes (depth 4), and the chain beside it",
          ["-md", str(draft), "--draft-max", "4", "--tree-width", "2", "--tree-nodes", "8"]),
         ("adaptive k (max 8)", ["-md", str(draft), "--draft-max", "8", "--adaptive"]),
-        (f"self-draft (first {shape['draft_layers']} layers, shared weights), k=4",
-         ["--self-draft-layers", str(shape["draft_layers"]), "--draft-max", "4"]),
+        (f"self-draft (first {shape['draft_layers']} layers kept, shared weights), k=4",
+         ["--self-skip", f"{shape['draft_layers']}-{shape['layers'] - 1}", "--draft-max",
+          "4"]),
     ]
     out: dict[str, Any] = {"shape": info, "n_predict": n_predict, "rounds": rounds,
                            "rows": []}

@@ -1,11 +1,11 @@
 """Which per-token diagnostics tell accepted draft tokens from rejected ones, per kind of draft.
 
-For each kind of draft (a separate draft model, self-draft: the target's first N layers, draft
-heads) this runs greedy speculative decoding with a fixed draft length (adaptive k may decode
+For each kind of draft (a separate draft model, self-draft: the target with layers skipped,
+draft heads) this runs greedy speculative decoding with a fixed draft length (adaptive k may decode
 plainly and judge nothing) over held-out prompts — none of them among the prompts the heads
 train on — and, for every judged draft token, reads quantities the step already has:
 
-  hidden_cos      self-draft: the cosine of the early exit's and the target's final-norm
+  hidden_cos      self-draft: the cosine of the skipped model's and the target's final-norm
                   outputs (as the engine computes it); draft heads: the cosine of each head's
                   z (the vector the target's output rows read) and the target's final hidden
                   state at the same position (computed here: the engine no longer does); a
@@ -30,7 +30,7 @@ Greedy decoding (temperature 0): q is then the temperature-1 softmax of the draf
 from it exactly as the engine computed it from the raw logits.
 
   python packaging/research/measure_diagnostics.py -m TARGET.gguf -md DRAFT.gguf \\
-      --self-draft-layers 20 --draft-heads HEADS.safetensors -n 64 --draft-max 4
+      --self-skip 6-11,15-20 --draft-heads HEADS.safetensors -n 64 --draft-max 4
 """
 
 from __future__ import annotations
@@ -295,7 +295,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("-m", "--target", required=True)
     parser.add_argument("-md", "--draft", help="a separate draft model")
-    parser.add_argument("--self-draft-layers", type=int, default=0)
+    parser.add_argument("--self-skip", default="", help="a self-draft's skipped layers")
     parser.add_argument("--draft-heads", default="")
     parser.add_argument("--prompts", type=int, default=8, help=f"1 to {len(PROMPTS)}")
     parser.add_argument("-n", "--n-predict", type=int, default=64)
@@ -311,15 +311,15 @@ def main(argv: list[str] | None = None) -> int:
     if args.draft:
         kinds.append(("draft model", ModelSpec(**base, draft=args.draft),
                       DrafterChoice(("draft",))))
-    if args.self_draft_layers:
-        kinds.append((f"self-draft ({args.self_draft_layers} layers)", ModelSpec(
-                      **base, first_layers=(args.self_draft_layers,)),
-                      DrafterChoice(("self",), DrafterOptions(layers=args.self_draft_layers))))
+    if args.self_skip:
+        kinds.append((f"self-draft (skips {args.self_skip})",
+                      ModelSpec(**base, self_skips=(args.self_skip,)),
+                      DrafterChoice(("self",), DrafterOptions(skip=args.self_skip))))
     if args.draft_heads:
         kinds.append(("draft heads", ModelSpec(**base),
                       DrafterChoice(("heads",), DrafterOptions(heads=args.draft_heads))))
     if not kinds:
-        parser.error("give at least one of -md, --self-draft-layers, --draft-heads")
+        parser.error("give at least one of -md, --self-skip, --draft-heads")
     rows = [figures(measure(kind, spec, prompts, replace(config, drafter=choice)))
             for kind, spec, choice in kinds]
     print(table(rows))

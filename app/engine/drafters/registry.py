@@ -9,7 +9,8 @@ order of preference, and their options; check() checks one and build_drafter() b
   suffix   suffix decoding over the prompt, the output and (option `memory`) earlier runs
   mtp      the target's own multi-token-prediction layers (its GGUF's NextN blocks)
   heads    draft heads trained on the target's hidden states (option `heads`: the file)
-  self     the target's own first N layers (option `layers`)
+  self     the target with a set of its layers skipped (option `skip`: ranges, or auto:
+           chosen on the run's text; `skip_cost`: the cost the choice aims for)
 
 A list chains them: the first that has a draft for the context drafts (`ngram,draft`: the
 lookup where the context repeats itself, the draft model elsewhere). A drafter that always

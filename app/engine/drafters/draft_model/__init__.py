@@ -1,5 +1,6 @@
-"""A draft model: a smaller model with the target's vocabulary (or the target's own first
-layers, a self-draft) proposes tokens autoregressively, each drawn from its processed row."""
+"""A draft model: a smaller model with the target's vocabulary (or the target with layers
+skipped, a self-draft: app.engine.drafters.self_draft) proposes tokens autoregressively, each drawn
+from its processed row."""
 
 from __future__ import annotations
 

@@ -1,0 +1,234 @@
+"""Which of the target's layers a self-draft skips: the set's text form, and the search that
+chooses it by measurement (in the spirit of SWIFT, arXiv 2410.06916, and Draft & Verify,
+arXiv 2309.08168: the target with some layers left out drafts for the whole target).
+
+A skip set keeps the target's first layer, its last layers as the search finds them, its
+final norm and its output head; it drops the layers named, e.g. `6-11,15-20` (0-based).
+
+The search is greedy: from all layers, drop in turn the layer whose removal keeps the
+skipped model's greedy agreement with the target highest, until the draft's estimated cost
+is within the target cost. Agreement: over every position of the texts (the user's prompt
+and a short plain continuation of it by the target), how often the skipped model's argmax
+equals the target's own, the two read teacher-forced from one pass each. A greedy draft
+token is accepted exactly when it equals the target's argmax, so agreement estimates the
+greedy acceptance of a draft that holds its own cache (the llama.cpp draft file; the torch
+draft, which reads the target's cache for the committed text, measured at least as high).
+
+Estimated cost: the share of the target's weight bytes one step of the draft reads (its kept
+blocks and the output head), since a decode step on a CPU is bound by reading the weights;
+the measured cost is stated beside it once the draft runs (app.models.self_skip).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+
+from app.engine.protocol import SkipScorer
+from app.errors import SettingsError
+
+# agreement is measured from this position of each text on (the first tokens of a prompt
+# follow almost nothing, and both models guess there)
+FIRST_SCORED = 1
+# after the first round, each round re-measures only the removals that did best last time
+# (their agreement moves little from one round to the next: a lazy greedy search)
+RECHECKED = 4
+
+
+def parse_skip(text: str, n_layers: int | None = None) -> frozenset[int]:
+    """`6-11,15-20` as the set of layer indexes it names; checked against n_layers when
+    given (the first layer is always kept)."""
+    layers: set[int] = set()
+    for part in text.replace(" ", "").split(","):
+        if not part:
+            continue
+        low, _, high = part.partition("-")
+        try:
+            first, last = int(low), int(high or low)
+        except ValueError as exc:
+            raise SettingsError(f"--self-skip takes 0-based layer ranges like 6-11,15-20 "
+                                f"(got {text!r})") from exc
+        if first > last:
+            raise SettingsError(f"--self-skip range {part} runs backwards — write {last}-{first}")
+        layers.update(range(first, last + 1))
+    if not layers:
+        raise SettingsError(f"--self-skip names no layer (got {text!r}) — give ranges like "
+                            "6-11,15-20, or auto to choose them by measurement")
+    if n_layers is not None:
+        check_skip(frozenset(layers), n_layers)
+    return frozenset(layers)
+
+
+def check_skip(skip: frozenset[int], n_layers: int) -> None:
+    if max(skip) >= n_layers:
+        raise SettingsError(f"--self-skip names layer {max(skip)}, but the target has "
+                            f"{n_layers} layers (0 to {n_layers - 1})")
+    if 0 in skip:
+        raise SettingsError("--self-skip cannot skip layer 0: the draft keeps the target's "
+                            "first layer (the torch draft reads its positions from that "
+                            "layer's cache) — start the ranges at 1")
+
+
+def format_skip(skip: Sequence[int] | frozenset[int]) -> str:
+    """The set as ranges: {6, 7, 8, 15} -> `6-8,15`."""
+    parts: list[str] = []
+    ordered = sorted(skip)
+    i = 0
+    while i < len(ordered):
+        j = i
+        while j + 1 < len(ordered) and ordered[j + 1] == ordered[j] + 1:
+            j += 1
+        parts.append(str(ordered[i]) if i == j else f"{ordered[i]}-{ordered[j]}")
+        i = j + 1
+    return ",".join(parts)
+
+
+def estimated_cost(skip: frozenset[int], head: int, blocks: Sequence[int]) -> float:
+    """The share of the target's weight bytes one draft step reads (see the module doc)."""
+    total = head + sum(blocks)
+    kept = head + sum(b for i, b in enumerate(blocks) if i not in skip)
+    return kept / total if total else 1.0
+
+
+@dataclass(frozen=True)
+class SkipPoint:
+    """One set the search settled on: the layers skipped, its agreement, estimated cost."""
+
+    skip: str
+    agreement: float
+    cost: float
+
+
+@dataclass(frozen=True)
+class SkipChoice:
+    """The skip set a self-draft uses, with the figures it was chosen by (a decision record:
+    the window and the CLI state these, never figures of their own)."""
+
+    skip: str  # the layers left out, e.g. "6-11,15-20"
+    n_layers: int  # the target's
+    agreement: float  # greedy agreement with the target over `positions` (see the module doc)
+    positions: int  # positions the agreement was measured over
+    cost: float  # estimated draft cost in target steps (the share of weight bytes read)
+    how: str  # "searched" (chosen here) or "given" (--self-skip by hand)
+    target_cost: float = 0.0  # what the search aimed for (searched only)
+    seconds: float = 0.0  # the search's time
+    evaluations: int = 0  # skipped-model passes the search ran
+    path: tuple[SkipPoint, ...] = ()  # the search's sets, one layer more dropped each
+    # a draft step over a target step, timed in turns once the draft was built (None until)
+    measured_cost: float | None = None
+    # llama.cpp: the size of the draft file of the kept blocks (0: no file, torch)
+    file_bytes: int = 0
+
+    @property
+    def kept(self) -> int:
+        return self.n_layers - len(parse_skip(self.skip))
+
+    def label(self) -> str:
+        """The draft as the trace header and the CLI name it."""
+        cost = self.measured_cost if self.measured_cost is not None else self.cost
+        what = "measured" if self.measured_cost is not None else "estimated"
+        return (f"self-draft (skip {self.skip}: {self.kept} of {self.n_layers} layers, "
+                f"agreement {self.agreement:.2f}, {what} cost {cost:.2f})")
+
+    def describe(self) -> str:
+        """The set and its figures in words (the window's note on a self-drafted run)."""
+        chosen = (f"chosen by search down to an estimated cost of {self.target_cost:g}"
+                  if self.how == "searched" else "given by hand")
+        cost = (f"a draft step costs {self.measured_cost:.2f} target steps (measured; "
+                f"{self.cost:.2f} estimated)" if self.measured_cost is not None
+                else f"a draft step costs an estimated {self.cost:.2f} target steps")
+        return (f"Self-draft: the target skipping layers {self.skip} ({self.kept} of "
+                f"{self.n_layers} kept), {chosen}. Its agreement with the target: "
+                f"{self.agreement:.2f} of {self.positions} positions; {cost}.")
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["kept"] = self.kept
+        return data
+
+    @staticmethod
+    def from_dict(data: dict[str, Any]) -> SkipChoice:
+        path = tuple(SkipPoint(**p) for p in data.get("path", ()))
+        names = {f for f in SkipChoice.__dataclass_fields__ if f != "path"}
+        return SkipChoice(**{k: v for k, v in data.items() if k in names}, path=path)
+
+
+@dataclass
+class Agreement:
+    """The skipped model's agreement with the target's argmax over a list of texts."""
+
+    scorer: SkipScorer
+    texts: list[list[int]]
+    wanted: list[np.ndarray] = field(default_factory=list)  # the target's argmax per text
+    evaluations: int = 0
+
+    def __post_init__(self) -> None:
+        self.wanted = [self.scorer.skipped_argmax(text, frozenset()) for text in self.texts]
+
+    @property
+    def positions(self) -> int:
+        return sum(max(0, len(t) - FIRST_SCORED) for t in self.texts)
+
+    def of(self, skip: frozenset[int]) -> float:
+        self.evaluations += 1
+        hits = 0
+        for text, wanted in zip(self.texts, self.wanted, strict=True):
+            got = self.scorer.skipped_argmax(text, skip)
+            hits += int(np.count_nonzero(got[FIRST_SCORED:] == wanted[FIRST_SCORED:]))
+        return hits / max(1, self.positions)
+
+
+Progress = Callable[[str], None]
+
+
+def search_skip(scorer: SkipScorer, texts: list[list[int]], target_cost: float,
+                progress: Progress | None = None) -> SkipChoice:
+    """The greedy search of the module doc, down to an estimated cost of target_cost."""
+    say = progress or (lambda message: None)
+    start = time.perf_counter()
+    n_layers = scorer.n_layers
+    head, blocks = scorer.layer_bytes()
+    agreement = Agreement(scorer, texts)
+    skip: frozenset[int] = frozenset()
+    candidates = list(range(1, n_layers))
+    last_score: dict[int, float] = {}
+    path: list[SkipPoint] = []
+    score = 1.0
+    while estimated_cost(skip, head, blocks) > target_cost and len(skip) < n_layers - 1:
+        left = [c for c in candidates if c not in skip]
+        if last_score:  # the removals that did best last round, and any never measured
+            left.sort(key=lambda c: -last_score.get(c, 2.0))
+            left = left[:RECHECKED]
+        measured = {c: agreement.of(skip | {c}) for c in left}
+        last_score.update(measured)
+        best = max(measured, key=lambda c: (measured[c], -c))
+        skip, score = skip | {best}, measured[best]
+        del last_score[best]
+        cost = estimated_cost(skip, head, blocks)
+        path.append(SkipPoint(format_skip(skip), score, cost))
+        say(f"skipping {len(skip)} of {n_layers} layers ({format_skip(skip)}): agreement "
+            f"{score:.2f}, estimated cost {cost:.2f}")
+    return SkipChoice(
+        skip=format_skip(skip), n_layers=n_layers, agreement=score,
+        positions=agreement.positions, cost=estimated_cost(skip, head, blocks),
+        how="searched", target_cost=target_cost, seconds=time.perf_counter() - start,
+        evaluations=agreement.evaluations, path=tuple(path))
+
+
+def given_skip(scorer: SkipScorer, texts: list[list[int]], skip: frozenset[int]
+               ) -> SkipChoice:
+    """A set given by hand, with its agreement on the texts measured all the same."""
+    start = time.perf_counter()
+    n_layers = scorer.n_layers
+    check_skip(skip, n_layers)
+    head, blocks = scorer.layer_bytes()
+    agreement = Agreement(scorer, texts)
+    score = agreement.of(skip)
+    return SkipChoice(
+        skip=format_skip(skip), n_layers=n_layers, agreement=score,
+        positions=agreement.positions, cost=estimated_cost(skip, head, blocks), how="given",
+        seconds=time.perf_counter() - start, evaluations=agreement.evaluations)
