@@ -28,6 +28,10 @@ itself; a run longer than --cap seconds is stopped and its time for 96 tokens ex
   PYTHONPATH=. .venv/bin/python packaging/research/bench_busy.py runs --load suite \\
       [--rounds 2] [--cap 120] [--configs default/2,default/1,passive/2,spin10000/2]
   PYTHONPATH=. .venv/bin/python packaging/research/bench_busy.py passes --load suite
+
+--traces DIR (runs) writes each run's trace there, so the steps say which pass timings the
+cost curve refused as stalled (`timing`), which were taken busy (`busy`) and the thread
+switches (`threads`): docs/trace-format.md.
 """
 
 from __future__ import annotations
@@ -134,17 +138,23 @@ def worker() -> int:
             args = parser.parse_args(["run", *WORKLOADS[order["workload"]]])
             pair.verify_curve = None  # each run starts from the stored curve, as a run does
             reply = time_run(pair, settings(args)[0], args.prompt, order["cap"],
-                             order["realtime"])
+                             order["realtime"], order.get("trace"))
             pair.verify_curve = VerifyCostCurve()
         print(json.dumps(reply), flush=True)
     return 0
 
 
-def time_run(pair: Any, config: Any, prompt: str, cap: float, realtime: bool
-             ) -> dict[str, Any]:
-    from app.runs import prepare_run
+def time_run(pair: Any, config: Any, prompt: str, cap: float, realtime: bool,
+             trace: str | None = None) -> dict[str, Any]:
+    """One run's decoding, timed; with `trace`, its JSONL trace (each step's `timing`, `busy`
+    and `threads`, as `draftlens run --trace` writes them) is written there as it runs."""
+    from app.engine.trace import TraceWriter
+    from app.runs import finish_trace, prepare_run
 
     run = prepare_run(pair, config, prompt, chat=False)
+    writer = TraceWriter(trace) if trace else None
+    if writer is not None:
+        writer.header(run.header)
     pair.target.extend(run.prompt_ids[:1], 1)  # OpenMP's threads exist from here on
     pair.target.truncate(0)
     if realtime:
@@ -154,6 +164,8 @@ def time_run(pair: Any, config: Any, prompt: str, cap: float, realtime: bool
     threads: set[int] = set()
     try:
         for step in run.session.steps(run.prompt_ids):
+            if writer is not None:
+                writer.step(step)
             steps += 1
             busy += step.busy
             if step.threads is not None:
@@ -165,6 +177,9 @@ def time_run(pair: Any, config: Any, prompt: str, cap: float, realtime: bool
         if realtime:
             schedule_all_threads(os.SCHED_OTHER, 0)
     seconds = time.perf_counter() - start
+    if writer is not None:
+        finish_trace(writer, run.session, interrupted=seconds > cap)
+        writer.close()
     tokens = len(run.session.output_ids)
     return {"seconds": seconds, "tokens": tokens, "steps": steps,
             "refused": run.session.controller.curve.refused, "thread_changes": changes,
@@ -279,6 +294,8 @@ def main() -> int:
     parser.add_argument("--configs", default="default/2,default/1,passive/2,spin10000/2")
     parser.add_argument("--workloads", default=",".join(WORKLOADS))
     parser.add_argument("--json", default="")
+    parser.add_argument("--traces", default="",
+                        help="runs: write each run's JSONL trace into this folder")
     args = parser.parse_args()
     if args.mode == "worker":
         return worker()
@@ -301,7 +318,8 @@ def main() -> int:
                     before = load_now()
                     order = {"config": str(config), "mode": args.mode, "workload": workload,
                              "cap": args.cap, "passes": args.passes,
-                             "realtime": args.realtime}
+                             "realtime": args.realtime,
+                             "trace": trace_path(args.traces, r, workload, config)}
                     w = workers[config.policy]
                     assert w is not None
                     reply = w.ask_line(order)
@@ -316,6 +334,13 @@ def main() -> int:
                 w.close()
     report(results, configs, workloads, args)
     return 0
+
+
+def trace_path(folder: str, round_index: int, workload: str, config: Config) -> str | None:
+    if not folder:
+        return None
+    name = f"{workload}-{config}-round{round_index + 1}".replace("/", "_").replace(" ", "_")
+    return str(Path(folder) / f"{name}.jsonl")
 
 
 def report(results: list[dict[str, Any]], configs: list[Config], workloads: list[str],

@@ -76,9 +76,8 @@ from app.cli.bench_tasks import (  # noqa: E402
     TEXT_PROMPTS,
     VERBATIM_PROMPTS,
 )
-from app.engine.cost_curve import (  # noqa: E402  # noqa: E402
+from app.engine.cost_curve import (  # noqa: E402
     VerifyCostCurve,
-    cached_verify_curve,
     calibration_sizes,
     interpolate,
 )
@@ -86,7 +85,12 @@ from app.engine.decode_config import DecodeConfig, DrafterChoice, DrafterOptions
 from app.engine.drafters.suffix.token_buffer import SEPARATOR  # noqa: E402
 from app.engine.sampling import SamplingParams  # noqa: E402
 from app.models.loading import LoadedPair, ModelSpec, load_pair  # noqa: E402
-from app.runs import build_session, encode_prompt, remembered_tokens  # noqa: E402
+from app.runs import (  # noqa: E402
+    build_session,
+    calibrate_pair,
+    encode_prompt,
+    remembered_tokens,
+)
 
 TOOLS = ("llama-bench", "llama-speculative-simple", "llama-lookup")
 DRAFTLESS_TOKENS = 200
@@ -404,7 +408,7 @@ def draftless_workload(pair: LoadedPair, base: ModelSpec, config: DecodeConfig,
         return {}
     # buffers, and the verify curve calibrated
     warm_up(pair, replace(config, drafter=drafters[DRAFTLENS_NGRAM]), encoded[0][1])
-    curve = cached_verify_curve(pair.target, config.draft_max)
+    curve = calibrate_pair(pair, config.draft_max)
     tallies = {label: Tally() for label in (DRAFTLENS_PLAIN, DRAFTLENS_NGRAM, DRAFTLENS_SUFFIX)}
     llama: dict[str, dict[str, Any]] = {}
     per_task: dict[str, dict[str, list[float]]] = {}
