@@ -268,11 +268,12 @@ def decode_config(args: argparse.Namespace,
 
 
 def config_from_flags(args: argparse.Namespace, choice: DrafterChoice) -> DecodeConfig:
-    """The run's settings as the flags give them (k 8 where none is given; checked_config
-    sets a lookup's default)."""
+    """The run's settings as the flags give them (DecodeConfig's k where none is given;
+    checked_config sets a lookup's default)."""
     return DecodeConfig(
         n_predict=args.n_predict,
-        draft_max=args.draft_max if args.draft_max is not None else 8, draft_min=args.draft_min,
+        draft_max=args.draft_max if args.draft_max is not None else DecodeConfig.draft_max,
+        draft_min=args.draft_min,
         draft_p_min=args.draft_p_min or 0.0, adaptive=args.adaptive,
         tree_width=args.tree_width, tree_nodes=args.tree_nodes,
         draft_p_split=args.draft_p_split,

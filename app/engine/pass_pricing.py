@@ -26,8 +26,7 @@ def paying_k(rates: np.ndarray, min_gain: float = MIN_GAIN) -> int:
 
 def rates_by_k(accept_at: Sequence[float], seconds: Sequence[float]) -> np.ndarray:
     """E(k) / time(k) for k = 0..len(accept_at), given each k's pass time in `seconds`."""
-    rates: np.ndarray = expected_tokens_for_each_k(accept_at) / np.asarray(seconds)
-    return rates
+    return Pricing(expected_tokens_for_each_k(accept_at), list(seconds)).rates
 
 
 @dataclass
