@@ -56,7 +56,7 @@ def test_a_skip_set_reads_and_writes_as_ranges():
 
 @pytest.mark.parametrize(("text", "n_layers", "message"), [
     ("0-3", 28, "cannot skip layer 0"),
-    ("20-28", 28, "names layer 28, but the target has 28 layers"),
+    ("20-28", 28, "layer 28 is not in the target, which has 28 layers"),
     ("9-6", 28, "runs backwards"),
     ("six", 28, "0-based layer ranges"),
     (",", 28, "names no layer"),
