@@ -15,7 +15,7 @@ from PySide6.QtCore import Signal
 from PySide6.QtWidgets import (
     QCheckBox,
     QDoubleSpinBox,
-    QHBoxLayout,
+    QGridLayout,
     QLabel,
     QLineEdit,
     QVBoxLayout,
@@ -59,12 +59,15 @@ class SelfDraftOption(QWidget):
         self.note = QLabel()
         self.note.setWordWrap(True)
         self.details = QWidget()
-        fields = QHBoxLayout()
+        # the set on a line of its own: a long hand-written set stays in view
+        fields = QGridLayout()
         fields.setContentsMargins(0, 0, 0, 0)
-        fields.addWidget(QLabel("skip"))
-        fields.addWidget(self.skip, 1)
-        fields.addWidget(QLabel("cost ≤"))
-        fields.addWidget(self.cost)
+        fields.addWidget(QLabel("layers to skip"), 0, 0)
+        fields.addWidget(self.skip, 0, 1, 1, 2)
+        fields.addWidget(QLabel("cost at most"), 1, 0)
+        fields.addWidget(self.cost, 1, 1)
+        fields.addWidget(QLabel("of a target step"), 1, 2)
+        fields.setColumnStretch(2, 1)
         details = QVBoxLayout(self.details)
         details.setContentsMargins(20, 0, 0, 0)
         details.addLayout(fields)
