@@ -25,7 +25,7 @@ from collections import deque
 from collections.abc import Sequence
 from typing import IO
 
-from app.engine.cost_curve import machine_busy
+from app.engine.cores import busy_as_decoding_starts
 from app.host.client import end_process_group, ending, last_words
 from backends.llamacpp_threads import engine_process_env
 
@@ -49,7 +49,7 @@ def child_command(argv: Sequence[str]) -> list[str]:
 def supervise(argv: Sequence[str]) -> int:
     env = dict(os.environ, **{IN_PROCESS: "1"})
     env.setdefault("GGML_NO_BACKTRACE", "1")  # gdb's backtrace would bury the assert line
-    env.update(engine_process_env(env, machine_busy()))  # busy: a short OpenMP spin
+    env.update(engine_process_env(env, busy_as_decoding_starts()))  # busy: a short OpenMP spin
     env.setdefault("PYTHONUNBUFFERED", "1")
     proc = subprocess.Popen(
         child_command(argv), stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
