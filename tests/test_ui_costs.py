@@ -45,7 +45,9 @@ def test_the_cost_view_the_chart_and_the_why_line_show_the_controllers_prices(
     assert view.t_plain == decision.plain_seconds
     assert view.t_draft == decision.draft_token_seconds
     for point in view.points:
-        assert point.t_verify + point.k * view.t_draft == pytest.approx(
+        # a draft's first token is priced apart (it also reads what the target wrote)
+        assert view.t_draft + view.t_first_extra == pytest.approx(decision.first_draft_seconds)
+        assert point.t_verify + point.k * view.t_draft + view.t_first_extra == pytest.approx(
             decision.prices[point.k])
     assert f"c = {view.cost_ratio:.2f}" in window.charts.plots["theory"].getAxis("bottom").labelText
     step = next(s for s in reversed(window.run.steps) if s.decision is decision)

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from app.engine.controller_options import MIN_GAIN
 from app.engine.cost_curve import MIN_SAMPLES, VerifyCostCurve
 from app.engine.metrics import expected_tokens_per_pass, predicted_speedup, theory_speedup
+from app.engine.pass_pricing import draft_seconds
 from app.engine.records import Decision
 
 # acceptance assumed before any run has measured it (the adaptive controller's prior)
@@ -95,6 +96,8 @@ class PairCosts:
     t_draft: float  # one draft token, seconds
     drafter: str
     conditions: Conditions
+    t_first_extra: float = 0.0  # what a draft's first token costs beyond the others
+
 
     def t_verify(self, n: int) -> float:
         """One target pass over n tokens, at the level of t_plain."""
@@ -107,7 +110,7 @@ class PairCosts:
         if self.curve.points:  # the k's priced, no further
             k_max = max(1, min(k_max, max(self.curve.points) - 1))
         view = cost_view(self.curve, self.t_draft, alpha, k_max, self.t_plain, self.conditions,
-                         seen=seen)
+                         seen=seen, t_first_extra=self.t_first_extra)
         view.confident_drafts = self.drafter == "draft model"
         return view
 
@@ -120,10 +123,13 @@ def costs_from_decision(decision: Decision, drafter: str,
     prices, t_draft = decision.prices, decision.draft_token_seconds or 0.0
     if len(prices) < 2 or not prices[0]:
         return None
-    verify = {k + 1: seconds - k * t_draft for k, seconds in enumerate(prices)}
+    first = decision.first_draft_seconds
+    extra = first - t_draft if first is not None else 0.0
+    verify = {k + 1: seconds - draft_seconds(k, t_draft + extra, t_draft)
+              for k, seconds in enumerate(prices)}
     if conditions is None:
         conditions = conditions_now(priced_from(decision))
-    return PairCosts(VerifyCostCurve(verify), prices[0], t_draft, drafter, conditions)
+    return PairCosts(VerifyCostCurve(verify), prices[0], t_draft, drafter, conditions, extra)
 
 
 def priced_from(decision: Decision) -> str:
@@ -166,6 +172,7 @@ class CostView:
     low_points: list[CostPoint] = field(default_factory=list)
     high_points: list[CostPoint] = field(default_factory=list)
     confident_drafts: bool = False  # a draft model's drafts, which can end on its confidence
+    t_first_extra: float = 0.0  # what a draft's first token costs beyond the others
 
     @property
     def alpha_tokens(self) -> int:
@@ -213,6 +220,9 @@ class CostView:
         best = self.best
         why = (f"verifying {best.k + 1} tokens costs {best.verify_in_steps:.1f} plain steps, "
                f"a draft token {self.cost_ratio:.2f} of a plain step")
+        if self.t_first_extra > 0 and self.t_plain > 0:
+            why += (f", its first {(self.t_draft + self.t_first_extra) / self.t_plain:.2f} "
+                    "(it also reads what the target wrote)")
         interval, low, high = self.interval, self.best_low, self.best_high
         if interval is None or low is None or high is None:
             seen = self.alpha_tokens
@@ -265,7 +275,7 @@ def _best(points: list[CostPoint]) -> CostPoint | None:
 def cost_view(curve: VerifyCostCurve, t_draft: float, alpha: float | None,
               k_max: int = COST_K_MAX, t_plain: float | None = None,
               conditions: Conditions | None = None,
-              seen: AcceptanceSeen | None = None) -> CostView:
+              seen: AcceptanceSeen | None = None, t_first_extra: float = 0.0) -> CostView:
     """The cost model at each k from 1 to k_max; alpha None means not measured yet (the
     prior), and `seen`, the draft tokens it was measured on, adds the interval's two ends.
     t_plain is a plain step measured together with t_draft; the curve is scaled to it (None:
@@ -275,17 +285,18 @@ def cost_view(curve: VerifyCostCurve, t_draft: float, alpha: float | None,
     base = curve.cost(1)
     if t_plain is None:
         t_plain = base
-    view = CostView(t_plain, t_draft, a, measured, _points(curve, t_draft, a, k_max, t_plain),
-                    seen=seen, conditions=conditions)
+    view = CostView(t_plain, t_draft, a, measured,
+                    _points(curve, t_draft, a, k_max, t_plain, t_first_extra),
+                    seen=seen, conditions=conditions, t_first_extra=t_first_extra)
     interval = view.interval
     if interval is not None:
-        view.low_points = _points(curve, t_draft, interval[0], k_max, t_plain)
-        view.high_points = _points(curve, t_draft, interval[1], k_max, t_plain)
+        view.low_points = _points(curve, t_draft, interval[0], k_max, t_plain, t_first_extra)
+        view.high_points = _points(curve, t_draft, interval[1], k_max, t_plain, t_first_extra)
     return view
 
 
 def _points(curve: VerifyCostCurve, t_draft: float, a: float, k_max: int,
-            t_plain: float) -> list[CostPoint]:
+            t_plain: float, t_first_extra: float = 0.0) -> list[CostPoint]:
     base = curve.cost(1)
     scale = t_plain / base if base > 0 else 1.0
     c = t_draft / t_plain if t_plain > 0 else 0.0
@@ -296,7 +307,8 @@ def _points(curve: VerifyCostCurve, t_draft: float, a: float, k_max: int,
             k=k, t_verify=t_verify,
             verify_in_steps=t_verify / t_plain if t_plain > 0 else 0.0,
             expected_tokens=expected_tokens_per_pass(a, k),
-            predicted_speedup=predicted_speedup(a, k, t_plain, t_draft, t_verify),
+            predicted_speedup=predicted_speedup(a, k, t_plain, t_draft, t_verify,
+                                                t_first_extra),
             theory_speedup=theory_speedup(a, k, c),
         ))
     return points

@@ -144,10 +144,12 @@ def describe_decision(d: Decision | None) -> str:
             priced = (f"drafting was priced {_x(d.gain)} plain, short of {_margin(d)}")
         else:
             priced = f"plain decoding was priced faster (this k at {_x(d.gain)} plain)"
+        catch_up = (f", and its draft first reads what the target wrote since it last "
+                    f"drafted, priced at {_ms(d.catch_up_seconds)}" if d.catch_up_seconds else "")
         return (f"k = {d.k}: a probe{kind} — {priced}, but only drafting corrects an "
                 f"acceptance estimate; acceptance priced at {priced_acceptance(d)}"
                 f"{_positions(d, d.k)}, this pass {_ms(d.pass_seconds)}"
-                f"{_tokens(d.expected_tokens)} against {costs}.")
+                f"{_tokens(d.expected_tokens)} against {costs}{catch_up}.")
     if d.rule == RULE_BEST_RATE:
         other = (f"; next best k = {d.alternative_k} at {_x(d.alternative_gain)}"
                  if d.alternative_k is not None else "")

@@ -59,6 +59,7 @@ class PassOutcome:
     t_draft: float = 0.0
     t_verify: float = 0.0
     busy: bool = False  # the machine was busy (app.engine.cost_curve.machine_busy)
+    t_draft_first: float | None = None  # of t_draft, the first token's (StepRecord's)
 
 
 class DraftLengthController:
@@ -89,6 +90,7 @@ class DraftLengthController:
         self.costs: dict[str, PassCost] = {}
         self.probes = ProbeSchedule(options)
         self._probing = False
+        self._behind = 0  # tokens the kind's draft had not read when this probe began
         self._measuring = False  # this step times a pass: it drafts the k chosen, no less
         self._copy: CopyEvidence | None = None  # the copy this step prices (decide's)
         # whether the machine is busy now (a session asks its app.engine.cores.CoreShare)
@@ -110,7 +112,10 @@ class DraftLengthController:
             return PassCost(0.0, priced=True)
         if self.known_draft_cost is not None:
             return PassCost(self.known_draft_cost, priced=True)
-        return PassCost(0.0, draft_times=self.curve.draft_samples(kind.name))
+        name = kind.name
+        return PassCost(0.0, draft_times=self.curve.draft_samples(name),
+                        first_times=self.curve.draft_first_samples(name),
+                        catch_up_times=self.curve.catch_up_samples(name))
 
     def unpriced(self, kind: DraftKind, limit: int) -> list[int]:
         """The draft lengths 0..limit this kind's passes cannot be priced for yet: their pass
@@ -139,13 +144,16 @@ class DraftLengthController:
         where it beats plain decoding by less than the options' min_gain."""
         return paying_k(self.rates(kind, limit), self.options.min_gain)
 
-    def could_pay(self, kind: DraftKind, limit: int | None = None) -> int:
+    def could_pay(self, kind: DraftKind, limit: int | None = None, catch_up: float = 0.0
+                  ) -> int:
         """The best k (up to limit) if acceptance were near perfect, or 0 if even then
         drafting would not gain min_gain (a probe that could at best break even, a 1-token
-        guess where a 2-token pass costs 1.94 steps, only costs)."""
+        guess where a 2-token pass costs 1.94 steps, only costs); `catch_up`: seconds the
+        draft first spends reading what the target wrote since it last drafted."""
         top = self.draft_max if limit is None else min(limit, self.draft_max)
         optimistic = [self.options.optimistic_accept] * top
-        return paying_k(self._pricing(kind, top, optimistic).rates, self.options.min_gain)
+        priced = Pricing.of(optimistic, self.pass_cost(kind), self.curve.current(), catch_up)
+        return paying_k(priced.rates, self.options.min_gain)
 
     def shadows(self, kind: DraftKind) -> bool:
         """Whether this kind's declined drafts are checked in shadow instead of probed."""
@@ -184,7 +192,7 @@ class DraftLengthController:
             if self._plain_price_due():
                 return self._explain(RULE_MEASURE, 0, kind, limit, self._pricing(kind, limit))
             return self._explain(RULE_FIXED, limit, kind, limit, self._pricing(kind, limit))
-        self._lift(kind, copied)
+        self.estimates[kind.name].lift_by_copy(copied, kind.run_is_evidence)
         unpriced = self.unpriced(kind, limit)
         self._measuring = bool(unpriced)
         if unpriced:
@@ -192,17 +200,18 @@ class DraftLengthController:
             return self._explain(RULE_MEASURE, self._to_measure(kind, limit, unpriced), kind,
                                  limit, self._pricing(kind, limit))
         priced = self._pricing(kind, limit)
-        k = paying_k(priced.rates, self.options.min_gain)
+        k, behind = paying_k(priced.rates, self.options.min_gain), self.probes.behind(kind.name)
         self._probing = (k == 0 and not self.shadows(kind)
                          and self.probes.probe_now(kind.name))
+        catch_up = self.pass_cost(kind).catch_up(behind) if self._probing else 0.0
         if self._probing:
-            k = self.could_pay(kind, limit)
-            self._probing = k > 0
+            k = self.could_pay(kind, limit, catch_up)
+            self._probing, self._behind = k > 0, behind
         elif k > 0:
             self.probes.drafted(kind.name)
         rule = RULE_PROBE if self._probing else RULE_BEST_RATE if k else RULE_NO_GAIN
         decision = self._explain(rule, k, kind, limit, priced)
-        decision.min_gain = self.options.min_gain
+        decision.min_gain, decision.catch_up_seconds = self.options.min_gain, catch_up or None
         return decision
 
     def _plain_price_due(self) -> bool:
@@ -248,6 +257,7 @@ class DraftLengthController:
                             busy=self.machine_busy(), **stated)
         return Decision(rule, k, kind.name, limit,
                         draft_token_seconds=self.pass_cost(kind).draft_cost,
+                        first_draft_seconds=self.pass_cost(kind).first,
                         busy=self.machine_busy() or self.curve.busy(1),
                         stored_at=self.curve.stored_at if not plain.priced else None,
                         **stated, **priced.figures(k))
@@ -265,10 +275,12 @@ class DraftLengthController:
         if kind is None or (outcome.pass_tokens and not outcome.draft_depth):
             return timing
         self._register(kind)
+        cost = self.costs[kind.name]
         if outcome.pass_tokens and not self.fixed_prices:
-            self.costs[kind.name].learn(outcome.t_draft, outcome.draft_depth,
-                                        outcome.pass_tokens, not self._probing,
-                                        self.options.tree_average)
+            cost.learn(outcome.t_draft, outcome.draft_depth, outcome.pass_tokens,
+                       not self._probing, self.options.tree_average, outcome.t_draft_first)
+            if self._probing and outcome.t_draft_first is not None:
+                cost.learn_catch_up(outcome.t_draft_first, self._behind)
         self.estimates[kind.name].observe(outcome.verdicts)
         return timing
 
@@ -277,21 +289,3 @@ class DraftLengthController:
             return
         self.estimates[kind.name] = self.estimate(kind)
         self.costs[kind.name] = self.pass_cost(kind)
-
-    def _lift(self, kind: DraftKind, copied: int) -> None:
-        """A copy of the prompt's evidence beside its own passes: the run of tokens the target
-        wrote that it would have predicted (as much as the pool remembers). Code quoted back
-        26 tokens into its source has shown what 26 accepted drafts would, whether the tokens
-        came from drafts or from plain steps, and takes the place of the kind's pooled
-        verdicts when it says more (without it the replayed edits ran 1.7% slower with the
-        lookup and 7% with suffix decoding, docs/ablation.md).
-
-        A copy of the output or of an earlier answer (not DraftKind.run_is_evidence) learns
-        from its verdicts alone, which shadow checks give it for free: a suffix copy recalled
-        from an earlier answer often matches 16 tokens and goes on for 4 (an agent's JSON, a
-        dataclass with other fields), and the output repeating a phrase of its own goes its
-        own way after it. Counted at all, even beside the verdicts, a long run drafted
-        31-token passes that kept 2 (packaging/research/replay_suffix.py, replay_lookup.py)."""
-        run = min(float(copied), self.options.pool_memory)
-        if kind.run_is_evidence and run:
-            self.estimates[kind.name].raise_pool(run, run)

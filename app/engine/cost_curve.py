@@ -92,12 +92,22 @@ class VerifyCostCurve:
     # price lives beside the target's, shared by the runs on one pair, so a second run does
     # not time the draft again (app.engine.pass_pricing.PassCost keeps them)
     draft_times: dict[str, deque[float]] = field(default_factory=dict)
+    # the same for a draft's first token, which also brings the draft up to the context
+    draft_first_times: dict[str, deque[float]] = field(default_factory=dict)
+    # and seconds per token a probe's draft spent catching up on what the target wrote alone
+    draft_catch_up: dict[str, deque[float]] = field(default_factory=dict)
 
     def samples(self, n: int) -> SizeSamples:
         return self.sizes.setdefault(n, SizeSamples())
 
     def draft_samples(self, kind: str) -> deque[float]:
         return self.draft_times.setdefault(kind, deque(maxlen=RECENT_PASSES))
+
+    def draft_first_samples(self, kind: str) -> deque[float]:
+        return self.draft_first_times.setdefault(kind, deque(maxlen=RECENT_PASSES))
+
+    def catch_up_samples(self, kind: str) -> deque[float]:
+        return self.draft_catch_up.setdefault(kind, deque(maxlen=RECENT_PASSES))
 
     @property
     def live(self) -> dict[int, float]:

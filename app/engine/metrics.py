@@ -44,10 +44,13 @@ def theory_speedup(alpha: float, k: float, c: float) -> float:
 
 
 def predicted_speedup(
-    alpha: float, k: float, t_target: float, t_draft_token: float, t_verify: float
+    alpha: float, k: float, t_target: float, t_draft_token: float, t_verify: float,
+    t_first_extra: float = 0.0,
 ) -> float:
-    """Speedup when verifying k+1 tokens costs t_verify rather than one target step."""
-    denominator = k * t_draft_token + t_verify
+    """Speedup when verifying k+1 tokens costs t_verify rather than one target step;
+    t_first_extra: what a draft's first token costs beyond the others (it also brings the
+    draft up to the context)."""
+    denominator = k * t_draft_token + (t_first_extra if k > 0 else 0.0) + t_verify
     if denominator <= 0:
         return 0.0
     return expected_tokens_per_pass(alpha, k) * t_target / denominator

@@ -29,46 +29,95 @@ def rates_by_k(accept_at: Sequence[float], seconds: Sequence[float]) -> np.ndarr
     return Pricing(expected_tokens_for_each_k(accept_at), list(seconds)).rates
 
 
+def draft_seconds(k: int, first: float, each: float) -> float:
+    """Drafting k tokens: the first token's pass, then each further token's."""
+    return first + (k - 1) * each if k > 0 else 0.0
+
+
 @dataclass
 class PassCost:
     """What one kind's pass costs beyond the verify curve: drafting, and the tokens a pass
     reads beyond the k + 1 of a chain, per draft level (tree siblings, and committed tokens a
-    tree step left for the next pass to re-read)."""
+    tree step left for the next pass to re-read).
 
-    draft_cost: float  # seconds per drafted token (0 until priced, and for a free kind)
+    A draft model's first token costs more than the others: its pass also reads what the
+    target wrote since the last draft (the token it chose, and the last drafted token when
+    every one was accepted), and on a CPU a 2-token pass costs about 1.6 single ones. Priced
+    per token from 4-token drafts, the demo draft's 1-token drafts cost 31 ms against 24 ms as
+    priced, and adaptive runs drafted k = 1 at a loss (0.58x plain). So the first token is
+    priced apart, from drafters that time it (Draft.first_seconds)."""
+
+    draft_cost: float  # seconds per drafted token after the first (0 for a free kind)
     extra_per_level: float = 0.0
-    priced: bool = False  # draft_cost is the median of MIN_SAMPLES drafting passes or more
-    # seconds per drafted token of the kept drafting passes (VerifyCostCurve.draft_samples:
-    # shared by the runs on one pair); a run's first drafting pass is not kept (the drafter's
-    # cold start), `warmed` once it was seen
+    priced: bool = False  # the median of MIN_SAMPLES drafting passes or more
+    # seconds per drafted token after the first, and of the first, of the kept drafting
+    # passes (VerifyCostCurve.draft_samples: shared by the runs on one pair); a run's first
+    # drafting pass is not kept (the drafter's cold start), `warmed` once it was seen
     draft_times: deque[float] = field(default_factory=lambda: deque(maxlen=RECENT_PASSES),
                                       repr=False)
+    first_times: deque[float] = field(default_factory=lambda: deque(maxlen=RECENT_PASSES),
+                                      repr=False)
+    first_cost: float | None = None  # seconds of the first drafted token (None: draft_cost)
+    # seconds per token that a probe's first pass spent reading what the target wrote while
+    # the kind sat idle (VerifyCostCurve.catch_up_samples): a draft model reads it all before
+    # it drafts again, 6.3 ms a token for the demo draft, a fifth of a plain step; a probe 55
+    # tokens after the last draft spent 344 ms on it, and probes made adaptive runs 0.85x
+    catch_up_times: deque[float] = field(default_factory=lambda: deque(maxlen=RECENT_PASSES),
+                                         repr=False)
     warmed: bool = False
 
     def __post_init__(self) -> None:
         self._price()
 
     def _price(self) -> None:
-        if len(self.draft_times) >= MIN_SAMPLES:  # one cold or loaded pass moves nothing
-            self.draft_cost, self.priced = float(np.median(self.draft_times)), True
+        # one cold or loaded pass moves nothing: medians of MIN_SAMPLES or more
+        if len(self.first_times) >= MIN_SAMPLES:
+            self.first_cost, self.priced = float(np.median(self.first_times)), True
+        if len(self.draft_times) >= MIN_SAMPLES:
+            self.draft_cost = float(np.median(self.draft_times))
+        elif self.first_cost is not None:  # only 1-token drafts so far
+            self.draft_cost = self.first_cost
 
     def learn(self, t_draft: float, depth: int, pass_tokens: int, keep_time: bool,
-              average: float) -> None:
-        """One drafting pass: `depth` tokens drafted in `t_draft` seconds (kept unless
-        `keep_time` is false: a probe's draft time includes catching up on the tokens emitted
-        while it sat idle), and the pass's `pass_tokens`, averaged in at weight `average`."""
+              average: float, t_first: float | None = None) -> None:
+        """One drafting pass: `depth` tokens drafted in `t_draft` seconds, `t_first` of them
+        the first token's (None: a drafter that does not time it, priced per token), kept
+        unless `keep_time` is false (a probe's draft time includes catching up on the tokens
+        emitted while it sat idle); the pass's `pass_tokens`, averaged in at weight
+        `average`."""
         if keep_time and self.warmed:
-            self.draft_times.append(t_draft / depth)
+            first = (t_draft / depth if t_first is None
+                     else t_draft if depth == 1 else min(t_first, t_draft))
+            self.first_times.append(first)
+            if depth > 1:
+                self.draft_times.append((t_draft - first) / (depth - 1))
             self._price()
         self.warmed = True
         extra = (pass_tokens - depth - 1) / depth
         self.extra_per_level = (1 - average) * self.extra_per_level + average * extra
 
+    def learn_catch_up(self, t_first: float, behind: int) -> None:
+        """A probe's first token took `t_first` seconds, `behind` tokens after the last draft."""
+        if self.priced and behind > 0:
+            self.catch_up_times.append(max(0.0, t_first - self.first) / behind)
+
+    def catch_up(self, behind: int) -> float:
+        """Seconds a draft `behind` tokens behind spends reading them before it drafts (0
+        until a probe measured it, or for a drafter that does not time its first token)."""
+        if not self.catch_up_times:
+            return 0.0
+        return behind * float(np.median(self.catch_up_times))
+
     def pass_size(self, k: int) -> int:
         return k + 1 + round(self.extra_per_level * k)
 
+    @property
+    def first(self) -> float:
+        return self.draft_cost if self.first_cost is None else self.first_cost
+
     def seconds(self, k: int, curve: dict[int, float]) -> float:
-        return k * self.draft_cost + interpolate(curve, self.pass_size(k))
+        return draft_seconds(k, self.first, self.draft_cost) + interpolate(
+            curve, self.pass_size(k))
 
 
 @dataclass
@@ -81,10 +130,12 @@ class Pricing:
     accept_at: Sequence[float] = ()
 
     @classmethod
-    def of(cls, accept_at: Sequence[float], cost: PassCost, curve: dict[int, float]
-           ) -> Pricing:
+    def of(cls, accept_at: Sequence[float], cost: PassCost, curve: dict[int, float],
+           catch_up: float = 0.0) -> Pricing:
+        """catch_up: seconds every drafting pass spends first, reading what it has not."""
         return cls(expected_tokens_for_each_k(accept_at),
-                   [cost.seconds(k, curve) for k in range(len(accept_at) + 1)], accept_at)
+                   [cost.seconds(k, curve) + (catch_up if k else 0.0)
+                    for k in range(len(accept_at) + 1)], accept_at)
 
     @property
     def rates(self) -> np.ndarray:
@@ -123,6 +174,11 @@ class ProbeSchedule:
     def drafted(self, kind: str) -> None:
         self.streak[kind] = 0
         self.gap[kind] = self.options.first_probe_gap
+
+    def behind(self, kind: str) -> int:
+        """Tokens written since this kind last drafted (one per plain step, and the one
+        after its last draft)."""
+        return self.streak.get(kind, 0) + 1
 
     def probe_now(self, kind: str) -> bool:
         """Another step in which plain decoding wins for this kind: whether to probe it."""

@@ -163,7 +163,12 @@ class Decision:
     # each k's pass (k drafted tokens + the verify pass), seconds as priced, k = 0..limit;
     # prices[0] is the plain step
     prices: list[float] = field(default_factory=list)
-    draft_token_seconds: float | None = None  # one drafted token, as priced
+    draft_token_seconds: float | None = None  # one drafted token after the first, as priced
+    # the first drafted token, as priced (it also brings the draft up to the context)
+    first_draft_seconds: float | None = None
+    # a probe: seconds its draft first spends reading what the target wrote since the kind
+    # last drafted, as priced (None: nothing to read, or not measured yet)
+    catch_up_seconds: float | None = None
     plain_samples: int = 0  # kept plain steps behind the plain step's price (0: stored curve)
     refused: int = 0  # pass timings refused so far as stalled (app.engine.cost_curve)
     busy: bool = False  # the machine was busy, or a price's samples were taken while it was
@@ -233,6 +238,9 @@ class StepRecord:
     # measured, the load average was above the cores)
     busy: bool = False
     threads: ThreadSwitch | None = None  # set on the step after which the threads changed
+    # of t_draft, the first drafted token's seconds where the drafter times it (its pass also
+    # brings the draft up to the context); None: not timed apart
+    t_draft_first: float | None = None
 
     @property
     def n_accepted(self) -> int:

@@ -216,6 +216,7 @@ class Session:
         if stop is not None and stop.stopped:
             record.stop_chance = stop.chance
         record.decision = decision
+        record.t_draft_first = draft.first_seconds if draft_tokens else None
         if drafter is not None:
             # row n_accepted of the pass produced the last emitted token
             hidden = (target_hidden[n_accepted]
@@ -287,7 +288,7 @@ class Session:
         return PassOutcome(
             self._kind, step.depth_outcomes(), pass_tokens=step.n_pass,
             draft_depth=step.draft_depth, t_draft=step.t_draft, t_verify=step.t_verify,
-            busy=busy,
+            busy=busy, t_draft_first=step.t_draft_first,
         )
 
     def _cut_at_eos(self, emitted: list[int], origins: list[str]) -> tuple[list[int], list[str]]:

@@ -71,6 +71,7 @@ def step_to_dict(step: StepRecord) -> dict[str, Any]:
         "timing": step.timing,
         "busy": step.busy,
         "threads": asdict(step.threads) if step.threads is not None else None,
+        "t_draft_first": step.t_draft_first,
     }
 
 
@@ -102,6 +103,7 @@ def step_from_dict(data: dict[str, Any]) -> StepRecord:
         timing=data.get("timing", ""),
         busy=data.get("busy", False),
         threads=ThreadSwitch(**data["threads"]) if data.get("threads") else None,
+        t_draft_first=data.get("t_draft_first"),
     )
 
 

@@ -115,6 +115,9 @@ class Draft:
     # per token, how a draft from another vocabulary became it
     # (app.engine.drafters.draft_model.cross_vocab)
     translated: list[Translation] | None = None
+    # seconds the first token took, where the drafter times it: its pass also brings the
+    # draft up to the context (app.engine.pass_pricing.PassCost prices it apart)
+    first_seconds: float | None = None
 
     def q_row(self, i: int, vocab: int) -> np.ndarray:
         """q for tokens[i] over the target's `vocab` logit rows (the widths may differ by

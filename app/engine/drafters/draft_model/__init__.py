@@ -4,6 +4,7 @@ from its processed row."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 
 import numpy as np
@@ -38,7 +39,9 @@ class ModelDraft(Drafter):
         rng: np.random.Generator,
     ) -> Draft:
         k = min(budget.max_tokens, self._room(context))
+        start = time.perf_counter()
         q = self._first(context, params) if k > 0 else None
+        first_seconds = time.perf_counter() - start
         stop, rule = budget.stop, self.rule
         tokens: list[int] = []
         rows: list[np.ndarray] = []
@@ -60,7 +63,9 @@ class ModelDraft(Drafter):
             q = self._next(chosen, params)
         if not tokens:
             return EMPTY_DRAFT
-        return self._finish(tokens, rows)
+        draft = self._finish(tokens, rows)
+        draft.first_seconds = first_seconds
+        return draft
 
     def _room(self, context: list[int]) -> int:
         """The most tokens a draft after `context` may have (its context's room)."""
