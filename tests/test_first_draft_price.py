@@ -137,3 +137,15 @@ def test_a_draft_model_times_its_first_token_and_the_trace_keeps_it(gguf_pair):
     assert all(s.t_draft_first is None for s in steps if not s.k)
     again = step_from_dict(step_to_dict(drafted[0]))
     assert again.t_draft_first == drafted[0].t_draft_first
+
+
+def test_run_stats_time_the_tokens_after_each_drafts_first_apart(gguf_pair):
+    target, draft = gguf_pair
+    session = Session(target, ModelDrafter(draft), DecodeConfig(n_predict=16, draft_max=3,
+                                                                 sampling=GREEDY))
+    steps = list(session.steps(list(range(5, 25))))
+    stats = session.stats
+    later = [s for s in steps if s.k > 1]
+    assert later and stats.drafted_later == sum(s.k - 1 for s in later)
+    assert stats.later_draft_time_per_token == pytest.approx(
+        sum(s.t_draft - s.t_draft_first for s in later) / stats.drafted_later)

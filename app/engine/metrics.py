@@ -71,6 +71,10 @@ class RunStats:
     t_overhead: float = 0.0
     t_verify_plain: float = 0.0
     plain_steps: int = 0
+    # drafted tokens after each draft's first, and their time, where the drafter timed its
+    # first token apart (StepRecord.t_draft_first: that pass also reads what the target wrote)
+    drafted_later: int = 0
+    t_draft_later: float = 0.0
     k_sum: int = 0
     judged_at: list[int] = field(default_factory=list)
     accepted_at: list[int] = field(default_factory=list)
@@ -94,6 +98,9 @@ class RunStats:
         self.spec_steps += 1
         self.k_sum += step.draft_depth
         self.drafted += drafted
+        if step.t_draft_first is not None and drafted > 1:
+            self.drafted_later += drafted - 1
+            self.t_draft_later += step.t_draft - step.t_draft_first
         outcomes = step.depth_outcomes()
         accepted = step.n_accepted
         self.accepted += accepted
@@ -168,6 +175,11 @@ class RunStats:
     @property
     def draft_time_per_token(self) -> float:
         return self.t_draft / self.drafted if self.drafted else 0.0
+
+    @property
+    def later_draft_time_per_token(self) -> float | None:
+        """A drafted token's time after each draft's first (None: none timed apart)."""
+        return self.t_draft_later / self.drafted_later if self.drafted_later else None
 
     def summary(self, t_target: float | None = None, mean_plain: bool = True
                 ) -> dict[str, Any]:

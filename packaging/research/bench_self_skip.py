@@ -103,6 +103,10 @@ def measure(pair: LoadedPair, rows: list[tuple[str, DecodeConfig, SkipChoice | N
             "estimated_cost": choice.cost if choice else None,
             "measured_cost": choice.measured_cost if choice else None,
             "run_cost": stats.draft_time_per_token / t_target if t_target else None,
+            # a drafted token after each draft's first (whose pass also reads what the target
+            # wrote: the token it chose, and the last drafted one when every one passed)
+            "run_cost_later": (stats.later_draft_time_per_token / t_target
+                               if t_target and stats.later_draft_time_per_token else None),
             "acceptance": stats.acceptance, "alpha": stats.alpha,
             "tokens_per_pass": stats.tokens_per_pass,
             "speed_x_plain": statistics.median(ratios) if ratios else None,
@@ -116,7 +120,7 @@ def measure(pair: LoadedPair, rows: list[tuple[str, DecodeConfig, SkipChoice | N
 
 def print_table(report: list[dict[str, Any]]) -> None:
     print(f"{'draft':<22} {'k':>2} {'skip':<24} {'kept':>5} {'agree':>6} {'est c':>6} "
-          f"{'meas c':>6} {'run c':>6} {'accept':>6} {'alpha':>6} {'tok/pass':>8} "
+          f"{'meas c':>6} {'run c':>6} {'c 2nd+':>6} {'accept':>6} {'alpha':>6} {'tok/pass':>8} "
           f"{'x plain':>8} {'same':>5}")
     def num(value: Any, width: int = 6) -> str:
         return f"{value:>{width}.2f}" if isinstance(value, float) else f"{'-':>{width}}"
@@ -125,7 +129,8 @@ def print_table(report: list[dict[str, Any]]) -> None:
         kept = f"{r['kept']}/{r['n_layers']}" if r["kept"] is not None else "-"
         print(f"{r['draft']:<22} {r['k']:>2} {r['skip'] or '-':<24} {kept:>5} "
               f"{num(r['agreement'])} {num(r['estimated_cost'])} {num(r['measured_cost'])} "
-              f"{num(r['run_cost'])} {num(r['acceptance'])} {num(r['alpha'])} "
+              f"{num(r['run_cost'])} {num(r['run_cost_later'])} "
+              f"{num(r['acceptance'])} {num(r['alpha'])} "
               f"{num(r['tokens_per_pass'], 8)} {num(r['speed_x_plain'], 8)} "
               f"{r['identical']!s:>5}")
 
