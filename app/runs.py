@@ -30,7 +30,7 @@ from app.engine.session import Session
 from app.engine.trace import MODE_PLAIN, MODE_SPECULATIVE, TraceHeader, TraceWriter
 from app.errors import SettingsError
 from app.models.loading import LoadedPair
-from app.models.self_skip import settle_self_skip
+from app.models.self_skip import Searching, settle_self_skip
 from app.versions import versions
 
 # the last prompt tokens kept before each remembered output, so that the memory can draft an
@@ -238,13 +238,16 @@ def prepare_run(
     plain: bool = False,
     extra_settings: dict[str, Any] | None = None,
     progress: Callable[[str], None] | None = None,
+    searching: Searching | None = None,
 ) -> Run:
     """Encode the prompt, check it fits, build the session and its trace header (`progress`
-    hears of work before the run: a self-draft's choice of layers)."""
+    hears of work before the run: a self-draft's choice of layers; `searching`, where given,
+    of every set that choice scores: app.models.self_skip)."""
     prompt_ids = encode_prompt(pair.target, prompt, chat)
     skip_choice = None
     if not plain:  # a self-draft's layers, chosen on this prompt (cached per text)
-        config, skip_choice = settle_self_skip(pair, config, [prompt_ids], progress)
+        config, skip_choice = settle_self_skip(pair, config, [prompt_ids], progress,
+                                                   searching)
     session = build_session(pair, config, plain)
     session.check_prompt(prompt_ids)
     if skip_choice is not None:

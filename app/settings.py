@@ -34,6 +34,10 @@ class RecentPair:
     n_gpu_layers: int = -1  # -1: automatic
     rpc: str = ""  # llama.cpp rpc-servers for the target: HOST:PORT[,HOST:PORT...]
     suffix: bool = False  # suffix decoding (draftless, like ngram; the two exclude each other)
+    # the target drafts for itself with these layers skipped ("auto": chosen on the prompt;
+    # "": it does not), down to this estimated cost (None: the engine's default)
+    self_skip: str = ""
+    self_cost: float | None = None
 
     @property
     def label(self) -> str:
@@ -42,6 +46,9 @@ class RecentPair:
             return f"{target} + n-gram lookup"
         if self.suffix:
             return f"{target} + suffix decoding"
+        if self.self_skip:
+            return f"{target} + self-draft" + (f" skipping {self.self_skip}"
+                                               if self.self_skip != "auto" else "")
         return f"{target} + {Path(self.draft).name}" if self.draft else target
 
 
@@ -103,9 +110,9 @@ class Settings:
 
     def remember_pair(self, pair: RecentPair) -> None:
         """Put `pair` first in the recent list (once), keeping at most MAX_RECENT."""
-        key = (pair.target, pair.draft, pair.ngram, pair.suffix)
+        key = (pair.target, pair.draft, pair.ngram, pair.suffix, pair.self_skip)
         rest = [p for p in self.recent_pairs
-                 if (p.target, p.draft, p.ngram, p.suffix) != key]
+                 if (p.target, p.draft, p.ngram, p.suffix, p.self_skip) != key]
         self.recent_pairs = [pair, *rest][:MAX_RECENT]
 
 

@@ -11,6 +11,7 @@ import pytest
 
 from app.engine.decode_config import DecodeConfig, DrafterChoice, DrafterOptions
 from app.engine.drafters.self_skip import (
+    SearchProgress,
     SkipChoice,
     estimated_cost,
     format_skip,
@@ -56,7 +57,7 @@ def test_a_skip_set_reads_and_writes_as_ranges():
 
 @pytest.mark.parametrize(("text", "n_layers", "message"), [
     ("0-3", 28, "cannot skip layer 0"),
-    ("20-28", 28, "names layer 28, but the target has 28 layers"),
+    ("20-28", 28, "layer 28 is not in the target, which has 28 layers"),
     ("9-6", 28, "runs backwards"),
     ("six", 28, "0-based layer ranges"),
     (",", 28, "names no layer"),
@@ -84,8 +85,17 @@ def test_the_search_meets_its_cost_and_states_the_agreement_of_the_set_it_chose(
         texts = search_texts(target, [target.tokenize(PROMPT), target.tokenize("the cat")])
         assert target.n_cached == 0
         scorer = target.skip_scorer()
-        choice = search_skip(scorer, texts, 0.6)
+        heard: list[SearchProgress] = []
+        choice = search_skip(scorer, texts, 0.6, heard.append)
         head, blocks = scorer.layer_bytes()
+        # a report per set scored, and one per layer dropped with the figures of the path
+        assert [at.scored for at in heard if not at.settled] == list(
+            range(1, choice.evaluations + 1))
+        settled = [at for at in heard if at.settled]
+        assert [(at.skip, at.agreement, at.cost) for at in settled] == [
+            (point.skip, point.agreement, point.cost) for point in choice.path]
+        # the tiny target's blocks are of one size: the total is exact from the first report
+        assert {at.to_score for at in heard} == {choice.evaluations}
         skipped = parse_skip(choice.skip, 6)
         assert choice.cost == pytest.approx(estimated_cost(skipped, head, blocks))
         assert choice.cost <= 0.6

@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from PySide6.QtCore import Qt, QTimer, Signal
-from PySide6.QtGui import QStandardItemModel
+from PySide6.QtGui import QResizeEvent, QStandardItemModel
 from PySide6.QtWidgets import (
     QCheckBox,
     QComboBox,
@@ -31,12 +31,14 @@ from app.models import runtimes
 from app.models.loading import ModelSpec, rpc_problem
 from app.models.mtp import mtp_offer
 from app.models.pair_check import PairCheck, check_pair_files, is_gguf
+from app.models.self_skip import layer_count
 from app.settings import RecentPair
 from ui.background import run_in_thread
 from ui.fit import wrapping_check
 from ui.hub_download import HubDownloadDialog
 from ui.model_browser import FoldersDialog, ModelBrowser, ModelChooser
 from ui.path_row import PathRow
+from ui.self_draft_option import SelfDraftOption
 from ui.theme import LIGHT, Colours
 
 
@@ -71,6 +73,7 @@ class PairPicker(QGroupBox):
         self.own_mtp = QCheckBox()
         self.own_mtp.setToolTip("llama.cpp drafts with the target's own multi-token-prediction "
                                 "layers (--draft-mtp): no second model")
+        self.self_draft = SelfDraftOption()  # the target with layers skipped drafts
         self.recent = QComboBox()
         self.recent.setToolTip("pairs you ran before")
         # a long pair name is cut at the panel's edge rather than widening the panel
@@ -125,6 +128,7 @@ class PairPicker(QGroupBox):
         memory.addWidget(self.forget_button)
         self.memory_row.setVisible(False)
         form.addRow("", self.memory_row)
+        form.addRow("", self.self_draft)
         self._own_mtp_row = wrapping_check(self.own_mtp, "its own MTP layers draft")
         form.addRow("", self._own_mtp_row)
         self._own_mtp_row.setVisible(False)
@@ -146,10 +150,12 @@ class PairPicker(QGroupBox):
         self._fill_devices()
         self.target.changed.connect(self._paths_changed)
         self.draft.changed.connect(self._paths_changed)
-        self.ngram.toggled.connect(self._ngram_toggled)
-        self.suffix.toggled.connect(self._suffix_toggled)
+        # one draft at a time: ticking one unticks the others
+        self._draftless = (self.ngram, self.suffix, self.own_mtp, self.self_draft.box)
+        for box in self._draftless:
+            box.toggled.connect(lambda on, box=box: self._draftless_toggled(box, on))
+        self.self_draft.changed.connect(self._self_draft_edited)
         self.forget_button.clicked.connect(self.forget_requested)
-        self.own_mtp.toggled.connect(self._own_mtp_toggled)
         self.backend.currentIndexChanged.connect(self._backend_changed)
         self.device.currentIndexChanged.connect(self._device_changed)
         self.recent.activated.connect(self._recent_chosen)
@@ -189,8 +195,8 @@ class PairPicker(QGroupBox):
         self.rescan_models()
 
     def _draft_chosen(self, path: str) -> None:
-        self.ngram.setChecked(False)
-        self.suffix.setChecked(False)
+        for box in self._draftless:
+            box.setChecked(False)
         self.draft.set_path(path)
 
     # --- capabilities -------------------------------------------------------------------
@@ -279,6 +285,7 @@ class PairPicker(QGroupBox):
     def set_pair(self, pair: RecentPair) -> None:
         self.target.set_path(pair.target)
         self.draft.set_path(pair.draft)
+        self.self_draft.set_values(pair.self_skip, pair.self_cost)
         self.ngram.setChecked(pair.ngram)
         self.suffix.setChecked(pair.suffix and not pair.ngram)
         index = self.backend.findData(pair.backend)
@@ -295,11 +302,14 @@ class PairPicker(QGroupBox):
         return self.own_mtp.isChecked() and self._own_mtp_row.isVisibleTo(self)
 
     def current_pair(self) -> RecentPair:
+        options = self.self_draft.choice().options
         return RecentPair(
             target=self.target.path(),
             draft="" if self.draftless() else self.draft.path(),
             ngram=self.ngram.isChecked(),
             suffix=self.suffix.isChecked(),
+            self_skip=options.skip if self.self_draft.chosen() else "",
+            self_cost=options.skip_cost if self.self_draft.chosen() else None,
             backend=self.backend.currentData() or "auto",
             device=self.device.currentData() or "auto",
             n_gpu_layers=self.gpu_layers.value(),
@@ -320,7 +330,10 @@ class PairPicker(QGroupBox):
 
     def drafter_choice(self) -> DrafterChoice:
         """What drafts (app.engine.drafters.registry): the lookup, suffix decoding (remembering
-        earlier outputs where ticked), the target's MTP layers, or the draft model."""
+        earlier outputs where ticked), the target's MTP layers, the target with layers
+        skipped, or the draft model."""
+        if self.self_draft.chosen():
+            return self.self_draft.choice()
         if self.ngram.isChecked():
             return DrafterChoice(("ngram",))
         if self.suffix.isChecked():
@@ -331,32 +344,33 @@ class PairPicker(QGroupBox):
         return DrafterChoice(("draft",)) if self.current_pair().draft else DrafterChoice()
 
     def draftless(self) -> bool:
-        """n-gram lookup, suffix decoding or the target's own MTP layers: the draft model row
-        does not apply."""
-        return self.ngram.isChecked() or self.suffix.isChecked() or self.own_mtp_chosen()
+        """n-gram lookup, suffix decoding, the target's own MTP layers or the target with
+        layers skipped: the draft model row does not apply."""
+        return (self.ngram.isChecked() or self.suffix.isChecked() or self.own_mtp_chosen()
+                or self.self_draft.chosen())
 
     # --- the verdict --------------------------------------------------------------------
-    def _ngram_toggled(self, on: bool) -> None:
+    def _draftless_toggled(self, box: QCheckBox, on: bool) -> None:
         if on:
-            self.suffix.setChecked(False)
-            self.own_mtp.setChecked(False)
+            for other in self._draftless:
+                if other is not box:
+                    other.setChecked(False)
+        self.memory_row.setVisible(self.suffix.isChecked())
         self.draft.setEnabled(not self.draftless())
+        self.draft.setToolTip("off: the target drafts for itself" if self.self_draft.chosen()
+                              else "")
         self._paths_changed()
 
-    def _suffix_toggled(self, on: bool) -> None:
-        if on:
-            self.ngram.setChecked(False)
-            self.own_mtp.setChecked(False)
-        self.memory_row.setVisible(on)
-        self.draft.setEnabled(not self.draftless())
-        self._paths_changed()
+    def _self_draft_edited(self) -> None:
+        """The skip set or its cost changed: the verdict and Run follow (nothing loads)."""
+        if self.self_draft.chosen():
+            self._show_plain_verdict()
+            self.changed.emit()
 
-    def _own_mtp_toggled(self, on: bool) -> None:
-        if on:
-            self.ngram.setChecked(False)
-            self.suffix.setChecked(False)
-        self.draft.setEnabled(not self.draftless())
-        self._paths_changed()
+    def resizeEvent(self, event: QResizeEvent) -> None:  # noqa: N802 - Qt override
+        if event.size().width() != event.oldSize().width():
+            self._relayout()
+        super().resizeEvent(event)
 
     def _offer_own_mtp(self) -> str:
         """Show the MTP option for a target whose file has MTP layers; its offer text."""
@@ -367,6 +381,8 @@ class PairPicker(QGroupBox):
 
     def _paths_changed(self) -> None:
         self._offer_own_mtp()
+        self.self_draft.set_layers(layer_count(self.target.path()) if self.target.path()
+                                   else None)
         self.browser.set_target(self.target.path())
         self._fill_devices()
         self._generation += 1
@@ -397,6 +413,8 @@ class PairPicker(QGroupBox):
                     if self.remember.isChecked() else "(earlier runs are not remembered)")
             self._show_verdict(f"suffix decoding: drafts come from the text itself {kept}; "
                                "no draft model to check", "good")
+        elif self.self_draft.chosen():
+            self._show_verdict(*self.self_draft.verdict(self.resolved_backend()))
         elif self.own_mtp_chosen():
             self._show_verdict(f"the target {self._offer_own_mtp()} (llama.cpp)", "good")
         elif self._own_mtp_row.isVisibleTo(self):
@@ -434,12 +452,20 @@ class PairPicker(QGroupBox):
 
     def set_colours(self, colours: Colours) -> None:
         self._colours = colours
+        self.self_draft.set_colours(colours)
         self._style_verdict()
 
     def _show_verdict(self, text: str, tone: str) -> None:
         self._tone = tone
         self._style_verdict()
         self.verdict.setText(text)
+        self._relayout()
+
+    def _relayout(self) -> None:
+        """Once the layouts around have settled, the form works out its wrapped lines'
+        heights again: it keeps those of an earlier width or text otherwise, and a longer
+        verdict or note would be cut off."""
+        QTimer.singleShot(0, self, self.layout().invalidate)
 
     def _style_verdict(self) -> None:
         c = self._colours
@@ -461,4 +487,4 @@ class PairPicker(QGroupBox):
             return problem
         if self._check is not None and not self._check.usable:
             return f"incompatible pair: {self._check.message}"
-        return ""
+        return self.self_draft.problem()

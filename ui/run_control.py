@@ -23,6 +23,7 @@ from PySide6.QtCore import QObject, QThread, QTimer, Signal, SignalInstance
 from PySide6.QtWidgets import QLabel, QProgressBar, QStatusBar, QTabWidget
 
 from app.analysis.reasons import machine_note
+from app.engine.drafters.registry import check
 from app.engine.records import StepRecord
 from app.engine.trace import TraceHeader
 from app.errors import DraftLensError
@@ -126,6 +127,7 @@ class RunControl(QObject):
         self._request_run.connect(self.worker.run)
         self._request_job.connect(self.worker.run_job)
         self.worker.progress.connect(self._on_progress)
+        self.worker.preparing.connect(self._on_preparing)
         self.worker.loaded.connect(self._on_loaded)
         self.worker.run_started.connect(self._on_run_started)
         self.worker.step.connect(self._on_step)
@@ -200,6 +202,7 @@ class RunControl(QObject):
         choices = w.decode.choices()
         config = replace(w.decode.config(), drafter=w.picker.drafter_choice())
         try:
+            check(config.drafter)  # as the command line's choice is checked
             config.validate()
         except DraftLensError as exc:
             w.show_error(str(exc))
@@ -366,9 +369,18 @@ class RunControl(QObject):
     def _on_progress(self, message: str, done: int, total: int, unit: str) -> None:
         """What loading (or timing the pair) is at; with its size known, how far it has come,
         about how long it has left, and a bar with the fraction."""
+        self._show_progress("loading: ", message, done, total, unit)
+
+    def _on_preparing(self, message: str, done: int, total: int, unit: str) -> None:
+        """The work before the run's first step (a self-draft's search of layers to skip),
+        in its own words, as loading is shown; Stop ends it."""
+        self._show_progress("", message, done, total, unit)
+
+    def _show_progress(self, prefix: str, message: str, done: int, total: int,
+                       unit: str) -> None:
         left = self._loading.seconds_left(done, total)
         text = progress_text(message, done, total, unit, left) if total else f"{message}…"
-        self.window.status_label.setText(f"loading: {text}")
+        self.window.status_label.setText(prefix + text)
         busy = self.window.busy
         busy.setRange(0, max(0, total))  # (0, 0): busy, no fraction known
         busy.setValue(min(done, total))

@@ -106,6 +106,9 @@ class RunWorker(QObject):
     """Lives on a QThread; `run` is invoked through a queued signal from the window."""
 
     progress = Signal(str, int, int, str)  # loading: what, done of total (0: unknown), unit
+    # the work before a run's first step once the pair is loaded (a self-draft's choice of
+    # layers to skip), as `progress` has it
+    preparing = Signal(str, int, int, str)
     loaded = Signal(object)  # LoadInfo
     run_started = Signal(str, object)  # kind, TraceHeader
     step = Signal(str, object)  # kind, StepRecord
@@ -269,7 +272,8 @@ class RunWorker(QObject):
         """The events that carry no records."""
         name = event["event"]
         if name == protocol.PROGRESS:
-            self.progress.emit(event["message"], *_amount(event))
+            said = self.preparing if event.get("preparing") else self.progress
+            said.emit(event["message"], *_amount(event))
         elif name == protocol.LOADED:
             self.loaded.emit(LoadInfo(event["target"], event["draft"], event["backend"],
                                       event["device"], tuple(event["warnings"])))

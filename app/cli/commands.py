@@ -55,7 +55,8 @@ def _follow_run(host: EngineHost, trace: str | None) -> int:
                 continue
             name = event["event"]
             if name == protocol.PROGRESS:
-                print(f"[draftlens] {event['message']}", file=sys.stderr)
+                if not event.get("transient"):  # the next report replaces it: not logged
+                    print(f"[draftlens] {event['message']}", file=sys.stderr)
             elif name == protocol.LOADED:
                 for warning in event["warnings"]:
                     print(f"[draftlens] warning: {warning}", file=sys.stderr)

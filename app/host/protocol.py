@@ -18,7 +18,11 @@ Commands (parent -> host, on the host's stdin), each {"cmd": NAME, ...}:
 
 Events (host -> parent, on the host's stdout), each {"event": NAME, ...}:
   progress   `message` while loading (or timing the pair once loaded); where the step has a
-             known size, also `done` of `total` and their `unit`, as `work` has them
+             known size, also `done` of `total` and their `unit`, as `work` has them;
+             `preparing`: true for the work before a run's first step, once the pair is
+             loaded (a self-draft's choice of layers to skip: one per set it scores); `stop`
+             ends that work at its next report; `transient`: true for a report the next
+             one replaces (a set scored: the window shows it, a log leaves it out)
   loaded     `target`, `draft`, `backend`, `device`, `warnings`
   started    `run` (the trace mode: speculative or plain), `header`: the trace's header line,
              `t_target`: one plain target step in seconds if known (for a summary the parent

@@ -27,6 +27,7 @@ from app.analysis.exact_mode import CheckCancelled
 from app.analysis.kernel_noise import MeasurementCancelled
 from app.engine.decode_config import DrafterChoice, choice_from_dict
 from app.engine.drafters.registry import label
+from app.engine.drafters.self_skip import SearchProgress
 from app.engine.session import Session
 from app.engine.text_stream import TextStream
 from app.engine.trace import MODE_PLAIN, MODE_SPECULATIVE, TraceHeader, step_to_dict
@@ -42,6 +43,7 @@ _POLL_S = 0.05
 # the work after a run's steps, as the status bar says it (app.host.protocol WORK)
 BASELINE_TASK = "comparing: decoding the plain baseline"
 EXPLAIN_TASK = "comparing: the texts differ, explaining where"
+SEARCH_UNIT = "sets"  # what a self-draft's search of layers to skip counts (SearchProgress)
 
 
 @dataclass(frozen=True)
@@ -51,7 +53,7 @@ class Work:
 
 
 class _Stopped(Exception):
-    """The parent asked to stop while the pair was loading."""
+    """The parent asked to stop while the pair was loading, or a run was being prepared."""
 
 
 class Host:
@@ -275,10 +277,24 @@ class Host:
         config = p.config_from_dict(command["config"])
         run = prepare_run(pair, config, command["prompt"], bool(command.get("chat")),
                           plain=plain, extra_settings={"compare": bool(command.get("compare"))},
-                          progress=lambda message: self.emit(p.PROGRESS, message=message))
+                          progress=self._preparing, searching=self._searching)
         self.emit(p.STARTED, run=_mode(run), header=_header_line(run.header),
                   t_target=run.session.plain_step_price()[0])
         return run
+
+    def _preparing(self, message: str, done: int = 0, total: int = 0, unit: str = "",
+                   transient: bool = False) -> None:
+        """Work before a run's first step (a self-draft's choice of layers), said as such;
+        a stop asked for meanwhile ends it here."""
+        if self.stop.is_set():
+            raise _Stopped
+        self.emit(p.PROGRESS, message=message, done=done, total=total, unit=unit,
+                  preparing=True, transient=transient)
+
+    def _searching(self, at: SearchProgress) -> None:
+        """Each set the search scores; a layer dropped is the line a log keeps."""
+        self._preparing(at.describe(), at.scored, at.to_score, SEARCH_UNIT,
+                        transient=not at.settled)
 
     def _finish(self, run: Run, baseline: Session | None = None, interrupted: bool = False,
                 error: str = "") -> None:

@@ -282,7 +282,7 @@ def _size(path: str) -> str:
 def load_pair(spec: ModelSpec, progress: Progress | None = None) -> LoadedPair:
     """Check the pair, then load target and draft. Incompatible pairs are refused."""
     report = progress or (lambda message: None)
-    phases = 1 + bool(spec.rpc) + 2 * bool(spec.draft)
+    phases = 1 + bool(spec.rpc) + 2 * bool(spec.draft) + len(spec.self_skips)
     done = 0
 
     def say(message: str) -> None:  # "step 2 of 3: loading target x.gguf (1.1 GB)"

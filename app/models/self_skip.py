@@ -21,7 +21,13 @@ import numpy as np
 from app.engine.cost_curve import measure_step_costs
 from app.engine.decode_config import DecodeConfig
 from app.engine.drafters.self_draft import is_auto
-from app.engine.drafters.self_skip import SkipChoice, given_skip, parse_skip, search_skip
+from app.engine.drafters.self_skip import (
+    SearchProgress,
+    SkipChoice,
+    given_skip,
+    parse_skip,
+    search_skip,
+)
 from app.engine.protocol import LanguageModel, LayerSkipModel
 from app.errors import SettingsError
 from app.models.loading import LoadedPair
@@ -34,18 +40,22 @@ CACHE_VERSION = 1  # raise when the search or its texts change
 MAX_CACHE_ENTRIES = 200
 
 Progress = Callable[[str], None]
+Searching = Callable[[SearchProgress], None]
 
 
 def settle_self_skip(pair: LoadedPair, config: DecodeConfig, prompts: Sequence[Sequence[int]],
-                     progress: Progress | None = None) -> tuple[DecodeConfig, SkipChoice | None]:
+                     progress: Progress | None = None, searching: Searching | None = None
+                     ) -> tuple[DecodeConfig, SkipChoice | None]:
     """Where the run drafts with `self`: its skip set chosen now (on `prompts`, or as given),
-    the draft built and its cost measured; the config then names the set. Else as it was."""
+    the draft built and its cost measured; the config then names the set. Else as it was.
+    `progress` hears what is being done; `searching`, where given, every set the search
+    scores (else `progress` hears of each layer it drops)."""
     choice_of = config.drafter
     if not choice_of.uses("self"):
         return config, None
     say = progress or (lambda message: None)
     choice = choose_skip(pair, choice_of.options.skip, choice_of.options.skip_cost, prompts,
-                         say)
+                         say, searching)
     say(f"loading the target without layers {choice.skip} as its draft")
     pair.load_self_draft(choice.skip)
     timed = pair.skip_choices.get(choice.skip)
@@ -63,7 +73,7 @@ def settle_self_skip(pair: LoadedPair, config: DecodeConfig, prompts: Sequence[S
 
 
 def choose_skip(pair: LoadedPair, skip: str, cost: float, prompts: Sequence[Sequence[int]],
-                say: Progress) -> SkipChoice:
+                say: Progress, searching: Searching | None = None) -> SkipChoice:
     """The set and its figures: searched down to `cost` where skip is auto, else the given
     set's agreement measured; remembered per target file and prompts."""
     target = pair.target
@@ -82,7 +92,7 @@ def choose_skip(pair: LoadedPair, skip: str, cost: float, prompts: Sequence[Sequ
     try:
         if given is None:
             say(f"searching which of {target.n_layers} layers to skip (cost target {cost})")
-            choice = search_skip(scorer, texts, cost, say)
+            choice = search_skip(scorer, texts, cost, searching or _each_layer_dropped(say))
         else:
             choice = given_skip(scorer, texts, given)
     finally:
@@ -91,6 +101,11 @@ def choose_skip(pair: LoadedPair, skip: str, cost: float, prompts: Sequence[Sequ
     entries[key] = choice.to_dict()
     _save_cache(entries)
     return choice
+
+
+def _each_layer_dropped(say: Progress) -> Searching:
+    """The search's progress in words, once per layer it drops."""
+    return lambda at: say(at.describe()) if at.settled else None
 
 
 def search_texts(target: LanguageModel, prompts: Sequence[Sequence[int]]) -> list[list[int]]:
@@ -141,3 +156,27 @@ def _load_cache() -> dict[str, dict[str, Any]]:
 
 def _save_cache(entries: dict[str, dict[str, Any]]) -> None:
     write_cache(CACHE_NAME, CACHE_VERSION, entries, MAX_CACHE_ENTRIES)  # the newest
+
+
+def layer_count(path: str) -> int | None:
+    """How many layers a target has, read from its file without loading it (a GGUF's
+    <arch>.block_count, a transformers folder's config.json), to check a skip set against
+    before a run; None where the file does not say or does not read."""
+    from app.errors import ModelFileError
+    from app.models.gguf_check import read_metadata
+
+    file = Path(path)
+    try:
+        if file.is_dir():
+            config = json.loads((file / "config.json").read_text(encoding="utf-8"))
+            count = next((config.get(k) for k in ("num_hidden_layers", "n_layer", "num_layers")
+                          if isinstance(config.get(k), int)), None)
+        elif file.is_file():
+            arch = read_metadata(file, {"general.architecture"}).get("general.architecture")
+            key = f"{arch}.block_count"
+            count = read_metadata(file, {key}).get(key) if arch else None
+        else:
+            return None
+    except (OSError, ValueError, ModelFileError):
+        return None
+    return count if isinstance(count, int) and count > 0 else None

@@ -83,6 +83,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                                         "vocabulary (models fetch-extra)")
     parser.add_argument("--draft-mtp", action="store_true",
                         help="with --target: its own MTP layers draft (a GGUF that has them)")
+    parser.add_argument("--self-skip", metavar="RANGES|auto",
+                        help="the target drafts for itself with these layers skipped (auto: "
+                             "chosen on the prompt), chosen in the pair picker's option")
+    parser.add_argument("--self-cost", type=float, default=None,
+                        help="with --self-skip auto: the cost limit (default: the engine's)")
     parser.add_argument("--theme", default="light", choices=("light", "dark", "system"))
     parser.add_argument("--dark", action="store_true", help="also write <out>-dark.png")
     parser.add_argument("--width", type=int, default=1600)
@@ -286,6 +291,8 @@ def main(argv: list[str] | None = None) -> int:
             pair = replace(pair, target=args.target, draft="")
         if args.draft:
             pair = replace(pair, draft=args.draft)
+        if args.self_skip:
+            pair = replace(pair, draft="", self_skip=args.self_skip, self_cost=args.self_cost)
         window.picker.set_pair(pair)
         window.picker.own_mtp.setChecked(args.draft_mtp)
         if args.draft_mtp and not window.picker.own_mtp_chosen():

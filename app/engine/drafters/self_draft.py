@@ -19,7 +19,7 @@ import numpy as np
 from app.engine.decode_config import DrafterOptions, StopRule
 from app.engine.drafters import Budget, Draft, Entry
 from app.engine.drafters.draft_model import ModelDrafter
-from app.engine.drafters.self_skip import SkipChoice
+from app.engine.drafters.self_skip import SkipChoice, parse_skip
 from app.engine.protocol import BorrowingDraft, LanguageModel
 from app.engine.sampling import SamplingParams
 from app.errors import SettingsError
@@ -89,9 +89,16 @@ def self_drafter(sources: SelfDraftSource, options: DrafterOptions, rule: StopRu
 
 
 def _self_needs(options: DrafterOptions) -> str:
+    """What is wrong with the options as given (the set's layers are checked against the
+    target's once it is known: parse_skip with n_layers)."""
     if not 0.0 < options.skip_cost < 1.0:
         return (f"--self-cost is the self-draft's cost in target steps the search aims for, "
                 f"between 0 and 1 (got {options.skip_cost})")
+    if not is_auto(options.skip):
+        try:
+            parse_skip(options.skip)
+        except SettingsError as exc:
+            return str(exc)
     return ""
 
 

@@ -41,7 +41,8 @@ RECHECKED = 4
 
 def parse_skip(text: str, n_layers: int | None = None) -> frozenset[int]:
     """`6-11,15-20` as the set of layer indexes it names; checked against n_layers when
-    given (the first layer is always kept)."""
+    given (the first layer is always kept). The one reader of a skip set: the command line's
+    --self-skip and the window's field both go through it, so its messages name no flag."""
     layers: set[int] = set()
     for part in text.replace(" ", "").split(","):
         if not part:
@@ -50,13 +51,14 @@ def parse_skip(text: str, n_layers: int | None = None) -> frozenset[int]:
         try:
             first, last = int(low), int(high or low)
         except ValueError as exc:
-            raise SettingsError(f"--self-skip takes 0-based layer ranges like 6-11,15-20 "
-                                f"(got {text!r})") from exc
+            raise SettingsError(f"layers to skip are 0-based layer ranges like 6-11,15-20, or "
+                                f"auto (got {text!r})") from exc
         if first > last:
-            raise SettingsError(f"--self-skip range {part} runs backwards — write {last}-{first}")
+            raise SettingsError(f"layers to skip: the range {part} runs backwards — write "
+                                f"{last}-{first}")
         layers.update(range(first, last + 1))
     if not layers:
-        raise SettingsError(f"--self-skip names no layer (got {text!r}) — give ranges like "
+        raise SettingsError(f"layers to skip: {text!r} names no layer — give ranges like "
                             "6-11,15-20, or auto to choose them by measurement")
     if n_layers is not None:
         check_skip(frozenset(layers), n_layers)
@@ -65,12 +67,13 @@ def parse_skip(text: str, n_layers: int | None = None) -> frozenset[int]:
 
 def check_skip(skip: frozenset[int], n_layers: int) -> None:
     if max(skip) >= n_layers:
-        raise SettingsError(f"--self-skip names layer {max(skip)}, but the target has "
-                            f"{n_layers} layers (0 to {n_layers - 1})")
+        raise SettingsError(f"layers to skip: layer {max(skip)} is not in the target, which has "
+                            f"{n_layers} layers (0 to {n_layers - 1}) — name layers up to "
+                            f"{n_layers - 1}")
     if 0 in skip:
-        raise SettingsError("--self-skip cannot skip layer 0: the draft keeps the target's "
-                            "first layer (the torch draft reads its positions from that "
-                            "layer's cache) — start the ranges at 1")
+        raise SettingsError("layers to skip: the draft cannot skip layer 0, it keeps the "
+                            "target's first layer (the torch draft reads its positions from "
+                            "that layer's cache) — start the ranges at 1")
 
 
 def format_skip(skip: Sequence[int] | frozenset[int]) -> str:
@@ -182,13 +185,69 @@ class Agreement:
         return hits / max(1, self.positions)
 
 
-Progress = Callable[[str], None]
+@dataclass(frozen=True)
+class SearchProgress:
+    """How far the search has come, reported after each set it scores: the figures it has
+    at that moment (the window and the CLI word these, never figures of their own).
+
+    `to_score` is how many sets the whole search will have scored: exact where the target's
+    blocks are all of one size (the rounds left follow from the cost), else an estimate from
+    their mean size; it is worked out again each round."""
+
+    scored: int  # sets scored so far (skipped-model passes over the texts)
+    to_score: int
+    skip: str  # the set settled on so far ("" before the first round ends)
+    n_layers: int
+    # settled: the agreement of the set just settled on; else the best agreement among the
+    # sets this round has scored so far
+    agreement: float
+    cost: float  # the estimated cost of the set settled on so far
+    target_cost: float
+    settled: bool  # a round ended: one more layer dropped
+
+    @property
+    def dropped(self) -> int:
+        return len(parse_skip(self.skip)) if self.skip else 0
+
+    def describe(self) -> str:
+        if self.settled:
+            return (f"skipping {self.dropped} of {self.n_layers} layers ({self.skip}): "
+                    f"agreement {self.agreement:.2f}, estimated cost {self.cost:.2f}")
+        return (f"choosing layers to skip: {self.dropped} of {self.n_layers} left out so far "
+                f"(estimated cost {self.cost:.2f}, aiming for {self.target_cost:g}); trying "
+                f"one more, best agreement {self.agreement:.2f}")
+
+
+Progress = Callable[[SearchProgress], None]
+
+
+def _rounds_left(skip: frozenset[int], head: int, blocks: Sequence[int],
+                 target_cost: float) -> int:
+    """Rounds until the cost is within target_cost, each dropping a block of the mean size
+    of those still kept (the first block is never dropped)."""
+    candidates = [b for i, b in enumerate(blocks) if i and i not in skip]
+    if not candidates:
+        return 0
+    mean = sum(candidates) / len(candidates)
+    total = head + sum(blocks)
+    kept = head + sum(b for i, b in enumerate(blocks) if i not in skip)
+    rounds = 0
+    while (kept - rounds * mean) / total > target_cost and rounds < len(candidates):
+        rounds += 1
+    return rounds
+
+
+def _sets_after(round_sets: int, skip: frozenset[int], n_layers: int, rounds: int) -> int:
+    """Sets the rounds after this one score: each rechecks at most RECHECKED."""
+    left = n_layers - 1 - len(skip)
+    return round_sets + sum(min(RECHECKED, left - j) for j in range(1, rounds))
 
 
 def search_skip(scorer: SkipScorer, texts: list[list[int]], target_cost: float,
                 progress: Progress | None = None) -> SkipChoice:
-    """The greedy search of the module doc, down to an estimated cost of target_cost."""
-    say = progress or (lambda message: None)
+    """The greedy search of the module doc, down to an estimated cost of target_cost;
+    `progress` hears of every set scored (SearchProgress)."""
+    report = progress or (lambda at: None)
     start = time.perf_counter()
     n_layers = scorer.n_layers
     head, blocks = scorer.layer_bytes()
@@ -198,23 +257,31 @@ def search_skip(scorer: SkipScorer, texts: list[list[int]], target_cost: float,
     last_score: dict[int, float] = {}
     path: list[SkipPoint] = []
     score = 1.0
-    while estimated_cost(skip, head, blocks) > target_cost and len(skip) < n_layers - 1:
+    cost = estimated_cost(skip, head, blocks)
+    while cost > target_cost and len(skip) < n_layers - 1:
         left = [c for c in candidates if c not in skip]
         if last_score:  # the removals that did best last round, and any never measured
             left.sort(key=lambda c: -last_score.get(c, 2.0))
             left = left[:RECHECKED]
-        measured = {c: agreement.of(skip | {c}) for c in left}
+        scored_before = agreement.evaluations
+        to_score = scored_before + _sets_after(
+            len(left), skip, n_layers, _rounds_left(skip, head, blocks, target_cost))
+        measured: dict[int, float] = {}
+        for c in left:
+            measured[c] = agreement.of(skip | {c})
+            report(SearchProgress(agreement.evaluations, to_score, format_skip(skip), n_layers,
+                                  max(measured.values()), cost, target_cost, settled=False))
         last_score.update(measured)
         best = max(measured, key=lambda c: (measured[c], -c))
         skip, score = skip | {best}, measured[best]
         del last_score[best]
         cost = estimated_cost(skip, head, blocks)
         path.append(SkipPoint(format_skip(skip), score, cost))
-        say(f"skipping {len(skip)} of {n_layers} layers ({format_skip(skip)}): agreement "
-            f"{score:.2f}, estimated cost {cost:.2f}")
+        report(SearchProgress(agreement.evaluations, to_score, format_skip(skip), n_layers,
+                              score, cost, target_cost, settled=True))
     return SkipChoice(
         skip=format_skip(skip), n_layers=n_layers, agreement=score,
-        positions=agreement.positions, cost=estimated_cost(skip, head, blocks),
+        positions=agreement.positions, cost=cost,
         how="searched", target_cost=target_cost, seconds=time.perf_counter() - start,
         evaluations=agreement.evaluations, path=tuple(path))
 
