@@ -59,6 +59,13 @@ class SizeSamples:
     times: deque[float] = field(default_factory=lambda: deque(maxlen=RECENT_PASSES))
     busy: deque[bool] = field(default_factory=lambda: deque(maxlen=RECENT_PASSES))
     warmed: bool = False  # the first pass of a size (buffers grow then) was seen and dropped
+    _median: float | None = field(default=None, init=False, repr=False, compare=False)
+
+    def add(self, seconds: float, busy: bool) -> None:
+        """Keep a sample (the one way samples are kept: the median is kept until then)."""
+        self.times.append(seconds)
+        self.busy.append(busy)
+        self._median = None
 
     @property
     def priced(self) -> bool:
@@ -66,7 +73,9 @@ class SizeSamples:
 
     @property
     def median(self) -> float:
-        return float(np.median(self.times))
+        if self._median is None:
+            self._median = float(np.median(self.times))
+        return self._median
 
 
 @dataclass
@@ -96,6 +105,13 @@ class VerifyCostCurve:
     draft_first_times: dict[str, deque[float]] = field(default_factory=dict)
     # and seconds per token a probe's draft spent catching up on what the target wrote alone
     draft_catch_up: dict[str, deque[float]] = field(default_factory=dict)
+    # the prices current() gives, computed again only when a sample is kept (observe()) or
+    # the stored shape changed: the controller asks for them at every k of every step, and
+    # recomputing every size's median each time cost 2.6-3.5 ms a step (--ngram on prose,
+    # draft_max 64, against a 27 ms target step; docs/benchmarks.md, "N-gram lookup")
+    _revision: int = field(default=0, init=False, repr=False, compare=False)
+    _prices: tuple[tuple[Any, ...], dict[int, float]] = field(
+        default=((), {}), init=False, repr=False, compare=False)
 
     def samples(self, n: int) -> SizeSamples:
         return self.sizes.setdefault(n, SizeSamples())
@@ -123,7 +139,9 @@ class VerifyCostCurve:
     @property
     def load(self) -> float:
         """Live time over stored time, the median over the sizes priced live (1: no shape)."""
-        live = self.live
+        return self._load(self.live)
+
+    def _load(self, live: dict[int, float]) -> float:
         if not self.points or not live:
             return 1.0
         # the passes over several tokens set the level where there are any: this machine's
@@ -135,24 +153,32 @@ class VerifyCostCurve:
 
     def current(self) -> dict[int, float]:
         """Every size this curve can price now, with its price."""
-        live = self.live
-        if not self.points:
-            return live
-        load = self.load
-        return {**{n: t * load for n, t in self.points.items()}, **live}
+        return dict(self._current())
+
+    def _current(self) -> dict[int, float]:
+        """current(), kept until a sample is kept or the stored shape is replaced (not to be
+        changed by the caller)."""
+        key = (self._revision, *self.points.items())
+        if self._prices[0] != key:
+            live = self.live
+            load = self._load(live)
+            prices = {**{n: t * load for n, t in self.points.items()}, **live}
+            self._prices = (key, prices)
+        return self._prices[1]
 
     def can_price(self, n: int) -> bool:
         """A stored shape prices every size; live prices alone, the sizes between the
         smallest and largest priced one, and past it along the last two's slope (a draft
         that copies less than asked may never fill the longest pass)."""
-        known = self.current()
+        if self.points:
+            return True
+        known = self._current()
         if not known:
             return False
-        return bool(self.points) or min(known) <= n <= max(known) or \
-            (len(known) >= 2 and n > max(known))
+        return min(known) <= n <= max(known) or (len(known) >= 2 and n > max(known))
 
     def cost(self, n: int) -> float:
-        return interpolate(self.current(), n)
+        return interpolate(self._current(), n)
 
     def busy(self, n: int) -> bool:
         """Whether a kept sample behind size n's live price was taken on a busy machine."""
@@ -173,8 +199,8 @@ class VerifyCostCurve:
         if reference is not None and seconds > STALL_FACTOR * reference:
             self.refused += 1
             return TIMING_STALLED
-        samples.times.append(seconds)
-        samples.busy.append(busy)
+        samples.add(seconds, busy)
+        self._revision += 1
         return TIMING_KEPT
 
     def quiet_medians(self) -> dict[int, float]:

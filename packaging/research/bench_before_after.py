@@ -52,6 +52,11 @@ ROWS = [
     ("n-gram, free text", TEXT_PROMPTS, False, DRAFTLESS),
     ("suffix + memory, repetitive session", list(REPETITIVE_PROMPTS.values()), False,
      SUFFIX_MEMORY),
+    # as bench_vs_llamacpp.py runs its prose and fresh code (draft_max 64, code unchatted)
+    ("n-gram, prose, draft_max 64", TEXT_PROMPTS, False,
+     ["--ngram", "--adaptive", "--draft-max", "64", "--chat"]),
+    ("n-gram, fresh code, draft_max 64", CODE_PROMPTS, False,
+     ["--ngram", "--adaptive", "--draft-max", "64"]),
 ]
 
 
@@ -71,6 +76,15 @@ def bench(checkout: Path, args: list[str]) -> dict:
 
 def ratio_cell(values: list[float]) -> str:
     return f"{statistics.fmean(values):.2f}×"
+
+
+def before_pass_ms(runs: list[dict]) -> str:
+    """Milliseconds per step before the target pass (the drafter's outlook, the controller's
+    choice, any draft), over every step; from the drafting steps' figure where a commit's
+    bench report lacks it, "–" where that is 0 for want of a drafting step."""
+    values = [r.get("t_before_pass_per_step",
+                    r["t_draft_per_step"] * r["speculative_step_share"] or None) for r in runs]
+    return "–" if None in values else f"{1000 * statistics.fmean(values):.2f}"
 
 
 def main() -> int:
@@ -118,7 +132,8 @@ def main() -> int:
                     results[name][side].append(report)
                     log(f"{name} [{side}] {report['spec_tok_s']:.1f} tok/s, "
                         f"{report['speedup']:.2f}× plain, identical {report['identical']}, "
-                        f"engine {1000 * report['t_overhead_per_step']:.2f} ms/step")
+                        f"engine {1000 * report['t_overhead_per_step']:.2f} ms/step, "
+                        f"before each pass {before_pass_ms([report])} ms/step")
     if args.json:
         args.json.write_text(json.dumps(results, indent=1))
     print(table(results))
@@ -153,13 +168,13 @@ def table(results: dict[str, dict[str, list[dict]]]) -> str:
         return one_side_table(results, present.pop())
     lines = ["| row | before: tok/s (× its plain) | after: tok/s (× its plain) | after / before "
              "| (× plain) after / before | engine ms/step, before → after "
-             "| greedy vs plain (before; after) |",
-             "|---|---|---|---|---|---|---|"]
+             "| before each pass, ms/step, before → after | greedy vs plain (before; after) |",
+             "|---|---|---|---|---|---|---|---|"]
     plain = {s: [r["plain_tok_s"] for row in results.values() for r in row[s]]
              for s in ("before", "after")}
     old, new = statistics.fmean(plain["before"]), statistics.fmean(plain["after"])
     lines.append(f"| plain decoding (every bench call's plain runs) | {old:.1f} | {new:.1f} "
-                 f"| {new / old:.2f}× | | | |")
+                 f"| {new / old:.2f}× | | | | |")
     for name, sides in results.items():
         cells = []
         for side in ("before", "after"):
@@ -174,7 +189,9 @@ def table(results: dict[str, dict[str, list[dict]]]) -> str:
         speedups = [statistics.fmean(r["speedup"] for r in sides[s]) for s in ("before", "after")]
         lines.append(f"| {name} | {cells[0]} | {cells[1]} | {after / before:.2f}× "
                      f"| {speedups[1] / speedups[0]:.2f}× "
-                     f"| {overhead[0]:.2f} → {overhead[1]:.2f} | {greedy[0]}; {greedy[1]} |")
+                     f"| {overhead[0]:.2f} → {overhead[1]:.2f} "
+                     f"| {before_pass_ms(sides['before'])} → "
+                     f"{before_pass_ms(sides['after'])} | {greedy[0]}; {greedy[1]} |")
     return "\n".join(lines)
 
 

@@ -216,7 +216,8 @@ def draftlens_report(pair: LoadedPair, config: DecodeConfig, plain: Tally,
         f"tok/s ({report['speedup']:.2f}x), mean k {report['mean_k']:.1f}, accepted "
         f"{report['acceptance']:.0%}, identical {report['identical']}, step split "
         f"{1000 * report['t_draft_per_step']:.1f} / {1000 * report['t_verify_per_step']:.1f} / "
-        f"{1000 * report['t_overhead_per_step']:.1f} ms draft / verify / engine")
+        f"{1000 * report['t_overhead_per_step']:.1f} ms draft / verify / engine, "
+        f"{1000 * report['t_before_pass_per_step']:.2f} ms before each pass over every step")
     return report
 
 
