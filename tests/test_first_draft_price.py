@@ -6,6 +6,8 @@ adaptive run drafted k = 1 at a loss."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
@@ -102,6 +104,22 @@ def test_a_probe_is_priced_with_the_tokens_its_draft_must_catch_up_on():
     # a drafter that does not time its first token is probed as before, every gap
     untimed = [d for d in probes_after_rejections(time_first=False) if d.rule == RULE_PROBE]
     assert len(untimed) >= 3
+
+
+def test_a_probe_on_a_busy_machine_sets_no_catch_up_price():
+    # a probe stalled on busy cores would price every later probe out of the run
+    ctl = DraftLengthController(8, adaptive=True, curve=VerifyCostCurve(dict(FAST_CURVE)))
+    cost = ctl.pass_cost(DRAFT_MODEL)
+    ctl.costs[DRAFT_MODEL.name] = cost
+    for _ in range(MIN_SAMPLES + 1):
+        cost.learn(FAST_FIRST + 3 * FAST_EACH, 4, 5, True, 0.1, FAST_FIRST)
+    ctl._probing, ctl._behind = True, 20  # the step being observed was a probe
+    busy = PassOutcome(DRAFT_MODEL, [False], pass_tokens=2, draft_depth=1, t_draft=2.0,
+                       t_verify=FAST_CURVE[2], busy=True, t_draft_first=2.0)
+    ctl.observe(busy)
+    assert ctl.pass_cost(DRAFT_MODEL).catch_up(20) == 0.0
+    ctl.observe(replace(busy, busy=False))
+    assert ctl.pass_cost(DRAFT_MODEL).catch_up(20) > 0.0
 
 
 def test_a_probe_the_catch_up_leaves_paying_is_taken_and_states_its_price():

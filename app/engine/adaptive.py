@@ -279,7 +279,7 @@ class DraftLengthController:
         if outcome.pass_tokens and not self.fixed_prices:
             cost.learn(outcome.t_draft, outcome.draft_depth, outcome.pass_tokens,
                        not self._probing, self.options.tree_average, outcome.t_draft_first)
-            if self._probing and outcome.t_draft_first is not None:
+            if self._probing and outcome.t_draft_first is not None and not outcome.busy:
                 cost.learn_catch_up(outcome.t_draft_first, self._behind)
         self.estimates[kind.name].observe(outcome.verdicts)
         return timing
