@@ -43,9 +43,10 @@ class PassCost:
     A draft model's first token costs more than the others: its pass also reads what the
     target wrote since the last draft (the token it chose, and the last drafted token when
     every one was accepted), and on a CPU a 2-token pass costs about 1.6 single ones. Priced
-    per token from 4-token drafts, the demo draft's 1-token drafts cost 31 ms against 24 ms as
-    priced, and adaptive runs drafted k = 1 at a loss (0.58x plain). So the first token is
-    priced apart, from drafters that time it (Draft.first_seconds)."""
+    per token from 4-token drafts, the demo draft's 1-token drafts cost 30-36 ms against 24 ms
+    as priced, and an adaptive run drafted 27 of them in a row at a loss (22.5 tok/s against
+    plain decoding's 31.6). So the first token is priced apart, from drafters that time it
+    (Draft.first_seconds)."""
 
     draft_cost: float  # seconds per drafted token after the first (0 for a free kind)
     extra_per_level: float = 0.0
@@ -61,7 +62,8 @@ class PassCost:
     # seconds per token that a probe's first pass spent reading what the target wrote while
     # the kind sat idle (VerifyCostCurve.catch_up_samples): a draft model reads it all before
     # it drafts again, 6.3 ms a token for the demo draft, a fifth of a plain step; a probe 55
-    # tokens after the last draft spent 344 ms on it, and probes made adaptive runs 0.85x
+    # tokens after the last draft spent 344 ms on it, and adaptive bench calls that probed
+    # ran 0.58-0.99x plain
     catch_up_times: deque[float] = field(default_factory=lambda: deque(maxlen=RECENT_PASSES),
                                          repr=False)
     warmed: bool = False
@@ -86,8 +88,12 @@ class PassCost:
         emitted while it sat idle); the pass's `pass_tokens`, averaged in at weight
         `average`."""
         if keep_time and self.warmed:
-            first = (t_draft / depth if t_first is None
-                     else t_draft if depth == 1 else min(t_first, t_draft))
+            if t_first is None:
+                first = t_draft / depth
+            elif depth == 1:
+                first = t_draft  # the step's time beyond the draft call is the first token's
+            else:
+                first = min(t_first, t_draft)
             self.first_times.append(first)
             if depth > 1:
                 self.draft_times.append((t_draft - first) / (depth - 1))
