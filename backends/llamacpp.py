@@ -72,6 +72,7 @@ class LlamaCppModel(LlamaCppText):
         self.mmap, self.caveats = weights.mmap, weights.caveats
         self._vocab = llama_cpp.llama_model_get_vocab(self._model)
         self.n_vocab = int(llama_cpp.llama_vocab_n_tokens(self._vocab))
+        self._head_rows = self.n_vocab  # llama.cpp's logits per row (a subset's head: fewer)
         train_ctx = int(llama_cpp.llama_model_n_ctx_train(self._model))
         self.n_ctx = min(n_ctx, train_ctx) if train_ctx > 0 else n_ctx
         self.n_batch = min(n_batch, self.n_ctx)
@@ -212,22 +213,31 @@ class LlamaCppModel(LlamaCppText):
         finally:
             ll.llama_set_embeddings(self._ctx, False)
         n_embd = self.n_embd
-        logits = np.empty((n_logits, self.n_vocab), dtype=np.float32)
+        logits = np.empty((n_logits, self._head_rows), dtype=np.float32)
         hidden = np.empty((n_logits, n_embd), dtype=np.float32)
         for row, index in enumerate(range(len(ids) - n_logits, len(ids))):
             logits[row] = np.ctypeslib.as_array(ll.llama_get_logits_ith(self._ctx, index),
-                                                shape=(self.n_vocab,))
+                                                shape=(self._head_rows,))
             hidden[row] = np.ctypeslib.as_array(ll.llama_get_embeddings_ith(self._ctx, index),
                                                 shape=(n_embd,))
-        return logits, hidden
+        return self._widened(logits), hidden
+
+    def _put_inputs(self, ids: list[int]) -> None:
+        """The batch's inputs: the tokens (a head-subset draft puts embedding rows)."""
+        for i, token in enumerate(ids):
+            self._batch.token[i] = token
+
+    def _widened(self, rows: np.ndarray) -> np.ndarray:
+        """llama.cpp's logit rows as this model's n_vocab columns (a subset's head widens)."""
+        return rows
 
     def _decode(self, ids: list[int], n_logits: int, read: bool = True) -> np.ndarray:
         self.threads_now = follow_limit(self._ll, self._ctx, self.n_threads, self.threads_now)
         batch = self._batch
         n = len(ids)
         first_output = n - n_logits
-        for i, token in enumerate(ids):
-            batch.token[i] = token
+        self._put_inputs(ids)
+        for i in range(n):
             batch.pos[i] = self._n_cached + i
             batch.n_seq_id[i] = 1
             batch.seq_id[i][0] = 0
@@ -244,7 +254,8 @@ class LlamaCppModel(LlamaCppText):
         if n_logits == 0 or not read:
             return np.zeros((0, self.n_vocab), dtype=np.float32)
         pointer = self._ll.llama_get_logits(self._ctx)
-        return np.array(np.ctypeslib.as_array(pointer, shape=(n_logits, self.n_vocab)))
+        return self._widened(
+            np.array(np.ctypeslib.as_array(pointer, shape=(n_logits, self._head_rows))))
 
     def truncate(self, n: int) -> None:
         if self._tree is not None:  # a tree pass not followed by keep_path: drop the tree

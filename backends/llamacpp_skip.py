@@ -92,7 +92,8 @@ class SkipScorer:
         self._lib.ggml_backend_tensor_get(tensor, buffer, 0, size)
         self._saved = buffer
 
-    def skipped_argmax(self, ids: Sequence[int], skip: frozenset[int]) -> np.ndarray:
+    def skipped_argmax(self, ids: Sequence[int], skip: frozenset[int],
+                       head: np.ndarray | None = None) -> np.ndarray:
         ll = self._ll
         n = len(ids)
         if not 0 < n <= self.max_tokens:
@@ -117,7 +118,9 @@ class SkipScorer:
         if status != 0:
             raise BackendError(f"llama_decode failed (status {status}) scoring a skip set")
         logits = np.ctypeslib.as_array(ll.llama_get_logits(self._ctx), shape=(n, self.n_vocab))
-        return np.asarray(logits.argmax(axis=1))
+        if head is None:
+            return np.asarray(logits.argmax(axis=1))
+        return np.asarray(np.asarray(head)[logits[:, head].argmax(axis=1)])
 
     def layer_bytes(self) -> tuple[int, list[int]]:
         return gguf_layer_bytes(self._path)

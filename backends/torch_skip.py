@@ -200,14 +200,19 @@ class TorchSkipScorer:
         self._target = target
         self.n_layers = int(target.n_layers)
 
-    def skipped_argmax(self, ids: Sequence[int], skip: frozenset[int]) -> np.ndarray:
+    def skipped_argmax(self, ids: Sequence[int], skip: frozenset[int],
+                       head: np.ndarray | None = None) -> np.ndarray:
         target = self._target
         torch = target._torch
         model = without_layers(target.model, skip) if skip else target.model
         input_ids = torch.tensor([list(ids)], dtype=torch.long, device=target.device)
         with torch.inference_mode(), attention_kernels(target.device):
             out = model(input_ids=input_ids, use_cache=False, logits_to_keep=0)
-        return np.asarray(out.logits[0].argmax(-1).cpu().numpy())
+        logits = out.logits[0]
+        if head is None:
+            return np.asarray(logits.argmax(-1).cpu().numpy())
+        rows = torch.as_tensor(head, dtype=torch.long, device=logits.device)
+        return np.asarray(np.asarray(head)[logits[:, rows].argmax(-1).cpu().numpy()])
 
     def layer_bytes(self) -> tuple[int, list[int]]:
         """The output head's weight bytes (with the final norm), and each decoder layer's."""

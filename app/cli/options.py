@@ -70,6 +70,12 @@ def add_model_flags(parser: argparse.ArgumentParser) -> None:
                    default=DrafterOptions.skip_cost, metavar="C",
                    help="with --self-skip auto: drop layers until a draft step is estimated "
                         "to cost C target steps (default %(default)s)")
+    g.add_argument("--self-head", dest="self_head", type=int, default=ModelSpec.self_head,
+                   metavar="N",
+                   help="llama.cpp self-draft: its output head keeps the target's first N "
+                        "token ids and its control tokens, so a draft step reads fewer "
+                        "weights (q is 0 for the others; 0 keeps every token; default "
+                        "%(default)s)")
     g.add_argument("--draft-heads", dest="draft_heads", default=None, metavar="HEADS",
                    help="--spec-type heads: draft with heads trained on the target's hidden "
                         "states (draftlens heads train)")
@@ -212,6 +218,9 @@ def model_spec(args: argparse.Namespace, choice: DrafterChoice) -> ModelSpec:
     if draft is None and "draft" in drafts:
         raise SettingsError("no draft given — pass -md DRAFT_FILE, --ngram for prompt lookup, "
                             "or --spec-type self for the target with layers skipped")
+    if getattr(args, "self_head", 0) < 0:
+        raise SettingsError(f"--self-head is how many tokens the self-draft's head keeps, 0 "
+                            f"or more (0 keeps them all; got {args.self_head})")
     layers = args.n_gpu_layers
     if layers != "auto":
         try:
@@ -224,6 +233,7 @@ def model_spec(args: argparse.Namespace, choice: DrafterChoice) -> ModelSpec:
         trust_remote_code=args.trust_remote_code, allow_pickle=args.allow_pickle,
         batch_invariant=args.exact_kernels, rpc=args.rpc.strip(), with_mtp="mtp" in drafts,
         mmap=args.mmap, self_skips=skips,
+        self_head=getattr(args, "self_head", ModelSpec.self_head),
     )
 
 

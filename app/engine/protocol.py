@@ -101,10 +101,11 @@ class SkipScorer(Protocol):
     @property
     def n_layers(self) -> int: ...
 
-    def skipped_argmax(self, ids: Sequence[int], skip: frozenset[int]) -> np.ndarray:
+    def skipped_argmax(self, ids: Sequence[int], skip: frozenset[int],
+                       head: np.ndarray | None = None) -> np.ndarray:
         """The argmax (len(ids),) of the target without the `skip` layers at every position of
         ids, read in one pass from an empty cache (the target's own cache is left as it
-        was)."""
+        was); with `head` (token ids), the argmax among those tokens only."""
         ...
 
     def layer_bytes(self) -> tuple[int, list[int]]:

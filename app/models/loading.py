@@ -49,6 +49,9 @@ class ModelSpec:
     # draft of its own per set (a self-draft; one chosen by measurement is loaded once it is
     # chosen, app.models.self_skip)
     self_skips: tuple[str, ...] = ()
+    # llama.cpp: the self-draft's output head keeps this many of the target's tokens (the
+    # earliest ids and every control token: app.models.early_exit); 0 keeps them all
+    self_head: int = 32768
     # llama.cpp: map the GGUF (True) or read its weights into memory (False); None: read where
     # the weights stay on the CPU and fit (backends.llamacpp_load.weights_read_into_memory)
     mmap: bool | None = None
@@ -141,14 +144,26 @@ def load_self_draft(target: LanguageModel, spec: ModelSpec, skip: str,
     elif target.backend == "llamacpp":
         from app.models.early_exit import block_count, kept_blocks_gguf
 
-        model = load_model(str(kept_blocks_gguf(target.path, skipped)), spec)
+        head = head_tokens(spec, target)
+        model = load_model(str(kept_blocks_gguf(target.path, skipped, head)), spec,
+                           head_subset_of=target if head else None)
         total = block_count(Path(target.path))
         model.name = f"{target.name} · {total - len(skipped)} of {total} layers"
+        if head:
+            model.name += f", head {head:,} of {target.n_vocab:,} tokens"
     else:
         raise SettingsError(f"the {target.backend} backend cannot leave layers out as a draft "
                             "— use a draft model or --ngram")
     model.name += f" (skips {skip})"
     return model
+
+
+def head_tokens(spec: ModelSpec, target: LanguageModel) -> int:
+    """The tokens a llama.cpp self-draft's head keeps below the first control token; 0 for
+    the whole head (torch's draft shares the target's)."""
+    if target.backend != "llamacpp" or spec.self_head <= 0 or spec.self_head >= target.n_vocab:
+        return 0
+    return spec.self_head
 
 
 def validate_model_file(path: str, backend: str) -> None:
@@ -169,9 +184,11 @@ def validate_model_file(path: str, backend: str) -> None:
         preflight_gguf(file)
 
 
-def load_model(path: str, spec: ModelSpec, rpc: str = "", mtp: bool = False) -> LanguageModel:
+def load_model(path: str, spec: ModelSpec, rpc: str = "", mtp: bool = False,
+               head_subset_of: LanguageModel | None = None) -> LanguageModel:
     """Load one model of the pair; `rpc` puts its layers on those rpc-servers; `mtp` loads
-    its own MTP layers too, to draft with (llama.cpp only)."""
+    its own MTP layers too, to draft with (llama.cpp only); `head_subset_of`: the file is a
+    self-draft of that target whose head keeps some of its tokens (app.models.early_exit)."""
     from backends.base import BackendError
 
     backend = spec.resolved_backend()
@@ -187,6 +204,13 @@ def load_model(path: str, spec: ModelSpec, rpc: str = "", mtp: bool = False) -> 
                                      n_threads=spec.n_threads,
                                      batch_invariant=spec.batch_invariant, rpc=rpc,
                                      mmap=spec.mmap, memory_available=free)
+        elif backend == "llamacpp" and head_subset_of is not None:
+            from backends.llamacpp_head_subset import LlamaCppHeadSubsetModel
+
+            model = LlamaCppHeadSubsetModel(
+                path, eos_ids=head_subset_of.eos_ids, n_gpu_layers=spec.n_gpu_layers,
+                n_ctx=spec.n_ctx, n_threads=spec.n_threads,
+                batch_invariant=spec.batch_invariant, mmap=spec.mmap, memory_available=free)
         elif backend == "llamacpp":
             from backends.llamacpp import LlamaCppModel
 

@@ -22,6 +22,7 @@ from app.engine.cost_curve import measure_step_costs
 from app.engine.decode_config import DecodeConfig
 from app.engine.drafters.self_draft import is_auto
 from app.engine.drafters.self_skip import (
+    DraftHead,
     SearchProgress,
     SkipChoice,
     given_skip,
@@ -80,7 +81,9 @@ def choose_skip(pair: LoadedPair, skip: str, cost: float, prompts: Sequence[Sequ
     if not isinstance(target, LayerSkipModel):
         raise SettingsError(f"the {target.backend} backend cannot leave layers out — use a "
                             "draft model or --ngram")
-    key = _cache_key(target, prompts, f"cost={cost}" if is_auto(skip) else f"skip={skip}")
+    head = draft_head(pair)
+    what = f"cost={cost}" if is_auto(skip) else f"skip={skip}"
+    key = _cache_key(target, prompts, f"{what}|head={len(head.ids) if head else 0}")
     cached = _load_cache().get(key)
     if cached is not None:
         say("the self-draft's layers were chosen on this text before (cached)")
@@ -92,15 +95,28 @@ def choose_skip(pair: LoadedPair, skip: str, cost: float, prompts: Sequence[Sequ
     try:
         if given is None:
             say(f"searching which of {target.n_layers} layers to skip (cost target {cost})")
-            choice = search_skip(scorer, texts, cost, searching or _each_layer_dropped(say))
+            choice = search_skip(scorer, texts, cost, searching or _each_layer_dropped(say),
+                                 head)
         else:
-            choice = given_skip(scorer, texts, given)
+            choice = given_skip(scorer, texts, given, head)
     finally:
         scorer.close()
     entries = _load_cache()
     entries[key] = choice.to_dict()
     _save_cache(entries)
     return choice
+
+
+def draft_head(pair: LoadedPair) -> DraftHead | None:
+    """The tokens the self-draft's head keeps, where it keeps some only (llama.cpp)."""
+    from app.models.early_exit import head_subset_ids
+    from app.models.loading import head_tokens
+
+    tokens = head_tokens(pair.spec, pair.target)
+    if not tokens:
+        return None
+    ids = np.asarray(head_subset_ids(pair.target.path, tokens), dtype=np.int64)
+    return DraftHead(ids, pair.target.n_vocab)
 
 
 def _each_layer_dropped(say: Progress) -> Searching:

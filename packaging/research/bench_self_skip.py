@@ -10,10 +10,12 @@ Per row: the set, layers kept, the search's agreement and estimated cost, the dr
 target steps measured in turns before the runs (app.models.self_skip.measured_cost) and in
 the runs (draft time per drafted token over the plain runs' step), acceptance (accepted /
 drafted), alpha (accepted / judged), tokens per pass, speed x plain, greedy identical.
+On llama.cpp each set is drafted with each head of --heads (0: the whole output head; N: the
+first N token ids and the control tokens, app.models.early_exit), side by side in one run.
 
   .venv/bin/python packaging/research/bench_self_skip.py --backend llamacpp
-      [--costs 0.7,0.6] [--first 17,24] [--skip 6-11,15-20] [-n 32] [-k 1,3] [--rounds 2]
-      [--json OUT]
+      [--costs 0.7,0.6] [--first 17,24] [--skip 6-11,15-20] [--heads 0,32768] [-n 32]
+      [-k 1,3] [--rounds 2] [--json OUT]
 
 torch loads the GGUF through transformers (dequantized float32, ~9 GiB for the target and
 ~3 GiB for the draft model); keep its runs short.
@@ -32,7 +34,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from app.analysis.measure import Tally, alternating, pair_ratios, timed_run  # noqa: E402
+from app.analysis.measure import Tally, pair_ratios, timed_run  # noqa: E402
 from app.cli.bench_tasks import CODE_PROMPTS  # noqa: E402
 from app.engine.decode_config import (  # noqa: E402
     DecodeConfig,  # noqa: E402
@@ -57,12 +59,23 @@ def self_config(base: DecodeConfig, skip: str, cost: float = DrafterOptions.skip
                                                                           skip_cost=cost)))
 
 
+Row = tuple[str, LoadedPair, DecodeConfig, SkipChoice | None]
+
+
+def with_head(pair: LoadedPair, head: int) -> LoadedPair:
+    """The loaded pair as one whose self-drafts keep `head` tokens in their head: the same
+    target and draft model, self-drafts of its own."""
+    return LoadedPair(target=pair.target, draft=pair.draft, check=pair.check,
+                      spec=replace(pair.spec, self_head=head), verify_curve=pair.verify_curve)
+
+
 def candidates(pair: LoadedPair, base: DecodeConfig, encoded: list[list[int]],
-               args: argparse.Namespace) -> list[tuple[str, DecodeConfig, SkipChoice | None]]:
-    """(row name, config, the set's figures) for every draft to time. The search runs once,
-    down to the lowest cost asked; each cost's row is the first set on its path within it."""
-    rows: list[tuple[str, DecodeConfig, SkipChoice | None]] = [
-        ("demo draft model", replace(base, drafter=DrafterChoice(("draft",))), None)]
+               args: argparse.Namespace) -> list[Row]:
+    """(row name, pair, config, the set's figures) for every draft to time. The search runs
+    once, down to the lowest cost asked; each cost's row is the first set on its path within
+    it. Every set is timed with each head of --heads."""
+    rows: list[Row] = [
+        ("demo draft model", pair, replace(base, drafter=DrafterChoice(("draft",))), None)]
     n_layers = int(pair.target.n_layers)  # type: ignore[attr-defined]
     costs = sorted((float(c) for c in _list(args.costs)), reverse=True)
     wanted: list[tuple[str, str]] = []
@@ -76,28 +89,48 @@ def candidates(pair: LoadedPair, base: DecodeConfig, encoded: list[list[int]],
     wanted += [(f"first {n} layers", format_skip(range(int(n), n_layers)))
                for n in _list(args.first)]
     wanted += [(f"by hand {s}", s) for s in args.skip]
+    heads = [int(h) for h in _list(args.heads)] if pair.target.backend == "llamacpp" else [0]
+    views = {head: with_head(pair, head) for head in heads}
     for name, skip in wanted:
-        log(f"{name}: skipping {skip}")
-        config, choice = settle_self_skip(pair, self_config(base, skip), encoded, log)
-        rows.append((name, config, choice))
+        for head, view in views.items():
+            log(f"{name}: skipping {skip}, head {head or 'whole'}")
+            config, choice = settle_self_skip(view, self_config(base, skip), encoded, log)
+            rows.append((name, view, config, choice))
     return rows
 
 
-def measure(pair: LoadedPair, rows: list[tuple[str, DecodeConfig, SkipChoice | None]],
-            encoded: list[list[int]], k: int, rounds: int) -> list[dict[str, Any]]:
-    runs = [(True, rows[0][1])] + [(False, replace(config, draft_max=k))
-                                  for _, config, _ in rows]
-    warm = DecodeConfig(n_predict=4, sampling=rows[0][1].sampling)
+def alternate(runs: list[tuple[LoadedPair, bool, DecodeConfig]], encoded: list[list[int]],
+              rounds: int) -> list[Tally]:
+    """Each (pair, plain?, config) run on every prompt, the order reversed every other round
+    (app.analysis.measure.alternating, over several views of one loaded pair)."""
+    tallies = [Tally() for _ in runs]
+    for round_index in range(rounds):
+        for prompt_ids in encoded:
+            order = list(zip(runs, tallies, strict=True))
+            if round_index % 2:
+                order.reverse()
+            for (pair, is_plain, config), tally in order:
+                timed_run(pair, config, prompt_ids, is_plain, tally)
+    return tallies
+
+
+def measure(pair: LoadedPair, rows: list[Row], encoded: list[list[int]], k: int,
+            rounds: int) -> list[dict[str, Any]]:
+    runs = [(pair, True, rows[0][2])] + [(view, False, replace(config, draft_max=k))
+                                         for _, view, config, _ in rows]
+    warm = DecodeConfig(n_predict=4, sampling=rows[0][2].sampling)
     timed_run(pair, warm, encoded[0], plain=True, tally=Tally())
-    plain, *tallies = alternating(pair, runs, encoded, rounds)
+    plain, *tallies = alternate(runs, encoded, rounds)
     t_target = plain.stats.plain_step_time or 0.0
     report = []
-    for (name, _, choice), tally in zip(rows, tallies, strict=True):
+    for (name, _, _, choice), tally in zip(rows, tallies, strict=True):
         stats = tally.stats
         ratios = pair_ratios(plain, tally)
         report.append({
             "draft": name, "k": k,
             "skip": choice.skip if choice else "", "kept": choice.kept if choice else None,
+            "head_tokens": choice.head_tokens if choice else None,
+            "head_coverage": choice.head_coverage if choice else None,
             "n_layers": choice.n_layers if choice else None,
             "agreement": choice.agreement if choice else None,
             "estimated_cost": choice.cost if choice else None,
@@ -119,7 +152,8 @@ def measure(pair: LoadedPair, rows: list[tuple[str, DecodeConfig, SkipChoice | N
 
 
 def print_table(report: list[dict[str, Any]]) -> None:
-    print(f"{'draft':<22} {'k':>2} {'skip':<24} {'kept':>5} {'agree':>6} {'est c':>6} "
+    print(f"{'draft':<22} {'k':>2} {'skip':<24} {'kept':>5} {'head':>6} {'cover':>6} "
+          f"{'agree':>6} {'est c':>6} "
           f"{'meas c':>6} {'run c':>6} {'c 2nd+':>6} {'accept':>6} {'alpha':>6} {'tok/pass':>8} "
           f"{'x plain':>8} {'same':>5}")
     def num(value: Any, width: int = 6) -> str:
@@ -127,7 +161,9 @@ def print_table(report: list[dict[str, Any]]) -> None:
 
     for r in report:
         kept = f"{r['kept']}/{r['n_layers']}" if r["kept"] is not None else "-"
-        print(f"{r['draft']:<22} {r['k']:>2} {r['skip'] or '-':<24} {kept:>5} "
+        head = f"{r['head_tokens']:,}" if r["head_tokens"] else "whole"
+        print(f"{r['draft']:<22} {r['k']:>2} {r['skip'] or '-':<24} {kept:>5} {head:>6} "
+              f"{num(r['head_coverage'])} "
               f"{num(r['agreement'])} {num(r['estimated_cost'])} {num(r['measured_cost'])} "
               f"{num(r['run_cost'])} {num(r['run_cost_later'])} "
               f"{num(r['acceptance'])} {num(r['alpha'])} "
@@ -145,6 +181,9 @@ def main() -> int:
     parser.add_argument("--costs", default="0.7,0.6", help="search cost targets")
     parser.add_argument("--first", default="17,24", help="first-N-layers drafts (N)")
     parser.add_argument("--skip", action="append", default=[], help="a skip set by hand")
+    parser.add_argument("--heads", default="0,32768",
+                        help="llama.cpp: the self-drafts' head sizes, each set timed with each "
+                             "(0: the whole head)")
     parser.add_argument("-n", type=int, default=32, help="tokens per run")
     parser.add_argument("-k", default="1,3", help="draft lengths (one interleaved run each)")
     parser.add_argument("--rounds", type=int, default=2)

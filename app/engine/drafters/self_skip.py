@@ -17,6 +17,9 @@ draft, which reads the target's cache for the committed text, measured at least 
 Estimated cost: the share of the target's weight bytes one step of the draft reads (its kept
 blocks and the output head), since a decode step on a CPU is bound by reading the weights;
 the measured cost is stated beside it once the draft runs (app.models.self_skip).
+
+A draft whose head keeps a subset of the tokens (llama.cpp: app.models.early_exit) is
+measured as it drafts: its argmax among those tokens, and the head's bytes in proportion.
 """
 
 from __future__ import annotations
@@ -90,11 +93,26 @@ def format_skip(skip: Sequence[int] | frozenset[int]) -> str:
     return ",".join(parts)
 
 
-def estimated_cost(skip: frozenset[int], head: int, blocks: Sequence[int]) -> float:
-    """The share of the target's weight bytes one draft step reads (see the module doc)."""
+def estimated_cost(skip: frozenset[int], head: int, blocks: Sequence[int],
+                   head_share: float = 1.0) -> float:
+    """The share of the target's weight bytes one draft step reads (see the module doc);
+    head_share: the share of the head's rows the draft keeps."""
     total = head + sum(blocks)
-    kept = head + sum(b for i, b in enumerate(blocks) if i not in skip)
+    kept = head * head_share + sum(b for i, b in enumerate(blocks) if i not in skip)
     return kept / total if total else 1.0
+
+
+@dataclass(frozen=True)
+class DraftHead:
+    """The tokens a self-draft's head keeps (`ids`, in the target's numbering) of the
+    target's `n_vocab`; None where it keeps them all."""
+
+    ids: np.ndarray
+    n_vocab: int
+
+    @property
+    def share(self) -> float:
+        return len(self.ids) / self.n_vocab
 
 
 @dataclass(frozen=True)
@@ -125,6 +143,11 @@ class SkipChoice:
     measured_cost: float | None = None
     # llama.cpp: the size of the draft file of the kept blocks (0: no file, torch)
     file_bytes: int = 0
+    # a head over some of the tokens: how many it keeps (0: all), of how many, and the share
+    # of the target's own tokens on the texts (its argmax) that are among them
+    head_tokens: int = 0
+    n_vocab: int = 0
+    head_coverage: float = 1.0
 
     @property
     def kept(self) -> int:
@@ -134,8 +157,14 @@ class SkipChoice:
         """The draft as the trace header and the CLI name it."""
         cost = self.measured_cost if self.measured_cost is not None else self.cost
         what = "measured" if self.measured_cost is not None else "estimated"
-        return (f"self-draft (skip {self.skip}: {self.kept} of {self.n_layers} layers, "
-                f"agreement {self.agreement:.2f}, {what} cost {cost:.2f})")
+        return (f"self-draft (skip {self.skip}: {self.kept} of {self.n_layers} layers"
+                f"{self._head_words()}, agreement {self.agreement:.2f}, {what} cost "
+                f"{cost:.2f})")
+
+    def _head_words(self) -> str:
+        if not self.head_tokens:
+            return ""
+        return f", head {self.head_tokens:,} of {self.n_vocab:,} tokens"
 
     def describe(self) -> str:
         """The set and its figures in words (the window's note on a self-drafted run)."""
@@ -144,9 +173,12 @@ class SkipChoice:
         cost = (f"a draft step costs {self.measured_cost:.2f} target steps (measured; "
                 f"{self.cost:.2f} estimated)" if self.measured_cost is not None
                 else f"a draft step costs an estimated {self.cost:.2f} target steps")
+        head = (f" Its output head keeps {self.head_tokens:,} of the {self.n_vocab:,} tokens; "
+                f"they hold {self.head_coverage:.1%} of the target's own tokens on this text "
+                "(q is 0 for the rest)." if self.head_tokens else "")
         return (f"Self-draft: the target skipping layers {self.skip} ({self.kept} of "
                 f"{self.n_layers} kept), {chosen}. Its agreement with the target: "
-                f"{self.agreement:.2f} of {self.positions} positions; {cost}.")
+                f"{self.agreement:.2f} of {self.positions} positions; {cost}.{head}")
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -166,6 +198,7 @@ class Agreement:
 
     scorer: SkipScorer
     texts: list[list[int]]
+    head: DraftHead | None = None  # the draft's head, where it keeps some tokens only
     wanted: list[np.ndarray] = field(default_factory=list)  # the target's argmax per text
     evaluations: int = 0
 
@@ -176,11 +209,28 @@ class Agreement:
     def positions(self) -> int:
         return sum(max(0, len(t) - FIRST_SCORED) for t in self.texts)
 
+    @property
+    def head_coverage(self) -> float:
+        """The share of the target's argmax tokens that the draft's head keeps."""
+        if self.head is None:
+            return 1.0
+        inside = sum(int(np.isin(w[FIRST_SCORED:], self.head.ids).sum()) for w in self.wanted)
+        return inside / max(1, self.positions)
+
+    def choice(self, **figures: Any) -> SkipChoice:
+        """A SkipChoice with these figures and the head's."""
+        head = self.head
+        return SkipChoice(positions=self.positions, evaluations=self.evaluations,
+                          head_tokens=len(head.ids) if head is not None else 0,
+                          n_vocab=head.n_vocab if head is not None else 0,
+                          head_coverage=self.head_coverage, **figures)
+
     def of(self, skip: frozenset[int]) -> float:
         self.evaluations += 1
         hits = 0
         for text, wanted in zip(self.texts, self.wanted, strict=True):
-            got = self.scorer.skipped_argmax(text, skip)
+            got = self.scorer.skipped_argmax(
+                text, skip, self.head.ids if self.head is not None else None)
             hits += int(np.count_nonzero(got[FIRST_SCORED:] == wanted[FIRST_SCORED:]))
         return hits / max(1, self.positions)
 
@@ -222,7 +272,7 @@ Progress = Callable[[SearchProgress], None]
 
 
 def _rounds_left(skip: frozenset[int], head: int, blocks: Sequence[int],
-                 target_cost: float) -> int:
+                 target_cost: float, head_share: float = 1.0) -> int:
     """Rounds until the cost is within target_cost, each dropping a block of the mean size
     of those still kept (the first block is never dropped)."""
     candidates = [b for i, b in enumerate(blocks) if i and i not in skip]
@@ -230,7 +280,7 @@ def _rounds_left(skip: frozenset[int], head: int, blocks: Sequence[int],
         return 0
     mean = sum(candidates) / len(candidates)
     total = head + sum(blocks)
-    kept = head + sum(b for i, b in enumerate(blocks) if i not in skip)
+    kept = head * head_share + sum(b for i, b in enumerate(blocks) if i not in skip)
     rounds = 0
     while (kept - rounds * mean) / total > target_cost and rounds < len(candidates):
         rounds += 1
@@ -244,20 +294,22 @@ def _sets_after(round_sets: int, skip: frozenset[int], n_layers: int, rounds: in
 
 
 def search_skip(scorer: SkipScorer, texts: list[list[int]], target_cost: float,
-                progress: Progress | None = None) -> SkipChoice:
+                progress: Progress | None = None, draft_head: DraftHead | None = None
+                ) -> SkipChoice:
     """The greedy search of the module doc, down to an estimated cost of target_cost;
     `progress` hears of every set scored (SearchProgress)."""
     report = progress or (lambda at: None)
     start = time.perf_counter()
     n_layers = scorer.n_layers
-    head, blocks = scorer.layer_bytes()
-    agreement = Agreement(scorer, texts)
+    head_bytes, blocks = scorer.layer_bytes()
+    share = draft_head.share if draft_head is not None else 1.0
+    agreement = Agreement(scorer, texts, draft_head)
     skip: frozenset[int] = frozenset()
     candidates = list(range(1, n_layers))
     last_score: dict[int, float] = {}
     path: list[SkipPoint] = []
     score = 1.0
-    cost = estimated_cost(skip, head, blocks)
+    cost = estimated_cost(skip, head_bytes, blocks, share)
     while cost > target_cost and len(skip) < n_layers - 1:
         left = [c for c in candidates if c not in skip]
         if last_score:  # the removals that did best last round, and any never measured
@@ -265,7 +317,7 @@ def search_skip(scorer: SkipScorer, texts: list[list[int]], target_cost: float,
             left = left[:RECHECKED]
         scored_before = agreement.evaluations
         to_score = scored_before + _sets_after(
-            len(left), skip, n_layers, _rounds_left(skip, head, blocks, target_cost))
+            len(left), skip, n_layers, _rounds_left(skip, head_bytes, blocks, target_cost, share))
         measured: dict[int, float] = {}
         for c in left:
             measured[c] = agreement.of(skip | {c})
@@ -275,27 +327,27 @@ def search_skip(scorer: SkipScorer, texts: list[list[int]], target_cost: float,
         best = max(measured, key=lambda c: (measured[c], -c))
         skip, score = skip | {best}, measured[best]
         del last_score[best]
-        cost = estimated_cost(skip, head, blocks)
+        cost = estimated_cost(skip, head_bytes, blocks, share)
         path.append(SkipPoint(format_skip(skip), score, cost))
         report(SearchProgress(agreement.evaluations, to_score, format_skip(skip), n_layers,
                               score, cost, target_cost, settled=True))
-    return SkipChoice(
-        skip=format_skip(skip), n_layers=n_layers, agreement=score,
-        positions=agreement.positions, cost=cost,
+    return agreement.choice(
+        skip=format_skip(skip), n_layers=n_layers, agreement=score, cost=cost,
         how="searched", target_cost=target_cost, seconds=time.perf_counter() - start,
-        evaluations=agreement.evaluations, path=tuple(path))
+        path=tuple(path))
 
 
-def given_skip(scorer: SkipScorer, texts: list[list[int]], skip: frozenset[int]
-               ) -> SkipChoice:
+def given_skip(scorer: SkipScorer, texts: list[list[int]], skip: frozenset[int],
+               draft_head: DraftHead | None = None) -> SkipChoice:
     """A set given by hand, with its agreement on the texts measured all the same."""
     start = time.perf_counter()
     n_layers = scorer.n_layers
     check_skip(skip, n_layers)
-    head, blocks = scorer.layer_bytes()
-    agreement = Agreement(scorer, texts)
+    head_bytes, blocks = scorer.layer_bytes()
+    share = draft_head.share if draft_head is not None else 1.0
+    agreement = Agreement(scorer, texts, draft_head)
     score = agreement.of(skip)
-    return SkipChoice(
+    return agreement.choice(
         skip=format_skip(skip), n_layers=n_layers, agreement=score,
-        positions=agreement.positions, cost=estimated_cost(skip, head, blocks), how="given",
-        seconds=time.perf_counter() - start, evaluations=agreement.evaluations)
+        cost=estimated_cost(skip, head_bytes, blocks, share), how="given",
+        seconds=time.perf_counter() - start)
