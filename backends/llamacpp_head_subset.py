@@ -14,7 +14,7 @@ from __future__ import annotations
 import ctypes
 import os
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -30,8 +30,10 @@ EMBEDDINGS_KEY = "draftlens.head.embeddings_from"
 class LlamaCppHeadSubsetModel(LlamaCppModel):
     """A head-subset draft file: reads and writes the target's token ids (module doc)."""
 
-    def __init__(self, path: str | os.PathLike[str], eos_ids: frozenset[int],
+    def __init__(self, path: str | os.PathLike[str], text_of: TargetText,
                  **options: Any) -> None:
+        """text_of: the target, whose ids this model reads and writes, so whose text
+        functions and end-of-generation tokens are its own."""
         import gguf
 
         reader = gguf.GGUFReader(path)
@@ -48,7 +50,8 @@ class LlamaCppHeadSubsetModel(LlamaCppModel):
                                "target ids — delete the file to rewrite it")
         self._head_rows = self.n_vocab
         self.n_vocab = self._rows.n_vocab
-        self.eos_ids = eos_ids
+        self._text_of = text_of
+        self.eos_ids = text_of.eos_ids
         self._ll.llama_batch_free(self._batch)
         self._batch = self._ll.llama_batch_init(self.n_batch, self.n_embd, 1)
 
@@ -72,17 +75,30 @@ class LlamaCppHeadSubsetModel(LlamaCppModel):
     def prepare_tree_passes(self) -> None:
         return None  # never verifies
 
-    # its vocabulary is the subset's: the text is the target's to read and write
+    # its own vocabulary is the subset's: the text is the target's
     def tokenize(self, text: str, add_special: bool = True) -> list[int]:
-        raise BackendError(f"{self.name} reads the target's token ids; tokenize with the target")
+        return self._text_of.tokenize(text, add_special)
 
     def detokenize(self, ids: Sequence[int]) -> str:
-        raise BackendError(f"{self.name} writes the target's token ids; read them with the "
-                           "target")
+        return self._text_of.detokenize(ids)
 
     def token_text(self, token: int) -> str:
-        raise BackendError(f"{self.name} writes the target's token ids; read them with the "
-                           "target")
+        return self._text_of.token_text(token)
+
+    def chat_prompt(self, user_text: str) -> str:
+        return self._text_of.chat_prompt(user_text)
+
+
+class TargetText(Protocol):
+    eos_ids: frozenset[int]
+
+    def tokenize(self, text: str, add_special: bool = True) -> list[int]: ...
+
+    def detokenize(self, ids: Sequence[int]) -> str: ...
+
+    def token_text(self, token: int) -> str: ...
+
+    def chat_prompt(self, user_text: str) -> str: ...
 
 
 class _EmbeddingRows:

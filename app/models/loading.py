@@ -208,7 +208,7 @@ def load_model(path: str, spec: ModelSpec, rpc: str = "", mtp: bool = False,
             from backends.llamacpp_head_subset import LlamaCppHeadSubsetModel
 
             model = LlamaCppHeadSubsetModel(
-                path, eos_ids=head_subset_of.eos_ids, n_gpu_layers=spec.n_gpu_layers,
+                path, text_of=head_subset_of, n_gpu_layers=spec.n_gpu_layers,
                 n_ctx=spec.n_ctx, n_threads=spec.n_threads,
                 batch_invariant=spec.batch_invariant, mmap=spec.mmap, memory_available=free)
         elif backend == "llamacpp":
