@@ -90,7 +90,7 @@ CHILD_RUNS = {
                   draws("draft")),
     "hybrid": (ModelSpec(target="t.gguf", draft="d.gguf", n_gpu_layers=3, n_ctx=512),
                draws("ngram,draft")),
-    "self-draft": (ModelSpec(target="t.gguf", mmap=False, self_skips=("2-5",)),
+    "self-draft": (ModelSpec(target="t.gguf", mmap=False, self_skips=("2-5",), self_head=300),
                    draws("self", skip="2-5", skip_cost=0.5)),
     "heads": (ModelSpec(target="t.gguf"), draws("heads", heads="h.safetensors")),
     "suffix": (ModelSpec(target="t.gguf"), draws("suffix", memory="m.json", suffix=SuffixOptions(

@@ -67,7 +67,8 @@ def spec_flags(spec: ModelSpec, choice: DrafterChoice) -> list[str]:
     if options.cross_vocab != "auto":
         flags += ["--cross-vocab", options.cross_vocab]
     if choice.uses("self"):
-        flags += ["--self-skip", options.skip or "auto", "--self-cost", str(options.skip_cost)]
+        flags += ["--self-skip", options.skip or "auto", "--self-cost", str(options.skip_cost),
+                  "--self-head", str(spec.self_head)]
     if options.heads:
         flags += ["--draft-heads", options.heads]
     if options.memory:
