@@ -110,13 +110,22 @@ def alternating(pair: LoadedPair, runs: list[tuple[bool, DecodeConfig]],
                 encoded: list[list[int]], rounds: int,
                 cancelled: Cancelled = lambda: False) -> list[Tally]:
     """Each (plain?, config) run on every prompt, the order reversed every other round."""
+    return alternating_pairs([(pair, is_plain, config) for is_plain, config in runs], encoded,
+                             rounds, cancelled)
+
+
+def alternating_pairs(runs: list[tuple[LoadedPair, bool, DecodeConfig]],
+                      encoded: list[list[int]], rounds: int,
+                      cancelled: Cancelled = lambda: False) -> list[Tally]:
+    """alternating, each run on a pair of its own (views of one loaded pair that load their
+    self-drafts otherwise, for one)."""
     tallies = [Tally() for _ in runs]
     for round_index in range(rounds):
         for prompt_ids in encoded:
             order = list(zip(runs, tallies, strict=True))
             if round_index % 2:
                 order.reverse()
-            for (is_plain, run_config), tally in order:
+            for (pair, is_plain, run_config), tally in order:
                 if cancelled():
                     return tallies
                 timed_run(pair, run_config, prompt_ids, is_plain, tally)

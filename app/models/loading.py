@@ -149,8 +149,10 @@ def load_self_draft(target: LanguageModel, spec: ModelSpec, skip: str,
                            head_subset_of=target if head else None)
         total = block_count(Path(target.path))
         model.name = f"{target.name} · {total - len(skipped)} of {total} layers"
-        if head:
-            model.name += f", head {head:,} of {target.n_vocab:,} tokens"
+        from backends.llamacpp_head_subset import LlamaCppHeadSubsetModel
+
+        if isinstance(model, LlamaCppHeadSubsetModel):  # its rows: the ids and control tokens
+            model.name += f", head {model.head_tokens:,} of {target.n_vocab:,} tokens"
     else:
         raise SettingsError(f"the {target.backend} backend cannot leave layers out as a draft "
                             "— use a draft model or --ngram")
@@ -159,8 +161,9 @@ def load_self_draft(target: LanguageModel, spec: ModelSpec, skip: str,
 
 
 def head_tokens(spec: ModelSpec, target: LanguageModel) -> int:
-    """The tokens a llama.cpp self-draft's head keeps below the first control token; 0 for
-    the whole head (torch's draft shares the target's)."""
+    """How many of the target's first token ids a llama.cpp self-draft's head keeps (its
+    control and byte tokens come on top); 0 for the whole head (torch's draft shares the
+    target's)."""
     if target.backend != "llamacpp" or spec.self_head <= 0 or spec.self_head >= target.n_vocab:
         return 0
     return spec.self_head

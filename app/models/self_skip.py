@@ -31,7 +31,7 @@ from app.engine.drafters.self_skip import (
 )
 from app.engine.protocol import LanguageModel, LayerSkipModel
 from app.errors import SettingsError
-from app.models.loading import LoadedPair
+from app.models.loading import LoadedPair, head_tokens
 from app.paths import read_cache, write_cache
 
 PROMPT_TAIL = 96  # the last tokens of each prompt searched on
@@ -81,9 +81,8 @@ def choose_skip(pair: LoadedPair, skip: str, cost: float, prompts: Sequence[Sequ
     if not isinstance(target, LayerSkipModel):
         raise SettingsError(f"the {target.backend} backend cannot leave layers out — use a "
                             "draft model or --ngram")
-    head = draft_head(pair)
     what = f"cost={cost}" if is_auto(skip) else f"skip={skip}"
-    key = _cache_key(target, prompts, f"{what}|head={len(head.ids) if head else 0}")
+    key = _cache_key(target, prompts, f"{what}|head={head_tokens(pair.spec, target)}")
     cached = _load_cache().get(key)
     if cached is not None:
         say("the self-draft's layers were chosen on this text before (cached)")
@@ -91,6 +90,7 @@ def choose_skip(pair: LoadedPair, skip: str, cost: float, prompts: Sequence[Sequ
     given = None if is_auto(skip) else parse_skip(skip, target.n_layers)
     say("the target continues the prompt, to choose the layers its self-draft skips")
     texts = search_texts(target, prompts)
+    head = draft_head(pair)
     scorer = target.skip_scorer()
     try:
         if given is None:
@@ -110,7 +110,6 @@ def choose_skip(pair: LoadedPair, skip: str, cost: float, prompts: Sequence[Sequ
 def draft_head(pair: LoadedPair) -> DraftHead | None:
     """The tokens the self-draft's head keeps, where it keeps some only (llama.cpp)."""
     from app.models.early_exit import head_subset_ids
-    from app.models.loading import head_tokens
 
     tokens = head_tokens(pair.spec, pair.target)
     if not tokens:

@@ -34,7 +34,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from app.analysis.measure import Tally, pair_ratios, timed_run  # noqa: E402
+from app.analysis.measure import Tally, alternating_pairs, pair_ratios, timed_run  # noqa: E402
 from app.cli.bench_tasks import CODE_PROMPTS  # noqa: E402
 from app.engine.decode_config import (  # noqa: E402
     DecodeConfig,  # noqa: E402
@@ -99,28 +99,13 @@ def candidates(pair: LoadedPair, base: DecodeConfig, encoded: list[list[int]],
     return rows
 
 
-def alternate(runs: list[tuple[LoadedPair, bool, DecodeConfig]], encoded: list[list[int]],
-              rounds: int) -> list[Tally]:
-    """Each (pair, plain?, config) run on every prompt, the order reversed every other round
-    (app.analysis.measure.alternating, over several views of one loaded pair)."""
-    tallies = [Tally() for _ in runs]
-    for round_index in range(rounds):
-        for prompt_ids in encoded:
-            order = list(zip(runs, tallies, strict=True))
-            if round_index % 2:
-                order.reverse()
-            for (pair, is_plain, config), tally in order:
-                timed_run(pair, config, prompt_ids, is_plain, tally)
-    return tallies
-
-
 def measure(pair: LoadedPair, rows: list[Row], encoded: list[list[int]], k: int,
             rounds: int) -> list[dict[str, Any]]:
     runs = [(pair, True, rows[0][2])] + [(view, False, replace(config, draft_max=k))
                                          for _, view, config, _ in rows]
     warm = DecodeConfig(n_predict=4, sampling=rows[0][2].sampling)
     timed_run(pair, warm, encoded[0], plain=True, tally=Tally())
-    plain, *tallies = alternate(runs, encoded, rounds)
+    plain, *tallies = alternating_pairs(runs, encoded, rounds)
     t_target = plain.stats.plain_step_time or 0.0
     report = []
     for (name, _, _, choice), tally in zip(rows, tallies, strict=True):

@@ -210,6 +210,11 @@ class Agreement:
         return sum(max(0, len(t) - FIRST_SCORED) for t in self.texts)
 
     @property
+    def head_share(self) -> float:
+        """The share of the head's rows the draft keeps."""
+        return self.head.share if self.head is not None else 1.0
+
+    @property
     def head_coverage(self) -> float:
         """The share of the target's argmax tokens that the draft's head keeps."""
         if self.head is None:
@@ -278,11 +283,10 @@ def _rounds_left(skip: frozenset[int], head: int, blocks: Sequence[int],
     candidates = [b for i, b in enumerate(blocks) if i and i not in skip]
     if not candidates:
         return 0
-    mean = sum(candidates) / len(candidates)
-    total = head + sum(blocks)
-    kept = head * head_share + sum(b for i, b in enumerate(blocks) if i not in skip)
+    step = sum(candidates) / len(candidates) / (head + sum(blocks))  # a mean block's share
+    cost = estimated_cost(skip, head, blocks, head_share)
     rounds = 0
-    while (kept - rounds * mean) / total > target_cost and rounds < len(candidates):
+    while cost - rounds * step > target_cost and rounds < len(candidates):
         rounds += 1
     return rounds
 
@@ -302,8 +306,8 @@ def search_skip(scorer: SkipScorer, texts: list[list[int]], target_cost: float,
     start = time.perf_counter()
     n_layers = scorer.n_layers
     head_bytes, blocks = scorer.layer_bytes()
-    share = draft_head.share if draft_head is not None else 1.0
     agreement = Agreement(scorer, texts, draft_head)
+    share = agreement.head_share
     skip: frozenset[int] = frozenset()
     candidates = list(range(1, n_layers))
     last_score: dict[int, float] = {}
@@ -344,10 +348,9 @@ def given_skip(scorer: SkipScorer, texts: list[list[int]], skip: frozenset[int],
     n_layers = scorer.n_layers
     check_skip(skip, n_layers)
     head_bytes, blocks = scorer.layer_bytes()
-    share = draft_head.share if draft_head is not None else 1.0
     agreement = Agreement(scorer, texts, draft_head)
     score = agreement.of(skip)
     return agreement.choice(
         skip=format_skip(skip), n_layers=n_layers, agreement=score,
-        cost=estimated_cost(skip, head_bytes, blocks, share), how="given",
+        cost=estimated_cost(skip, head_bytes, blocks, agreement.head_share), how="given",
         seconds=time.perf_counter() - start)
