@@ -1,5 +1,5 @@
-"""A copied draft priced from what it knows before it is judged: its source and its match
-(app.engine.estimates), through the drafters' outlooks and the controller, with the
+"""A copied draft priced from what it knows before it is judged: its source, its match and
+where its source went on in more than one way (app.engine.estimates), through the drafters' outlooks and the controller, with the
 decision recording what the audit needs to reproduce it."""
 
 from __future__ import annotations
@@ -7,12 +7,13 @@ from __future__ import annotations
 from dataclasses import replace
 
 from app.analysis.decision_audit import decision_problems
+from app.analysis.reasons import describe_decision
 from app.engine.adaptive import DraftLengthController
 from app.engine.cost_curve import VerifyCostCurve
 from app.engine.drafters import Outlook, written_copy
 from app.engine.drafters.lookup import NGRAM_COPY, NGRAM_SELF, PromptLookup
-from app.engine.drafters.suffix import SuffixDrafter
-from app.engine.estimates import CopyEvidence, copy_accept_at, measured_rate
+from app.engine.drafters.suffix import SUFFIX_COPY, RememberedRun, SuffixDrafter, memory_buffer
+from app.engine.estimates import SPLIT_RATES, CopyEvidence, copy_accept_at, measured_rate
 from app.engine.records import COPIED_FROM_MEMORY, COPIED_FROM_OUTPUT, COPIED_FROM_PROMPT
 
 # a steep verify curve, as the AMD EPYC's (a 2-token pass costs 1.9 plain steps): a draft
@@ -97,3 +98,50 @@ def test_only_what_the_target_wrote_counts_as_a_copys_match():
     outlook = Outlook(NGRAM_COPY, 9, copy=CopyEvidence(COPIED_FROM_PROMPT, 9))
     assert written_copy(outlook, 3) == CopyEvidence(COPIED_FROM_PROMPT, 3)
     assert written_copy(Outlook(NGRAM_COPY), 3) is None
+
+
+def test_a_copy_from_memory_names_the_positions_where_its_source_went_two_ways():
+    """Two earlier answers agree on a stretch, then differ (a field name): a copy of that
+    stretch reports the split at the position where they part, and no split before it."""
+    shared = [20, 21, 22, 23, 24, 25, 26, 27]
+    memory = memory_buffer([RememberedRun(1, [*shared, 30, 31, 32, 33]),
+                            RememberedRun(2, [*shared, 40, 41, 42, 43])])
+    suffix = SuffixDrafter(memory)
+    prompt = [1, 2, 3]
+    suffix.begin(prompt)
+    seen = suffix.outlook([*prompt, *shared[:6]])
+    assert seen.copy is not None and seen.copy.source == COPIED_FROM_MEMORY
+    assert seen.copy.splits == (2,)  # shared[6], shared[7], then 30 or 40
+    # one earlier answer only: nothing went two ways
+    alone = SuffixDrafter(memory_buffer([RememberedRun(1, [*shared, 30, 31, 32, 33])]))
+    alone.begin(prompt)
+    copy = alone.outlook([*prompt, *shared[:6]]).copy
+    assert copy is not None and copy.splits == ()
+    assert written_copy(seen, 4) == CopyEvidence(COPIED_FROM_MEMORY, 4, (2,))
+
+
+def test_a_split_is_priced_at_its_measured_rate_and_the_draft_stops_before_it():
+    """At a split the position is priced at the measured rate for such positions, whatever
+    the kind learnt; on the steep curve the controller then drafts up to the split and not
+    past it. Priced as any other position, it drafts past it."""
+    split = CopyEvidence(COPIED_FROM_MEMORY, 24, (3,))
+    priced = copy_accept_at(split, [0.97] * 8, 64.0)
+    assert priced[3] == SPLIT_RATES[COPIED_FROM_MEMORY] and priced[2] > 0.9
+    # a copy of the prompt is not priced so (no evidence that its splits break)
+    assert copy_accept_at(CopyEvidence(COPIED_FROM_PROMPT, 24, (3,)), [0.97] * 8, 64.0)[3] > 0.9
+
+    def decide(copy: CopyEvidence):
+        ctl = controller()
+        ctl.estimates[SUFFIX_COPY.name] = ctl.estimate(SUFFIX_COPY)
+        for _ in range(8):  # the kind has learnt that its copies hold
+            ctl.estimates[SUFFIX_COPY.name].observe([True] * 16)
+        return ctl.decide(64, SUFFIX_COPY, 0, None, copy)
+
+    at_split = decide(CopyEvidence(COPIED_FROM_MEMORY, 24, (3,)))
+    unsplit = decide(CopyEvidence(COPIED_FROM_MEMORY, 24))
+    assert 0 < at_split.k <= 3 < unsplit.k
+    assert at_split.copy_splits == [3]
+    assert decision_problems(at_split) == []
+    assert any("does not follow from a copy" in p
+               for p in decision_problems(replace(at_split, copy_splits=[])))
+    assert "position 4" in describe_decision(replace(at_split, k=unsplit.k))

@@ -43,12 +43,13 @@ def _near(value: float, expected: float, tolerance: float) -> bool:
 
 
 def copy_problems(d: Decision) -> list[str]:
-    """Whether a copy's acceptance follows from its recorded source, match and learnt rates."""
+    """Whether a copy's acceptance follows from its recorded source, match, splits and learnt
+    rates."""
     if d.copy_source is None or d.copy_match is None or d.learnt_at is None \
             or d.learnt_evidence is None:
         return []
-    predicted = copy_accept_at(CopyEvidence(d.copy_source, d.copy_match), d.learnt_at,
-                               d.learnt_evidence)
+    copy = CopyEvidence(d.copy_source, d.copy_match, tuple(d.copy_splits or ()))
+    predicted = copy_accept_at(copy, d.learnt_at, d.learnt_evidence)
     wrong = [i for i, (a, b) in enumerate(zip(d.accept_at, predicted, strict=False))
              if not _near(a, b, TOKENS_TOLERANCE)]
     if wrong or len(predicted) != len(d.accept_at):

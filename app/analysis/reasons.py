@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
+from app.engine.estimates import SPLIT_RATES
 from app.engine.records import (
     RULE_BEST_RATE,
     RULE_END_OF_OUTPUT,
@@ -70,7 +71,20 @@ def _positions(d: Decision, k: int) -> str:
     shown = d.accept_at[:k]
     if not shown or d.acceptance is None or all(abs(a - d.acceptance) < 0.005 for a in shown):
         return ""
-    return ", by position " + ", ".join(f"{a:.2f}" for a in shown)
+    return ", by position " + ", ".join(f"{a:.2f}" for a in shown) + _splits(d, len(shown))
+
+
+def _splits(d: Decision, k: int) -> str:
+    """Where the copied text had gone on in more than one way, among the first k positions
+    (priced so: app.engine.estimates.SPLIT_RATES)."""
+    if d.copy_source not in SPLIT_RATES:
+        return ""
+    at = [j + 1 for j in d.copy_splits or () if j < k]
+    if not at:
+        return ""
+    where = ", ".join(str(j) for j in at)
+    return (f" (where it was copied from, the text had gone on in more than one way at "
+            f"position{'s' if len(at) > 1 else ''} {where})")
 
 
 def _conditions(d: Decision) -> str:

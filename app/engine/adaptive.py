@@ -249,6 +249,7 @@ class DraftLengthController:
             plain_samples=len(plain.times), refused=self.curve.refused)
         if self._copy is not None:
             stated.update(copy_source=self._copy.source, copy_match=self._copy.match,
+                          copy_splits=[j for j in self._copy.splits if j < limit],
                           learnt_at=list(estimate.accept_at[:limit]),
                           learnt_evidence=estimate.pool_seen)
         if rule == RULE_MEASURE or not self.adaptive and self.unpriced(kind, limit):

@@ -15,8 +15,13 @@ evidence, in tokens), with w the options' copy_rate_tokens:
 
     a_j = (w * rate(source, match + j) + evidence * learnt_j) / (w + evidence)
 
-A Decision records the source, the match, the learnt rates and their evidence beside the
-accept_at it priced, so app.analysis.decision_audit reproduces every a_j.
+except where the copy's source had gone on in more than one way after the match (a split:
+SuffixDecoding's continuation frequency below 1, two earlier answers that part at a field
+name): there a_j is the rate measured at such positions (SPLIT_RATES), so a draft stops
+before the split unless what lies beyond it pays for the risk.
+
+A Decision records the source, the match, the splits, the learnt rates and their evidence
+beside the accept_at it priced, so app.analysis.decision_audit reproduces every a_j.
 """
 
 from __future__ import annotations
@@ -182,14 +187,28 @@ RATES: dict[str, tuple[float, ...]] = {
     COPIED_FROM_MEMORY: (0.92, 0.75, 0.89, 0.88, 0.85),
 }
 
+# Per source, the share of draft tokens accepted where the copy's source had gone on in more
+# than one way after the match (SuffixDecoding's continuation frequency below 1), over the
+# same positions as RATES (copy_pricing_fit.py): of copies of the memory 13 of 97, of this
+# output 5 of 29, against 0.75-0.95 elsewhere. A copy that reaches a value one earlier answer
+# had and another did not (a field name, a constant) rarely keeps either. A copy of the prompt
+# is not priced so: 0 of 5 such positions in the fit, 3 of 4 in the verbatim workload
+# (quoting one of a log's lines that begin alike), and pricing them cost that workload 0.3
+# points of the oracle's gain on the Xeon's curve. RATES stay as fitted with these positions
+# in: refitted without them, the replayed edits lost 3 points on the EPYC's curve.
+SPLIT_RATES: dict[str, float] = {COPIED_FROM_OUTPUT: 0.17, COPIED_FROM_MEMORY: 0.13}
+
 
 @dataclass(frozen=True)
 class CopyEvidence:
-    """What a copy knows before it is judged: its source (records.COPIED_FROM_*) and how many
-    of the context's last tokens its source agrees with."""
+    """What a copy knows before it is judged: its source (records.COPIED_FROM_*), how many
+    of the context's last tokens its source agrees with, and the draft positions at which the
+    source's earlier occurrences of the match went on in more than one way (`splits`:
+    SuffixDecoding's continuation frequency below 1)."""
 
     source: str
     match: int
+    splits: tuple[int, ...] = ()
 
 
 def measured_rate(source: str, run: int) -> float | None:
@@ -205,11 +224,18 @@ def copy_accept_at(copy: CopyEvidence, learnt: Sequence[float], evidence: float,
                    options: ControllerOptions = DEFAULT_OPTIONS) -> list[float]:
     """Each draft position's predicted acceptance: the measured rate of copies of this source
     at the run it reaches (worth options.copy_rate_tokens judged tokens), weighed against
-    `learnt` (the kind's own rates) by `evidence`."""
+    `learnt` (the kind's own rates) by `evidence`; at a split (CopyEvidence.splits), the
+    measured rate of copies of this source where its occurrences went different ways
+    (SPLIT_RATES), whatever the kind learnt: its verdicts are nearly all from positions
+    without one."""
     weight = options.copy_rate_tokens
     predicted = []
+    at_split = SPLIT_RATES.get(copy.source)
     for j, rate in enumerate(learnt):
         measured = measured_rate(copy.source, copy.match + j)
-        predicted.append(rate if measured is None else
-                         (weight * measured + evidence * rate) / (weight + evidence))
+        if at_split is not None and j in copy.splits:
+            predicted.append(at_split)
+        else:
+            predicted.append(rate if measured is None else
+                             (weight * measured + evidence * rate) / (weight + evidence))
     return predicted

@@ -177,6 +177,9 @@ class Decision:
     # rates at each position with the evidence behind them, that accept_at was priced from
     copy_source: str | None = None
     copy_match: int | None = None
+    # the draft positions (from 0) at which the copy's source had gone on in more than one way
+    # (app.engine.estimates.CopyEvidence.splits)
+    copy_splits: list[int] | None = None
     learnt_at: list[float] | None = None
     learnt_evidence: float | None = None
     # RULE_MEASURE: the pass size being timed, and its kept samples before this pass

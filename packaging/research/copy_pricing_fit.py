@@ -2,7 +2,9 @@
 recording where suffix decoding (the app's drafter, its memory holding the suite's earlier
 answers) offers a copy, its draft 64 deep, and per source and run bucket (the copy's match, cut
 to the tokens written, plus the draft position) the share of the draft positions reached that
-agree with the output.
+agree with the output; and, again apart, the draft positions at a split (CopyEvidence.splits: the
+source's earlier occurrences of the match went on in more than one way there), whose share
+per source is app.engine.estimates.SPLIT_RATES.
 
   python packaging/research/copy_pricing_fit.py [RECORDING.json ...]
       (default: docs/ablation-data/rep-all.json and edit-all.json, the fit's)
@@ -21,14 +23,16 @@ from replay_suffix import GREEDY, RNG, SUITES, at_every_position, load_limit  # 
 
 from app.engine.drafters import Budget, written_copy  # noqa: E402
 from app.engine.drafters.suffix import SuffixDrafter  # noqa: E402
-from app.engine.estimates import RATES, RUN_BOUNDS  # noqa: E402
+from app.engine.estimates import RATES, RUN_BOUNDS, SPLIT_RATES  # noqa: E402
 
 DATA = Path(__file__).resolve().parents[2] / "docs/ablation-data"
 DEPTH = 64
+SPLIT = -1  # the run bucket under which the draft positions at a split are counted
 
 
 def counts(recordings: list[Path]) -> dict[tuple[str, int], list[int]]:
-    """(source, run bucket) -> [draft positions reached, of them agreeing]."""
+    """(source, run bucket) -> [draft positions reached, of them agreeing], the positions at
+    a split counted again under the run bucket SPLIT."""
     tally: dict[tuple[str, int], list[int]] = {}
 
     def measure(drafter: SuffixDrafter, context: list[int], output: list[int],
@@ -42,11 +46,14 @@ def counts(recordings: list[Path]) -> dict[tuple[str, int], list[int]]:
                 break
             run = copy.match + j
             bucket = max(b for b in RUN_BOUNDS if run >= b)
-            seen = tally.setdefault((copy.source, bucket), [0, 0])
-            seen[0] += 1
-            if token != output[done + j]:
+            keys = [(copy.source, bucket)] + ([(copy.source, SPLIT)] if j in copy.splits else [])
+            agrees = token == output[done + j]
+            for key in keys:
+                seen = tally.setdefault(key, [0, 0])
+                seen[0] += 1
+                seen[1] += agrees
+            if not agrees:
                 break
-            seen[1] += 1
 
     for recording in recordings:
         rows = json.loads(recording.read_text())
@@ -63,7 +70,8 @@ def main(argv: list[str] | None = None) -> int:
     tally = counts(recordings)
     print("| source | " + " | ".join(f"run ≥ {b}" for b in RUN_BOUNDS) + " |")
     print("|---|" + "---|" * len(RUN_BOUNDS))
-    for source in sorted({s for s, _ in tally}):
+    sources = sorted({s for s, _ in tally})
+    for source in sources:
         cells = []
         for i, bound in enumerate(RUN_BOUNDS):
             seen, agreed = tally.get((source, bound), [0, 0])
@@ -71,6 +79,13 @@ def main(argv: list[str] | None = None) -> int:
             cells.append(f"{agreed / seen:.2f} ({seen}; app {shipped[i]:.2f})" if seen and shipped
                          else f"{agreed / seen:.2f} ({seen})" if seen else "–")
         print(f"| {source} | " + " | ".join(cells) + " |")
+    print()
+    for source in sources:
+        seen, agreed = tally.get((source, SPLIT), [0, 0])
+        if seen:
+            priced = SPLIT_RATES.get(source)
+            print(f"{source} at a split: {agreed / seen:.2f} ({agreed} of {seen}; app "
+                  f"{'not priced so' if priced is None else f'{priced:.2f}'})")
     return 0
 
 

@@ -78,7 +78,8 @@ def written_copy(outlook: Outlook, written: int) -> CopyEvidence | None:
     """The outlook's copy with its match cut to the tokens the target wrote: only they are
     evidence of a copy, not the prompt's own words (None: no copy)."""
     copy = outlook.copy
-    return None if copy is None else CopyEvidence(copy.source, min(copy.match, written))
+    return None if copy is None else CopyEvidence(copy.source, min(copy.match, written),
+                                                 copy.splits)
 
 
 class DraftStop(Protocol):

@@ -176,7 +176,8 @@ class SuffixDrafter(Drafter):
         if not self._cache.has_match():
             return Outlook(SUFFIX_GUESS, 0, 0)  # nothing to copy: nothing to price
         tree, available = self._likeliest(context)
-        copy = CopyEvidence(tree.node(0).label.kind, tree.match) if tree.tokens else None
+        copy = CopyEvidence(tree.node(0).label.kind, tree.match,
+                            splits(tree, available)) if tree.tokens else None
         if tree.match >= STRONG_MATCH:
             # a copy's evidence is its match: a draft follows its match length (as
             # SuffixDecoding's)
@@ -267,6 +268,15 @@ class SuffixDrafter(Drafter):
         return DraftTree([nodes[i].token for i in kept],
                          [new_index[nodes[i].parent] for i in kept],
                          [None] * len(kept), [_source(tree, i) for i in kept])
+
+
+def splits(tree: CandidateTree, depth: int) -> tuple[int, ...]:
+    """The positions of the first `depth` tokens of the tree's first path at which the
+    match's earlier occurrences went on in more than one way (the token's count below its
+    parent's)."""
+    path = tree.first_path()[:depth]
+    counts = [tree.occurrences, *(node.count for node in path)]
+    return tuple(j for j in range(len(path)) if counts[j + 1] < counts[j])
 
 
 def _prompt_source(prompt_copy: Outlook) -> CopySource:
