@@ -1,6 +1,7 @@
 """A copied draft priced from what it knows before it is judged: its source, its match and
-where its source went on in more than one way (app.engine.estimates), through the drafters' outlooks and the controller, with the
-decision recording what the audit needs to reproduce it."""
+where its source went on in more than one way (app.engine.estimates), through the drafters'
+outlooks and the controller, with the decision recording what the audit needs to reproduce
+it."""
 
 from __future__ import annotations
 

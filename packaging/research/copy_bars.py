@@ -12,7 +12,7 @@ llama.cpp's best, --suffix must reach 1.15x it, elsewhere 1.0x; prose and fresh 
 plain.
 
   python packaging/research/copy_bars.py [--curve CURVE.json] [--draft-max 64]
-      [--recording SUITE=FILE ...] [--timed FILE]
+      [--recording SUITE=FILE ...] [--timed FILE] [--variant NAME]
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from replay_lookup import DEMO_CURVE, add_curve_option, use_curve  # noqa: E402
 from replay_suffix import agreement, load_limit, oracle, replay_suite  # noqa: E402
+from suffix_variants import VARIANTS  # noqa: E402
 
 from app.analysis.copy_bound import copy_bound  # noqa: E402
 from app.engine.cost_curve import VerifyCostCurve  # noqa: E402
@@ -46,13 +47,15 @@ TIMED_NAMES = {"repetitive": "repetitive", "edit": "edit", "verbatim": "verbatim
                "code": "fresh code", "text": "prose"}
 
 
-def suite_figures(suite: str, recording: Path, draft_max: int) -> dict[str, float]:
-    """The app's and the oracle's modelled speedups, the copy bound and the verify-curve
-    limit of one recorded suite, on the curve in use (DEMO_CURVE)."""
+def suite_figures(suite: str, recording: Path, draft_max: int,
+                  variant: str = "app") -> dict[str, float]:
+    """The app's (or a variant's of suffix_variants.VARIANTS) and the oracle's modelled
+    speedups, the copy bound and the verify-curve limit of one recorded suite, on the curve in
+    use (DEMO_CURVE). The oracle chooses k over the app's drafts."""
     rows = [row for row in json.loads(recording.read_text()) if row["suite"] == suite]
     limit = load_limit(recording)
     cost = VerifyCostCurve(dict(DEMO_CURVE)).cost
-    tally = replay_suite(rows, "app", limit, draft_max)[suite]
+    tally = replay_suite(rows, variant, limit, draft_max)[suite]
     plain = sum(len(row["output"]) for row in rows) * cost(1)
     found = agreement(rows, "app", limit, draft_max)
     best = sum(oracle(per, cost, draft_max) for per in found)
@@ -103,6 +106,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--recording", action="append", default=[], metavar="SUITE=FILE",
                         help="replay this recording for the suite (default: docs/ablation-data)")
     parser.add_argument("--timed", type=Path, help="a bench_vs_llamacpp.py --json file")
+    parser.add_argument("--variant", default="app", choices=tuple(VARIANTS),
+                        help="replay this controller and drafter in the app's place")
     args = parser.parse_args(argv)
     use_curve(args.curve)
     recordings = dict(RECORDINGS)
@@ -112,7 +117,7 @@ def main(argv: list[str] | None = None) -> int:
     print("\n| workload | the app | oracle controller | share of the oracle's gain | bar | "
           "met | copy bound | verify-curve limit |\n|---|---|---|---|---|---|---|---|")
     for suite, recording in recordings.items():
-        f = suite_figures(suite, recording, args.draft_max)
+        f = suite_figures(suite, recording, args.draft_max, args.variant)
         gained = share(f["app"], f["oracle"])
         if suite in ("code", "text"):
             bar, met = f"≥ {NO_LOSS_BAR}× plain", f["app"] >= NO_LOSS_BAR

@@ -1,0 +1,92 @@
+"""How far better copy pricing alone could take the copy bars: the app's controller and
+drafts, each copy position priced from a table fitted to the very outputs it is then scored on
+(per kind of draft, source, run of 0/1/2/3/4/6/8/12/16/24/32 tokens or more, whether the
+source went two ways there, and draft position 0/1/2/3+), the kind's own learnt rates used
+only where the table has no count. Nothing a real controller could know beats a table fitted
+to the answers; where this stays below a bar, the bar is out of reach of pricing, and what is
+left is which drafts of one class hold.
+
+  PYTHONPATH=. python packaging/research/copy_pricing_ceiling.py [--curve CURVE.json]
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import copy_bars  # noqa: E402
+from replay_suffix import GREEDY, RNG, SUITES, at_every_position, load_limit  # noqa: E402
+from suffix_variants import VARIANTS, variant  # noqa: E402
+
+from app.engine.adaptive import DraftLengthController  # noqa: E402
+from app.engine.drafters import Budget, DraftKind, written_copy  # noqa: E402
+from app.engine.drafters.suffix import SuffixDrafter  # noqa: E402
+from app.engine.estimates import CopyEvidence  # noqa: E402
+from app.engine.pass_pricing import Pricing  # noqa: E402
+
+RUNS = (0, 1, 2, 3, 4, 6, 8, 12, 16, 24, 32)
+Key = tuple[str, str, int, bool, int]
+
+
+def key(kind: str, copy: CopyEvidence, j: int) -> Key:
+    run = max(i for i, bound in enumerate(RUNS) if copy.match + j >= bound)
+    return kind, copy.source, run, j in copy.splits, min(j, 3)
+
+
+def fit(recordings: Sequence[Path]) -> dict[Key, list[int]]:
+    """Per key: [draft positions reached, of them agreeing], every copy drafted 64 deep."""
+    table: dict[Key, list[int]] = {}
+
+    def measure(drafter: SuffixDrafter, context: list[int], output: list[int],
+                done: int) -> None:
+        outlook = drafter.outlook(context)
+        copy = written_copy(outlook, done)
+        if copy is None:
+            return
+        for j, token in enumerate(drafter.propose(context, Budget(64), GREEDY, RNG).tokens):
+            if done + j >= len(output):
+                break
+            seen = table.setdefault(key(outlook.kind.name, copy, j), [0, 0])
+            seen[0] += 1
+            if token != output[done + j]:
+                break
+            seen[1] += 1
+
+    for recording in recordings:
+        rows = json.loads(recording.read_text())
+        for suite in SUITES:
+            suite_rows = [row for row in rows if row["suite"] == suite]
+            if suite_rows:
+                at_every_position(suite_rows, "app", load_limit(recording), 64, measure)
+    return table
+
+
+def fitted_controller(table: dict[Key, list[int]]) -> type[DraftLengthController]:
+    class FittedTable(DraftLengthController):
+        def _pricing(self, kind: DraftKind, top: int,
+                     accept_at: Sequence[float] | None = None) -> Pricing:
+            if accept_at is None and self._copy is not None:
+                learnt = self.estimate(kind).accept_at[:top]
+                accept_at = []
+                for j, rate in enumerate(learnt):
+                    seen, agreed = table.get(key(kind.name, self._copy, j), [0, 0])
+                    accept_at.append(agreed / seen if seen else rate)
+            return super()._pricing(kind, top, accept_at)
+    return FittedTable
+
+
+def main(argv: list[str] | None = None) -> int:
+    recordings = sorted(set(copy_bars.RECORDINGS.values()))
+    VARIANTS["fitted table"] = variant(controller=fitted_controller(fit(recordings)))
+    print("the app's drafts, each copy priced from a table fitted to these very outputs:")
+    return copy_bars.main(["--variant", "fitted table", *(argv if argv is not None
+                                                          else sys.argv[1:])])
+
+
+if __name__ == "__main__":
+    sys.exit(main())
