@@ -7,8 +7,10 @@ Each round runs, in an order rotated round by round: DraftLens plain decoding of
 it by default (read into memory where it fits: backends.llamacpp_load.weights_read_into_memory), and
 llama-bench -d DEPTH -n N with `-lm auto` (mmap on a CPU) and `-lm none`. A side's rate is its
 tokens over its decoding seconds (prefill left out), summed over rounds. `--fresh-process` adds
-a side that loads the model as the app does in a new process every round, as llama-bench
-starts afresh every round.
+two sides that load the model as the app does in a new process every round, as llama-bench
+starts afresh every round: one started as the app starts its engine processes, glibc's
+malloc asking for transparent huge pages (app.allocator.huge_pages_env), one without.
+This process itself runs as it was started.
 
   .venv/bin/python packaging/research/bench_load_mode.py [-m TARGET.gguf] [--threads 2]
       [--depth 256] [-n 64] [--rounds 6] [--fresh-process]
@@ -18,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -36,6 +39,7 @@ from bench_threadpool import (  # noqa: E402
     llama_tools,
 )
 
+from app.allocator import huge_pages_env  # noqa: E402
 from app.models.demo import demo_paths  # noqa: E402
 from app.models.loading import ModelSpec, load_model  # noqa: E402
 from backends.llamacpp import LlamaCppModel  # noqa: E402
@@ -52,11 +56,16 @@ def app_default(target: str, threads: int) -> LlamaCppModel:
     return model
 
 
-def fresh_process(target: str, threads: int, depth: int, n: int) -> tuple[int, float]:
-    """Plain decoding in a new process that loads the model as the app does (main's child)."""
+def fresh_process(target: str, threads: int, depth: int, n: int,
+                  huge_pages: bool) -> tuple[int, float]:
+    """Plain decoding in a new process that loads the model as the app does (main's child),
+    on huge pages as the app's engine processes start, or without."""
+    env = {k: v for k, v in os.environ.items() if k != "GLIBC_TUNABLES"}
+    if huge_pages:
+        env.update(huge_pages_env(env))
     out = subprocess.run([sys.executable, __file__, "--child", "-m", target, "--threads",
                           str(threads), "--depth", str(depth), "-n", str(n)],
-                         capture_output=True, text=True, check=True).stdout
+                         capture_output=True, text=True, check=True, env=env).stdout
     tokens, seconds = json.loads(out.splitlines()[-1])
     return int(tokens), float(seconds)
 
@@ -86,12 +95,14 @@ def main() -> int:
     prompt = code_prompt(models["mmap"], args.depth)
     for model in models.values():
         draftlens_plain(model, prompt, 8)  # first decodes allocate buffers
-    sides = ["mmap", "read"] + (["read, fresh process"] if args.fresh_process else []) + (
+    fresh = ["fresh process", "fresh process, huge pages"]
+    sides = ["mmap", "read"] + (fresh if args.fresh_process else []) + (
         ["llama-bench", "llama-bench -lm none"] if tools else [])
 
     def measure(side: str) -> tuple[int, float]:
-        if side == "read, fresh process":
-            return fresh_process(target, args.threads, args.depth, args.n)
+        if side in fresh:
+            return fresh_process(target, args.threads, args.depth, args.n,
+                                 huge_pages=side.endswith("huge pages"))
         if side.startswith("llama-bench"):
             assert tools is not None
             mode = "none" if side.endswith("none") else "auto"
@@ -106,7 +117,7 @@ def main() -> int:
             model.close()
     print(f"threads {args.threads}, depth {len(prompt)}, {args.n} tokens, {args.rounds} rounds")
     for side in sides:
-        print(f"  {side:22} {rate[side]:6.2f} tok/s")
+        print(f"  {side:26} {rate[side]:6.2f} tok/s")
 
     def ratio(a: str, b: str) -> str:
         per = [x[a] / x[b] for x in rounds]
@@ -120,7 +131,10 @@ def main() -> int:
             print(ratio(side, "llama-bench"))
         print(ratio("read", "llama-bench -lm none"))
         if args.fresh_process:
-            print(ratio("read, fresh process", "llama-bench -lm none"))
+            for side in fresh:
+                print(ratio(side, "llama-bench -lm none"))
+    if args.fresh_process:
+        print(ratio("fresh process, huge pages", "fresh process"))
     if args.json:
         Path(args.json).write_text(json.dumps({"rates": rate, "rounds": rounds}, indent=1))
     return 0

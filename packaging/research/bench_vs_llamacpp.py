@@ -59,6 +59,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
+from engine_env import run_as_engine_process  # noqa: E402
+
 from app.allocator import keep_large_blocks  # noqa: E402
 from app.analysis.copy_bound import copy_bound  # noqa: E402
 from app.analysis.divergence import MarginTap  # noqa: E402
@@ -532,6 +534,7 @@ def exact_rows_in_child(args: argparse.Namespace) -> dict[str, Any]:
 
 # --- the report -------------------------------------------------------------------------
 def main() -> int:
+    run_as_engine_process()  # DraftLens's rows decode as the app's engine processes do
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("-m", "--target", help="target GGUF (default: the demo pair's)")

@@ -1,0 +1,21 @@
+"""Benchmarks that time DraftLens in their own process start it as the app starts its engine
+processes (app.host.client, app.cli.supervisor): with glibc's malloc on transparent huge pages
+(app.allocator.huge_pages_env). glibc reads that once, as a process starts, so a
+script calls run_as_engine_process() first and is started again with it. The programs it starts
+(llama.cpp's tools) inherit it too, so both sides read their weights the same way."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from app.allocator import huge_pages_env
+
+
+def run_as_engine_process() -> None:
+    """Start this script again with the engine processes' environment, unless it has it."""
+    extra = huge_pages_env(os.environ)
+    if extra:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os.execve(sys.executable, [sys.executable, *sys.argv], {**os.environ, **extra})
