@@ -15,12 +15,14 @@ machine took 0.8-9.5 s beside the test suite. Measured with packaging/research/b
   OMP_WAIT_POLICY=passive   1.43x     1.15x     |                    151 ms    612 ms
   1 thread                  1.57x     1.79x     |                    141 ms    607 ms
 
-So an engine process started while the machine is busy gets a short spin (engine_process_env:
-5x faster passes beside the test suite); one started on a quiet machine keeps libgomp's default
-(timed outside the real-time class, quiet, in bench runs of the demo target side by side, the
-short spin made plain decoding 0.96x: docs/benchmarks.md). The engine also decodes on fewer
-threads while the machine is busy (app.engine.cores; limit_threads here applies it to every
-context of the process).
+So every engine process starts with the short spin (engine_process_env), unless the user chose
+a wait policy of their own: a process cannot change it once libgomp has loaded, and a process
+started on a quiet machine that met the test suite later decoded 96 tokens of the demo pair in
+53 s with libgomp's default against 5.9 s quiet (its 2-thread steps took 8.5 s each until the
+engine moved to one thread, and again at each try of two), while on a quiet machine the short
+spin costs 1-1.5% (the Xeon, 4 rounds side by side; 4% on the AMD EPYC): docs/benchmarks.md.
+The engine also decodes on fewer threads while the machine is busy (app.engine.cores;
+limit_threads here applies it to every context of the process).
 A threadpool's polling level (backends.llamacpp_threadpool) changes nothing in an OpenMP
 build: its threads are OpenMP's, and it polls only between graphs.
 """
@@ -31,18 +33,17 @@ from collections.abc import Mapping
 from typing import Any
 
 OMP_VARIABLES = ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")
-# spins at a barrier before a thread sleeps on a busy machine: a fifth of libgomp's default
-# time per pass there (above); 300 measured the same
+# spins at a barrier before a thread sleeps: on a busy machine a fifth of libgomp's default
+# time per pass (above); 300 measured the same
 SPIN_COUNT = 1000
 
 _limit: int | None = None  # at most this many threads per pass in this process (None: any)
 
 
-def engine_process_env(environ: Mapping[str, str], busy: bool) -> dict[str, str]:
+def engine_process_env(environ: Mapping[str, str]) -> dict[str, str]:
     """Variables to start a process that decodes with llama.cpp with (libgomp reads them once,
-    when it loads): a short spin where the machine is `busy` as the process starts, unless the
-    user chose a wait policy of their own."""
-    if not busy or any(name in environ for name in OMP_VARIABLES):
+    when it loads): the short spin, unless the user chose a wait policy of their own."""
+    if any(name in environ for name in OMP_VARIABLES):
         return {}
     return {"GOMP_SPINCOUNT": str(SPIN_COUNT)}
 

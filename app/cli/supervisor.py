@@ -26,7 +26,6 @@ from collections.abc import Sequence
 from typing import IO
 
 from app.allocator import huge_pages_env
-from app.engine.cores import busy_as_decoding_starts
 from app.host.client import end_process_group, ending, last_words
 from backends.llamacpp_threads import engine_process_env
 
@@ -50,7 +49,7 @@ def child_command(argv: Sequence[str]) -> list[str]:
 def supervise(argv: Sequence[str]) -> int:
     env = dict(os.environ, **{IN_PROCESS: "1"})
     env.setdefault("GGML_NO_BACKTRACE", "1")  # gdb's backtrace would bury the assert line
-    env.update(engine_process_env(env, busy_as_decoding_starts()))  # busy: a short OpenMP spin
+    env.update(engine_process_env(env))  # a short OpenMP spin
     env.update(huge_pages_env(env))  # weights on transparent huge pages (app.allocator)
     env.setdefault("PYTHONUNBUFFERED", "1")
     proc = subprocess.Popen(

@@ -18,9 +18,7 @@ import statistics
 import time
 from collections import deque
 from collections.abc import Callable
-from pathlib import Path
 
-from app.engine.cost_curve import machine_busy
 from app.engine.protocol import LanguageModel, ThreadedModel
 from app.engine.records import THREADS_BUSY, THREADS_TRY, ThreadSwitch
 
@@ -37,50 +35,6 @@ WINDOW = 3
 # finds the machine still busy, up to LAST_TRY (a try costs WINDOW samples at 1.5x, above)
 FIRST_TRY = 8.0
 LAST_TRY = 64.0
-# a process about to decode reads the other programs' CPU use over this long: the load average
-# lags a minute behind, so a bench call started right after another one (load 1.8-2.1 on a
-# quiet 2-core machine) was judged busy and decoded with the busy machine's short OpenMP spin
-START_SAMPLE_SECONDS = 0.25
-# other programs using this many cores' worth of CPU while a process starts that decodes on
-# every core make the machine busy (a build or the test suite holds 1-2 of them)
-BUSY_CORES = 0.75
-PROC_STAT = Path("/proc/stat")
-
-
-def _machine_cpu_seconds() -> float | None:
-    """CPU seconds every core of the machine has spent not idle since boot (Linux); None
-    where /proc/stat cannot be read."""
-    try:
-        fields = PROC_STAT.read_text().split("\n", 1)[0].split()
-    except OSError:
-        return None
-    if not fields or fields[0] != "cpu" or len(fields) < 6:
-        return None
-    ticks = [int(value) for value in fields[1:9]]
-    idle = ticks[3] + ticks[4]  # idle and waiting for disk
-    return (sum(ticks) - idle) / 100  # /proc/stat counts USER_HZ ticks, 100 a second
-
-
-def others_cores_in_use(seconds: float = START_SAMPLE_SECONDS) -> float | None:
-    """Cores' worth of CPU time the other processes of the machine used over the next
-    `seconds` (this process's own time left out); None where it cannot be read."""
-    machine_before, own_before = _machine_cpu_seconds(), time.process_time()
-    if machine_before is None:
-        return None
-    start = time.monotonic()
-    time.sleep(seconds)
-    machine_after, own_after = _machine_cpu_seconds(), time.process_time()
-    if machine_after is None:
-        return None
-    used = (machine_after - machine_before) - (own_after - own_before)
-    return max(0.0, used) / (time.monotonic() - start)
-
-
-def busy_as_decoding_starts() -> bool:
-    """Whether other programs keep the cores busy now (BUSY_CORES); the load average where
-    the system does not say (macOS; Windows has neither, so it reads quiet)."""
-    in_use = others_cores_in_use()
-    return machine_busy() if in_use is None else in_use >= BUSY_CORES
 
 
 class CoreShare:

@@ -24,7 +24,6 @@ from pathlib import Path
 from typing import IO, Any
 
 from app.allocator import huge_pages_env
-from app.engine.cores import busy_as_decoding_starts
 from app.host import protocol as p
 from backends.llamacpp_threads import engine_process_env
 
@@ -65,7 +64,7 @@ class EngineHost:
         # ggml's abort would start gdb for a backtrace: seconds, pages of output that push the
         # assert line out of the tail, and memory, at the worst moment
         env.setdefault("GGML_NO_BACKTRACE", "1")
-        env.update(engine_process_env(env, busy_as_decoding_starts()))  # busy: a short OpenMP spin
+        env.update(engine_process_env(env))  # a short OpenMP spin
         env.update(huge_pages_env(env))  # weights on transparent huge pages (app.allocator)
         self._proc = subprocess.Popen(
             host_command(), stdin=subprocess.PIPE, stdout=subprocess.PIPE,

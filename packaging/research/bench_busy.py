@@ -97,15 +97,13 @@ class Config:
 def policy_env(policy: str) -> dict[str, str]:
     """The worker's environment for a wait policy: the OpenMP variables this process has are
     dropped first, so `default` is libgomp's own default. `engine`: what the engine host
-    starts with (app.host.client): the short spin where the machine is busy as it starts,
-    and huge pages."""
+    starts with (app.host.client): the short spin, and huge pages."""
     env = {k: v for k, v in os.environ.items() if k not in OMP_VARIABLES}
     if policy == "engine":
         from app.allocator import huge_pages_env
-        from app.engine.cores import busy_as_decoding_starts
         from backends.llamacpp_threads import engine_process_env
 
-        env.update(engine_process_env(env, busy_as_decoding_starts()))
+        env.update(engine_process_env(env))
         return {**env, **huge_pages_env(env)}
     if policy.startswith("spin"):
         return {**env, "GOMP_SPINCOUNT": policy.removeprefix("spin")}

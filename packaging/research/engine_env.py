@@ -1,8 +1,9 @@
 """Benchmarks that time DraftLens in their own process start it as the app starts its engine
 processes (app.host.client, app.cli.supervisor): with glibc's malloc on transparent huge pages
-(app.allocator.huge_pages_env). glibc reads that once, as a process starts, so a
-script calls run_as_engine_process() first and is started again with it. The programs it starts
-(llama.cpp's tools) inherit it too, so both sides read their weights the same way."""
+(app.allocator.huge_pages_env) and libgomp's short spin
+(backends.llamacpp_threads.engine_process_env). Both are read once, as a process starts, so a
+script calls run_as_engine_process() first and is started again with them. The programs it
+starts (llama.cpp's tools) inherit them too, so both sides decode the same way."""
 
 from __future__ import annotations
 
@@ -10,11 +11,12 @@ import os
 import sys
 
 from app.allocator import huge_pages_env
+from backends.llamacpp_threads import engine_process_env
 
 
 def run_as_engine_process() -> None:
     """Start this script again with the engine processes' environment, unless it has it."""
-    extra = huge_pages_env(os.environ)
+    extra = {**huge_pages_env(os.environ), **engine_process_env(os.environ)}
     if extra:
         sys.stdout.flush()
         sys.stderr.flush()
