@@ -51,13 +51,13 @@ def suite_figures(suite: str, recording: Path, draft_max: int,
                   variant: str = "app") -> dict[str, float]:
     """The app's (or a variant's of suffix_variants.VARIANTS) and the oracle's modelled
     speedups, the copy bound and the verify-curve limit of one recorded suite, on the curve in
-    use (DEMO_CURVE). The oracle chooses k over the app's drafts."""
+    use (DEMO_CURVE). The oracle chooses k over the same drafts."""
     rows = [row for row in json.loads(recording.read_text()) if row["suite"] == suite]
     limit = load_limit(recording)
     cost = VerifyCostCurve(dict(DEMO_CURVE)).cost
     tally = replay_suite(rows, variant, limit, draft_max)[suite]
     plain = sum(len(row["output"]) for row in rows) * cost(1)
-    found = agreement(rows, "app", limit, draft_max)
+    found = agreement(rows, variant, limit, draft_max)
     best = sum(oracle(per, cost, draft_max) for per in found)
     least, memory = 0.0, []
     for row in rows:
