@@ -25,9 +25,7 @@ from collections import deque
 from collections.abc import Sequence
 from typing import IO
 
-from app.allocator import huge_pages_env
-from app.host.client import end_process_group, ending, last_words
-from backends.llamacpp_threads import engine_process_env
+from app.host.client import end_process_group, ending, engine_start_env, last_words
 
 IN_PROCESS = "DRAFTLENS_IN_PROCESS"
 SUPERVISED_COMMANDS = frozenset({"bench", "sweep", "rank", "check-exact"})
@@ -49,8 +47,7 @@ def child_command(argv: Sequence[str]) -> list[str]:
 def supervise(argv: Sequence[str]) -> int:
     env = dict(os.environ, **{IN_PROCESS: "1"})
     env.setdefault("GGML_NO_BACKTRACE", "1")  # gdb's backtrace would bury the assert line
-    env.update(engine_process_env(env))  # a short OpenMP spin
-    env.update(huge_pages_env(env))  # weights on transparent huge pages (app.allocator)
+    env.update(engine_start_env(env))
     env.setdefault("PYTHONUNBUFFERED", "1")
     proc = subprocess.Popen(
         child_command(argv), stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,

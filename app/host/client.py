@@ -19,7 +19,7 @@ import sys
 import threading
 import time
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import IO, Any
 
@@ -39,6 +39,16 @@ def host_command() -> list[str]:
     if getattr(sys, "frozen", False):
         return [sys.executable, "--engine-host"]
     return [sys.executable, "-m", "app.host"]
+
+
+def engine_start_env(environ: Mapping[str, str]) -> dict[str, str]:
+    """What a process that decodes is started with on top of `environ` (the host, and the
+    supervised bench/sweep/rank/check-exact): libgomp's short spin
+    (backends.llamacpp_threads.engine_process_env) and glibc's malloc on transparent huge
+    pages (app.allocator.huge_pages_env). Both are read only as a process starts."""
+    extra = engine_process_env(environ)
+    extra.update(huge_pages_env(environ))
+    return extra
 
 
 class EngineHost:
@@ -64,8 +74,7 @@ class EngineHost:
         # ggml's abort would start gdb for a backtrace: seconds, pages of output that push the
         # assert line out of the tail, and memory, at the worst moment
         env.setdefault("GGML_NO_BACKTRACE", "1")
-        env.update(engine_process_env(env))  # a short OpenMP spin
-        env.update(huge_pages_env(env))  # weights on transparent huge pages (app.allocator)
+        env.update(engine_start_env(env))
         self._proc = subprocess.Popen(
             host_command(), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
             stderr=subprocess.PIPE, text=True, encoding="utf-8", errors="replace", bufsize=1,

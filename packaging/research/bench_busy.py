@@ -100,11 +100,9 @@ def policy_env(policy: str) -> dict[str, str]:
     starts with (app.host.client): the short spin, and huge pages."""
     env = {k: v for k, v in os.environ.items() if k not in OMP_VARIABLES}
     if policy == "engine":
-        from app.allocator import huge_pages_env
-        from backends.llamacpp_threads import engine_process_env
+        from app.host.client import engine_start_env
 
-        env.update(engine_process_env(env))
-        return {**env, **huge_pages_env(env)}
+        return {**env, **engine_start_env(env)}
     if policy.startswith("spin"):
         return {**env, "GOMP_SPINCOUNT": policy.removeprefix("spin")}
     return {**env, **POLICIES[policy]}
