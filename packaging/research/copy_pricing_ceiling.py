@@ -11,7 +11,6 @@ left is which drafts of one class hold.
 
 from __future__ import annotations
 
-import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -20,12 +19,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import copy_bars  # noqa: E402
-from replay_suffix import GREEDY, RNG, SUITES, at_every_position, load_limit  # noqa: E402
+from copy_pricing_fit import tally_copies  # noqa: E402
 from suffix_variants import VARIANTS, variant  # noqa: E402
 
 from app.engine.adaptive import DraftLengthController  # noqa: E402
-from app.engine.drafters import Budget, DraftKind, written_copy  # noqa: E402
-from app.engine.drafters.suffix import SuffixDrafter  # noqa: E402
+from app.engine.drafters import DraftKind  # noqa: E402
 from app.engine.estimates import CopyEvidence  # noqa: E402
 from app.engine.pass_pricing import Pricing  # noqa: E402
 
@@ -40,30 +38,7 @@ def key(kind: str, copy: CopyEvidence, j: int) -> Key:
 
 def fit(recordings: Sequence[Path]) -> dict[Key, list[int]]:
     """Per key: [draft positions reached, of them agreeing], every copy drafted 64 deep."""
-    table: dict[Key, list[int]] = {}
-
-    def measure(drafter: SuffixDrafter, context: list[int], output: list[int],
-                done: int) -> None:
-        outlook = drafter.outlook(context)
-        copy = written_copy(outlook, done)
-        if copy is None:
-            return
-        for j, token in enumerate(drafter.propose(context, Budget(64), GREEDY, RNG).tokens):
-            if done + j >= len(output):
-                break
-            seen = table.setdefault(key(outlook.kind.name, copy, j), [0, 0])
-            seen[0] += 1
-            if token != output[done + j]:
-                break
-            seen[1] += 1
-
-    for recording in recordings:
-        rows = json.loads(recording.read_text())
-        for suite in SUITES:
-            suite_rows = [row for row in rows if row["suite"] == suite]
-            if suite_rows:
-                at_every_position(suite_rows, "app", load_limit(recording), 64, measure)
-    return table
+    return tally_copies(recordings, lambda kind, copy, j: [key(kind.name, copy, j)])
 
 
 def fitted_controller(table: dict[Key, list[int]]) -> type[DraftLengthController]:

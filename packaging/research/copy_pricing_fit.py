@@ -14,41 +14,46 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TypeVar
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from replay_suffix import GREEDY, RNG, SUITES, at_every_position, load_limit  # noqa: E402
 
-from app.engine.drafters import Budget, written_copy  # noqa: E402
+from app.engine.drafters import Budget, DraftKind, written_copy  # noqa: E402
 from app.engine.drafters.suffix import SuffixDrafter  # noqa: E402
-from app.engine.estimates import RATES, RUN_BOUNDS, SPLIT_RATES  # noqa: E402
+from app.engine.estimates import RATES, RUN_BOUNDS, SPLIT_RATES, CopyEvidence  # noqa: E402
 
 DATA = Path(__file__).resolve().parents[2] / "docs/ablation-data"
 DEPTH = 64
 SPLIT = -1  # the run bucket under which the draft positions at a split are counted
 
 
-def counts(recordings: list[Path]) -> dict[tuple[str, int], list[int]]:
-    """(source, run bucket) -> [draft positions reached, of them agreeing], the positions at
-    a split counted again under the run bucket SPLIT."""
-    tally: dict[tuple[str, int], list[int]] = {}
+K = TypeVar("K")
+
+
+def tally_copies(recordings: Sequence[Path],
+                 keys: Callable[[DraftKind, CopyEvidence, int], list[K]]) -> dict[K, list[int]]:
+    """Every draft position of every copy the app's suffix drafter offers over the recordings
+    (drafted DEPTH deep, up to its first disagreement with the output), counted under each of
+    `keys(kind, copy, position)`: key -> [positions reached, of them agreeing]."""
+    tally: dict[K, list[int]] = {}
 
     def measure(drafter: SuffixDrafter, context: list[int], output: list[int],
                 done: int) -> None:
-        copy = written_copy(drafter.outlook(context), done)
+        outlook = drafter.outlook(context)
+        copy = written_copy(outlook, done)
         if copy is None:
             return
         tokens = drafter.propose(context, Budget(DEPTH), GREEDY, RNG).tokens
         for j, token in enumerate(tokens):
             if done + j >= len(output):
                 break
-            run = copy.match + j
-            bucket = max(b for b in RUN_BOUNDS if run >= b)
-            keys = [(copy.source, bucket)] + ([(copy.source, SPLIT)] if j in copy.splits else [])
             agrees = token == output[done + j]
-            for key in keys:
+            for key in keys(outlook.kind, copy, j):
                 seen = tally.setdefault(key, [0, 0])
                 seen[0] += 1
                 seen[1] += agrees
@@ -62,6 +67,15 @@ def counts(recordings: list[Path]) -> dict[tuple[str, int], list[int]]:
             if suite_rows:
                 at_every_position(suite_rows, "app", load_limit(recording), DEPTH, measure)
     return tally
+
+
+def counts(recordings: list[Path]) -> dict[tuple[str, int], list[int]]:
+    """(source, run bucket) -> [draft positions reached, of them agreeing], the positions at
+    a split counted again under the run bucket SPLIT."""
+    def keys(kind: DraftKind, copy: CopyEvidence, j: int) -> list[tuple[str, int]]:
+        bucket = max(b for b in RUN_BOUNDS if copy.match + j >= b)
+        return [(copy.source, bucket)] + ([(copy.source, SPLIT)] if j in copy.splits else [])
+    return tally_copies(recordings, keys)
 
 
 def main(argv: list[str] | None = None) -> int:
