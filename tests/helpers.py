@@ -151,18 +151,19 @@ def first_two_pvalues(target, drafter, params, n, seed0) -> tuple[float, float]:
     return g_test(tokens[:, 0], exact.first).p_value, g_test(tokens[:, 1], exact.second).p_value
 
 
-def first_two_tokens(target, drafter, prompt_ids, params, n, seed0):
-    """The first two generated tokens of n independent sessions (seeds seed0, seed0+1, ...)."""
+def first_two_tokens(target, drafter, prompt_ids, params, n, seed0, draft_max=3, curve=None):
+    """The first two generated tokens of n independent sessions (seeds seed0, seed0+1, ...);
+    `curve`: a function that gives each session its verify-cost curve."""
     out = np.empty((n, 2), dtype=np.int64)
     for i in range(n):
         config = DecodeConfig(
-            n_predict=4, draft_max=3, stop_at_eos=False,
+            n_predict=4, draft_max=draft_max, stop_at_eos=False,
             sampling=SamplingParams(
                 temperature=params.temperature, top_k=params.top_k, top_p=params.top_p,
                 seed=seed0 + i,
             ),
         )
-        session = Session(target, drafter, config)
+        session = Session(target, drafter, config, cost_curve=curve() if curve else None)
         for _ in session.steps(prompt_ids):
             if len(session.output_ids) >= 2:
                 break

@@ -51,6 +51,9 @@ def step_summary(step: StepRecord, total: int | None = None) -> str:
         if step.stop_chance is not None:
             head += (f" · ended on the draft's confidence (all pass: {prob(step.stop_chance)};"
                      " no longer draft would pay)")
+        if step.pads:
+            head += (f" · pass padded to {step.n_pass} tokens ({step.pads} filler, never "
+                     "judged: that size was priced cheaper)")
     return (
         f"{head} · +{len(step.emitted)} token{'s' if len(step.emitted) != 1 else ''} · "
         f"draft {seconds_ms(step.t_draft)} · verify {seconds_ms(step.t_verify)} · "

@@ -4,9 +4,10 @@ that the Why lines it shows follow from the numbers beside them.
 For a decision that priced its k (every rule but the ones that need no price): the gain is
 E(k) x plain step / pass within 2%, E(k) follows from the per-position acceptance it records
 within 3% (E(k) = 1 + a0 + a0 a1 + ...), its prices name the plain step and the pass it states,
-a step decoded plainly for no gain had no alternative at the margin, and a step drafted at the
-best rate met it. For a copy priced from its source and match (app.engine.estimates), each
-position's acceptance follows from the source, the match and the kind's own rates it records.
+a step decoded plainly for no gain had no alternative at the margin, a step drafted at the
+best rate met it, and a padded pass was priced below its own size. For a copy priced from its
+source and match (app.engine.estimates), each position's acceptance follows from the source,
+the match and the kind's own rates it records.
 """
 
 from __future__ import annotations
@@ -76,6 +77,10 @@ def decision_problems(d: Decision) -> list[str]:
                         f"acceptance ({expected_tokens(d.accept_at, d.k):.3f})")
     if d.prices and (d.prices[0] != d.plain_seconds or d.prices[d.k] != d.pass_seconds):
         problems.append("the plain step or the pass is not the price list's")
+    if d.padded_to is not None and (d.unpadded_seconds is None
+                                    or d.unpadded_seconds <= d.pass_seconds):
+        problems.append(f"the pass was padded to {d.padded_to} tokens though not priced below "
+                        "its own size")
     if d.alternative_k is not None and d.alternative_tokens is not None and \
             not _near(d.alternative_tokens, expected_tokens(d.accept_at, d.alternative_k),
                       TOKENS_TOLERANCE):

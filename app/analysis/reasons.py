@@ -110,6 +110,15 @@ def _pass_of(expected: float | None, seconds: float | None) -> str:
     return f" ({expected:.2f} expected tokens in a {_ms(seconds)} pass)"
 
 
+def _padded(d: Decision) -> str:
+    """", padded to 16 tokens (filler after the draft, never judged): a pass of that size was
+    priced below the pass's own (at 368.4 ms)" where the pass was padded."""
+    if d.padded_to is None:
+        return ""
+    return (f", padded to {d.padded_to} tokens (filler after the draft, never judged): a pass "
+            f"of that size was priced below the pass's own (at {_ms(d.unpadded_seconds)})")
+
+
 def _margin(d: Decision) -> str:
     if d.min_gain is None:
         return "plain decoding"
@@ -130,7 +139,7 @@ def describe_decision(d: Decision | None) -> str:
         if 0 < d.gain < 1.0:
             verdict += f" (plain decoding {_x(1 / d.gain)} as fast)"
         return (text + f" Priced at {verdict}: acceptance {priced_acceptance(d)}"
-                f"{_positions(d, d.k)}, this pass {_ms(d.pass_seconds)}"
+                f"{_positions(d, d.k)}, this pass {_ms(d.pass_seconds)}{_padded(d)}"
                 f"{_tokens(d.expected_tokens)} against a plain step priced at "
                 f"{_ms(d.plain_seconds)}{_conditions(d)}.")
     if d.rule == RULE_NOTHING_TO_DRAFT:
@@ -162,7 +171,7 @@ def describe_decision(d: Decision | None) -> str:
                     f"drafted, priced at {_ms(d.catch_up_seconds)}" if d.catch_up_seconds else "")
         return (f"k = {d.k}: a probe{kind} — {priced}, but only drafting corrects an "
                 f"acceptance estimate; acceptance priced at {priced_acceptance(d)}"
-                f"{_positions(d, d.k)}, this pass {_ms(d.pass_seconds)}"
+                f"{_positions(d, d.k)}, this pass {_ms(d.pass_seconds)}{_padded(d)}"
                 f"{_tokens(d.expected_tokens)} against {costs}{catch_up}.")
     if d.rule == RULE_BEST_RATE:
         other = (f"; next best k = {d.alternative_k} at {_x(d.alternative_gain)}"
@@ -173,7 +182,7 @@ def describe_decision(d: Decision | None) -> str:
         return (f"k = {d.k}{kind}: the best expected rate, {_x(d.gain)} plain decoding "
                 f"(≥ {_margin(d)}){other}; acceptance priced at {priced_acceptance(d)}"
                 f"{_positions(d, d.k)}, "
-                f"this pass {_ms(d.pass_seconds)}{_tokens(d.expected_tokens)} against "
+                f"this pass {_ms(d.pass_seconds)}{_padded(d)}{_tokens(d.expected_tokens)} against "
                 f"{costs}.{stop}")
     return f"k = {d.k}: rule {d.rule!r}."
 

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from app.engine.controller_options import DEFAULT_OPTIONS, ControllerOptions
-from app.engine.cost_curve import VerifyCostCurve, machine_busy
+from app.engine.cost_curve import VerifyCostCurve, cheapest_size, machine_busy
 from app.engine.drafters import DraftKind
 from app.engine.estimates import (
     AcceptanceEstimate,
@@ -60,6 +60,7 @@ class PassOutcome:
     t_verify: float = 0.0
     busy: bool = False  # the machine was busy (app.engine.cost_curve.machine_busy)
     t_draft_first: float | None = None  # of t_draft, the first token's (StepRecord's)
+    pads: int = 0  # of pass_tokens, filler after the draft (StepRecord.pads)
 
 
 class DraftLengthController:
@@ -95,6 +96,10 @@ class DraftLengthController:
         self._copy: CopyEvidence | None = None  # the copy this step prices (decide's)
         # whether the machine is busy now (a session asks its app.engine.cores.CoreShare)
         self.machine_busy: Callable[[], bool] = machine_busy
+        # the most tokens a pass may read now, where the caller pads chain passes to a
+        # cheaper size (app.engine.session: the context's room); None: it never pads
+        self.pad_room: int | None = None
+        self._priced_pass = False  # this step's decision priced its pass (it may be padded)
 
     # -- queries: they read, never learn --
 
@@ -125,13 +130,28 @@ class DraftLengthController:
         return [k for k in range(limit + 1)
                 if not self.curve.can_price(cost.pass_size(k)) or (k and not cost.priced)]
 
+    def pad_limit(self) -> int | None:
+        """The most tokens a padded pass may read: no more than the longest draft's pass,
+        nor the context's room (None: passes are not padded)."""
+        return None if self.pad_room is None else min(self.draft_max + 1, self.pad_room)
+
+    def padded_size(self, n: int) -> int:
+        """The size to run a drafting chain pass of n tokens at (cost_curve.cheapest_size):
+        n itself where passes are not padded, and where this step's decision did not price its
+        pass (a pass timed to price it times its own size)."""
+        limit = self.pad_limit()
+        if limit is None or not self._priced_pass:
+            return n
+        return cheapest_size(self.curve.current(), n, limit)
+
     def _pricing(self, kind: DraftKind, top: int, accept_at: Sequence[float] | None = None
                  ) -> Pricing:
         if accept_at is None:
             estimate = self.estimate(kind)
             accept_at = estimate.accept_at[:top] if self._copy is None else copy_accept_at(
                 self._copy, estimate.accept_at[:top], estimate.pool_seen, self.options)
-        return Pricing.of(accept_at, self.pass_cost(kind), self.curve.current())
+        return Pricing.of(accept_at, self.pass_cost(kind), self.curve.current(),
+                          largest=self.pad_limit())
 
     def rates(self, kind: DraftKind, top: int | None = None) -> np.ndarray:
         """Expected tokens per second of a pass that drafts k, for k = 0..top."""
@@ -152,7 +172,8 @@ class DraftLengthController:
         draft first spends reading what the target wrote since it last drafted."""
         top = self.draft_max if limit is None else min(limit, self.draft_max)
         optimistic = [self.options.optimistic_accept] * top
-        priced = Pricing.of(optimistic, self.pass_cost(kind), self.curve.current(), catch_up)
+        priced = Pricing.of(optimistic, self.pass_cost(kind), self.curve.current(), catch_up,
+                            self.pad_limit())
         return paying_k(priced.rates, self.options.min_gain)
 
     def shadows(self, kind: DraftKind) -> bool:
@@ -178,7 +199,7 @@ class DraftLengthController:
         target wrote this kind's draft continues, in a row (a copy's evidence; 0 for others);
         `available`: the most tokens the drafter has to offer now (Outlook.available); `copy`:
         a copy's source and match, which price its acceptance (app.engine.estimates)."""
-        self._copy = copy
+        self._copy, self._priced_pass = copy, False
         limit = max(0, min(self.draft_max, remaining - 1))
         if limit == 0:
             return Decision(RULE_END_OF_OUTPUT, 0, kind.name, 0)
@@ -256,6 +277,7 @@ class DraftLengthController:
             return Decision(rule, k, kind.name, limit, measuring=size,
                             samples=len(self.curve.samples(size).times),
                             busy=self.machine_busy(), **stated)
+        self._priced_pass = True
         return Decision(rule, k, kind.name, limit,
                         draft_token_seconds=self.pass_cost(kind).draft_cost,
                         first_draft_seconds=self.pass_cost(kind).first,
@@ -278,8 +300,9 @@ class DraftLengthController:
         self._register(kind)
         cost = self.costs[kind.name]
         if outcome.pass_tokens and not self.fixed_prices:
-            cost.learn(outcome.t_draft, outcome.draft_depth, outcome.pass_tokens,
-                       not self._probing, self.options.tree_average, outcome.t_draft_first)
+            cost.learn(outcome.t_draft, outcome.draft_depth,
+                       outcome.pass_tokens - outcome.pads, not self._probing,
+                       self.options.tree_average, outcome.t_draft_first)
             if self._probing and outcome.t_draft_first is not None and not outcome.busy:
                 cost.learn_catch_up(outcome.t_draft_first, self._behind)
         self.estimates[kind.name].observe(outcome.verdicts)

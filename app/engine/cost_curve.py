@@ -208,6 +208,26 @@ class VerifyCostCurve:
         return {n: s.median for n, s in self.sizes.items() if s.priced and not any(s.busy)}
 
 
+# a pass is padded to a larger size only where that size is priced at least this much below
+# its own: a quiet machine's rounds of one pass size spread by 3-7% (bench_logit_rows.py on
+# the Xeon: 44-47 tok/s at 12 tokens), so a smaller saving may be the noise of one round
+PAD_MARGIN = 0.05
+
+
+def cheapest_size(prices: dict[int, float], n: int, largest: int) -> int:
+    """The size to run a pass of n tokens at: n, or a larger size up to `largest` priced at
+    least PAD_MARGIN below it, the cheapest such (the pass then reads filler tokens after
+    its own, whose rows are never judged). CPU kernels take rows in blocks of 4 or 16, so on
+    the Xeon a pass of 4 tokens costs less than one of 3, and 16 less than 9 to 15. Only
+    sizes the curve measured count (keys of `prices`): an interpolated price would not
+    show such a step."""
+    best, best_price = n, interpolate(prices, n) * (1 - PAD_MARGIN)
+    for size, price in prices.items():
+        if n < size <= largest and price <= best_price:
+            best, best_price = size, price
+    return best
+
+
 def interpolate(points: dict[int, float], n: int) -> float:
     """Seconds of a pass over n tokens: a known size's time, else linear between the two
     nearest sizes (beyond the last, along the last two's slope)."""

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from app.engine.controller_options import MIN_GAIN, ControllerOptions
-from app.engine.cost_curve import MIN_SAMPLES, RECENT_PASSES, interpolate
+from app.engine.cost_curve import MIN_SAMPLES, RECENT_PASSES, cheapest_size, interpolate
 from app.engine.metrics import expected_tokens_for_each_k
 
 
@@ -121,9 +121,18 @@ class PassCost:
     def first(self) -> float:
         return self.draft_cost if self.first_cost is None else self.first_cost
 
-    def seconds(self, k: int, curve: dict[int, float]) -> float:
+    def run_size(self, k: int, curve: dict[int, float], largest: int | None = None) -> int:
+        """The size a pass that drafts k runs at: its own, or with `largest` (the most
+        tokens a padded pass may read; None: passes are not padded) a cheaper larger one
+        (cost_curve.cheapest_size). A drafting chain pass only: a tree reads its own nodes."""
+        size = self.pass_size(k)
+        if largest is None or not k or self.extra_per_level:
+            return size
+        return cheapest_size(curve, size, largest)
+
+    def seconds(self, k: int, curve: dict[int, float], largest: int | None = None) -> float:
         return draft_seconds(k, self.first, self.draft_cost) + interpolate(
-            curve, self.pass_size(k))
+            curve, self.run_size(k, curve, largest))
 
 
 @dataclass
@@ -134,14 +143,22 @@ class Pricing:
     tokens: np.ndarray
     seconds: list[float]
     accept_at: Sequence[float] = ()
+    # the k whose pass is padded to a cheaper size: k -> (that size, the pass's seconds at
+    # its own size)
+    padded: dict[int, tuple[int, float]] = field(default_factory=dict)
 
     @classmethod
     def of(cls, accept_at: Sequence[float], cost: PassCost, curve: dict[int, float],
-           catch_up: float = 0.0) -> Pricing:
-        """catch_up: seconds every drafting pass spends first, reading what it has not."""
+           catch_up: float = 0.0, largest: int | None = None) -> Pricing:
+        """catch_up: seconds every drafting pass spends first, reading what it has not;
+        largest: the most tokens a padded pass may read (None: passes are not padded)."""
+        ks = range(len(accept_at) + 1)
+        extra = [catch_up if k else 0.0 for k in ks]
+        padded = {k: (size, cost.seconds(k, curve) + extra[k]) for k in ks
+                  if (size := cost.run_size(k, curve, largest)) != cost.pass_size(k)}
         return cls(expected_tokens_for_each_k(accept_at),
-                   [cost.seconds(k, curve) + (catch_up if k else 0.0)
-                    for k in range(len(accept_at) + 1)], accept_at)
+                   [cost.seconds(k, curve, largest) + extra[k] for k in ks], accept_at,
+                   padded)
 
     @property
     def rates(self) -> np.ndarray:
@@ -157,6 +174,8 @@ class Pricing:
             plain_seconds=self.seconds[0], pass_seconds=self.seconds[k],
             expected_tokens=float(self.tokens[k]), gain=float(gains[k]),
             prices=list(self.seconds))
+        if k in self.padded:
+            fields.update(padded_to=self.padded[k][0], unpadded_seconds=self.padded[k][1])
         if len(rates) > 1:
             others = rates.copy()
             others[k] = -np.inf

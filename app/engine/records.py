@@ -163,6 +163,11 @@ class Decision:
     # each k's pass (k drafted tokens + the verify pass), seconds as priced, k = 0..limit;
     # prices[0] is the plain step
     prices: list[float] = field(default_factory=list)
+    # the pass is padded to this many tokens, filler read after the draft and never judged,
+    # because a pass of that size was priced below the pass's own (cost_curve.cheapest_size);
+    # pass_seconds is the padded pass's price, unpadded_seconds the pass's at its own size
+    padded_to: int | None = None
+    unpadded_seconds: float | None = None
     draft_token_seconds: float | None = None  # one drafted token after the first, as priced
     # the first drafted token, as priced (it also brings the draft up to the context)
     first_draft_seconds: float | None = None
@@ -229,6 +234,9 @@ class StepRecord:
     # tokens the target read in this pass (0: k + 1, as in a chain step); a tree pass reads
     # every node, and may re-read committed tokens the previous tree step left uncached
     pass_tokens: int = 0
+    # of pass_tokens, filler read after the draft to run the pass at a cheaper size
+    # (Decision.padded_to): never judged, and dropped from the cache after the pass
+    pads: int = 0
     # the draft model's confidence ended this draft (app.engine.estimates.ConfidenceStop): the
     # estimated chance, then, that every drafted token passes; None: it ran to its length or to
     # an EOS

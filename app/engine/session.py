@@ -170,6 +170,9 @@ class Session:
             self._kind = outlook.kind
             # only what the target wrote is evidence of a copy, not the prompt's own words
             copied = min(outlook.copied, len(self.output_ids))
+            # chain passes may be padded to a cheaper size within the context's room
+            self.controller.pad_room = (None if self._trees
+                                        else self.target.n_ctx - self.target.n_cached)
             decision = self.controller.decide(remaining, outlook.kind, copied,
                                               outlook.available,
                                               written_copy(outlook, len(self.output_ids)))
@@ -192,12 +195,17 @@ class Session:
                 draft = drafter.propose(context, budget, params, self.rng)
         draft_tokens = draft.tokens[: max(0, remaining - 1)]
         pending = context[self.target.n_cached :]
+        n_pass = len(pending) + len(draft_tokens)
+        pads = self.controller.padded_size(n_pass) - n_pass if draft_tokens else 0
+        filler = draft_tokens[-1:] * pads  # read after the draft: no judged row sees it
         t1, cpu = time.perf_counter(), self.cores.cpu_clock()
         wants_hidden = drafter is not None and drafter.wants_target_hidden
-        raw, target_hidden = verify_pass(self.target, [*pending, *draft_tokens],
-                                         len(draft_tokens) + 1,
+        raw, target_hidden = verify_pass(self.target, [*pending, *draft_tokens, *filler],
+                                         len(draft_tokens) + 1 + pads,
                                          draft.hidden is not None or wants_hidden)
-        logits = finite_logits(raw, self.target.name)
+        logits = finite_logits(raw[: len(draft_tokens) + 1], self.target.name)
+        if target_hidden is not None:
+            target_hidden = target_hidden[: len(draft_tokens) + 1]
         t2, self._verify_cpu = time.perf_counter(), self.cores.cpu_clock() - cpu
         if not draft_tokens and params.greedy:
             # a plain greedy step is the argmax of the logits (the softmax is monotone and
@@ -211,8 +219,9 @@ class Session:
             mark_judged(verdict.records, draft, target_hidden)
         n_accepted = len(verdict.emitted) - 1
         self.target.truncate(len(context) + n_accepted)
-        record = self._finish_step(context, verdict, index, len(draft_tokens),
-                                   len(pending) + len(draft_tokens), (t0, t1, t2), source)
+        record = self._finish_step(context, verdict, index, len(draft_tokens), n_pass + pads,
+                                   (t0, t1, t2), source)
+        record.pads = pads
         if stop is not None and stop.stopped:
             record.stop_chance = stop.chance
         record.decision = decision
@@ -288,7 +297,7 @@ class Session:
         return PassOutcome(
             self._kind, step.depth_outcomes(), pass_tokens=step.n_pass,
             draft_depth=step.draft_depth, t_draft=step.t_draft, t_verify=step.t_verify,
-            busy=busy, t_draft_first=step.t_draft_first,
+            busy=busy, t_draft_first=step.t_draft_first, pads=step.pads,
         )
 
     def _cut_at_eos(self, emitted: list[int], origins: list[str]) -> tuple[list[int], list[str]]:

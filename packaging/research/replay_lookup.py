@@ -129,8 +129,11 @@ def replay_passes(prompt: list[int], output: list[int], drafter: Drafter,
                   controller: DraftLengthController,
                   cost: Callable[[int], float]) -> Iterator[ReplayedPass]:
     """Write `output` after `prompt` as greedy speculative decoding would (it writes the
-    plain output), pass by pass, each priced by `cost` (seconds of a pass over n tokens)."""
+    plain output), pass by pass, each priced by `cost` (seconds of a pass over n tokens) at
+    the size the session runs it: padded where the curve prices a larger pass below it
+    (DraftLengthController.padded_size; the context never runs out here)."""
     drafter.begin(prompt)
+    controller.pad_room = len(prompt) + len(output) + controller.draft_max + 1
     context, done = list(prompt), 0
     shadow = ShadowCheck()  # as the session does: free drafts declined are checked, not probed
     while done < len(output):
@@ -146,11 +149,12 @@ def replay_passes(prompt: list[int], output: list[int], drafter: Drafter,
         while kept < len(tokens) and tokens[kept] == output[done + kept]:
             kept += 1
         emitted = output[done : done + kept + 1]
-        t = cost(len(tokens) + 1)
+        size = controller.padded_size(len(tokens) + 1) if tokens else 1
+        t = cost(size)
         verdicts = [True] * kept + ([False] if kept < len(tokens) else [])
         controller.observe(PassOutcome(outlook.kind if tokens else None, verdicts,
-                                       pass_tokens=len(tokens) + 1,
-                                       draft_depth=len(tokens), t_verify=t))
+                                       pass_tokens=size, draft_depth=len(tokens),
+                                       t_verify=t, pads=size - len(tokens) - 1))
         yield ReplayedPass(len(tokens), kept, t)
         context += emitted
         done += len(emitted)
