@@ -209,9 +209,11 @@ class VerifyCostCurve:
 
 
 # a pass is padded to a larger size only where that size is priced at least this much below
-# its own: a quiet machine's rounds of one pass size spread by 3-7% (bench_logit_rows.py on
-# the Xeon: 44-47 tok/s at 12 tokens), so a smaller saving may be the noise of one round
-PAD_MARGIN = 0.05
+# its own: on the Xeon a 3-token pass was priced at 112.5, 114.4 and 115.7 ms by three
+# measurements on one day (a live run's medians, bench_logit_rows.py, a calibration), a
+# 4-token pass at 107.3-107.4, so a real saving of 4-7% was within 5% once; a price moves by
+# about 1.5% between such measurements
+PAD_MARGIN = 0.02
 
 
 def cheapest_size(prices: dict[int, float], n: int, largest: int) -> int:
