@@ -102,7 +102,8 @@ def test_a_two_token_copy_drafts_where_its_pass_is_padded_to_a_cheaper_size():
     assert d.unpadded_seconds == pytest.approx(0.1404)
     assert decision_problems(d) == []
     why = describe_decision(d)
-    assert "padded to 4 tokens" in why and "140.4 ms" in why and "117.7 ms" in why
+    assert ("The pass runs at 4 tokens, filler after the draft that is never judged: a pass of "
+            "that size was priced at 117.7 ms, below the pass's own 140.4 ms.") in why
 
 
 def test_a_padded_price_that_is_not_cheaper_fails_the_audit():
@@ -236,7 +237,7 @@ def test_the_inspector_header_and_why_line_say_the_pass_was_padded(gguf_pair):
     padded = next(s for s in steps if s.pads and s.decision and s.decision.padded_to)
     assert f"pass padded to 16 tokens ({padded.pads} filler, never judged" \
         in step_summary(padded)
-    assert "padded to 16 tokens (filler after the draft, never judged)" \
+    assert "The pass runs at 16 tokens, filler after the draft that is never judged" \
         in describe_decision(padded.decision)
     plain = next(s for s in steps if not s.pads)
     assert "padded" not in step_summary(plain)

@@ -147,3 +147,39 @@ def test_cancel_ends_the_work_and_keeps_the_run(small_window, qtbot, hf_dirs, di
     assert dialogs == []
     assert window.run is run and run.stats.emitted == 120  # the run on show is kept
     assert not window.run_control.work_status.isVisible() and window.act_run.isEnabled()
+
+
+def test_a_long_why_line_scrolls_in_its_area_and_a_short_one_fits_it(small_window, qtbot,
+                                                                    tmp_path):
+    """A copy priced at 60 positions and a padded pass make a Why line of many lines: at
+    1366x768 its area stops at REASON_LINES lines and scrolls, the table keeps its room, and
+    a short reason's area is no taller than its text."""
+    from ui.step_inspector import REASON_LINES
+
+    steps = all_accepted_few_drafted()
+    long_step = next(s for s in steps if s.decision.rule == RULE_PROBE)
+    long_step.decision.accept_at = [0.9 - 0.001 * i for i in range(60)]
+    long_step.decision.k = 60
+    long_step.decision.padded_to, long_step.decision.unpadded_seconds = 64, 0.5
+    path = tmp_path / "long.jsonl"
+    with TraceWriter(path) as writer:
+        writer.header(TraceHeader("target.gguf", "draft.gguf", "llamacpp", "cpu",
+                                  {"adaptive": True, "draft_max": 64}, {}, "def f():"))
+        for step in steps:
+            writer.step(step)
+        writer.summary({})
+    small_window.open_trace(path)
+    inspector = small_window.inspector
+    small_window.select_step(long_step.index)
+    qtbot.wait(50)
+    area, reason = inspector.reason_area, inspector.reason
+    most = reason.fontMetrics().lineSpacing() * REASON_LINES
+    assert "The pass runs at 64 tokens" in reason.text()
+    assert reason.heightForWidth(reason.width()) > most
+    assert area.height() == most and area.verticalScrollBar().maximum() > 0
+    assert inspector.table.height() > 3 * inspector.table.verticalHeader().defaultSectionSize()
+    short = next(s for s in steps if s.decision.rule == RULE_NO_GAIN)
+    small_window.select_step(short.index)
+    qtbot.wait(50)
+    assert area.height() == reason.heightForWidth(area.viewport().width()) < most
+    assert cut_off(small_window, small_window) == []

@@ -11,12 +11,15 @@ from __future__ import annotations
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt, Signal
+from PySide6.QtGui import QResizeEvent
 from PySide6.QtWidgets import (
     QAbstractItemView,
+    QFrame,
     QHBoxLayout,
     QHeaderView,
     QLabel,
     QPushButton,
+    QScrollArea,
     QSplitter,
     QTableView,
     QTabWidget,
@@ -31,6 +34,8 @@ from ui.charts import style_legend
 from ui.step_table import COL_DRAFTED_FROM, StepTableModel
 from ui.theme import LIGHT, Colours
 from ui.tree_view import TreeView
+
+REASON_LINES = 8  # the Why line's most lines shown at once; a longer one scrolls
 
 MIN_DRAFTED_FROM_WIDTH = 90
 MIN_ROWS_SHOWN = 3
@@ -54,7 +59,14 @@ class StepInspector(QWidget):
         self.reason = QLabel()
         self.reason.setWordWrap(True)
         self.reason.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        self.reason.setVisible(False)
+        # as tall as its text up to REASON_LINES lines, then it scrolls: a long reason (a
+        # copy's acceptance at 60 positions, a padded pass) is never cut off below
+        self.reason_area = QScrollArea()
+        self.reason_area.setWidget(self.reason)
+        self.reason_area.setWidgetResizable(True)
+        self.reason_area.setFrameShape(QFrame.Shape.NoFrame)
+        self.reason_area.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.reason_area.setVisible(False)
         self.prev_button = QPushButton("◀ Prev")
         self.next_button = QPushButton("Next ▶")
         self.prev_button.setToolTip("Previous step (← or PgUp)")
@@ -84,7 +96,7 @@ class StepInspector(QWidget):
         layout = QVBoxLayout(self)
         layout.setContentsMargins(4, 4, 4, 4)
         layout.addLayout(top)
-        layout.addWidget(self.reason)
+        layout.addWidget(self.reason_area)
         layout.addWidget(split, 1)
         self._update_buttons()
 
@@ -129,7 +141,7 @@ class StepInspector(QWidget):
         self.bars.show_record(None, None)
         self.tree.show_step(None)
         self.header.setText("No step selected — run a prompt, then click a token or use ←/→")
-        self.reason.setVisible(False)
+        self.reason_area.setVisible(False)
         self._update_buttons()
 
     def steps_added(self) -> None:
@@ -169,9 +181,22 @@ class StepInspector(QWidget):
     def _show_reason(self, step: StepRecord) -> None:
         """The decision behind this step's k; a run without a drafter has none to show."""
         drafted_or_consulted = step.decision is not None or bool(step.source) or step.k > 0
-        self.reason.setVisible(drafted_or_consulted)
+        self.reason_area.setVisible(drafted_or_consulted)
         if drafted_or_consulted:
             self.reason.setText("Why: " + describe_decision(step.decision))
+            self._fit_reason()
+
+    def _fit_reason(self) -> None:
+        """The reason's area as tall as its text at this width, up to REASON_LINES lines."""
+        width = self.reason_area.viewport().width() or self.width()
+        needed = self.reason.heightForWidth(width)
+        most = self.reason.fontMetrics().lineSpacing() * REASON_LINES
+        self.reason_area.setFixedHeight(max(1, min(needed, most)))
+
+    def resizeEvent(self, event: QResizeEvent) -> None:  # noqa: N802 - Qt's name
+        super().resizeEvent(event)
+        if self.reason_area.isVisible():
+            self._fit_reason()
 
     def _update_buttons(self) -> None:
         self.prev_button.setEnabled(self.index > 0)
