@@ -76,6 +76,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         help="suffix decoding with a draft memory: --earlier-prompt runs first "
                              "(filling the memory of a scratch data folder), then --prompt; the "
                              "shot shows a step whose draft was copied from the earlier run")
+    parser.add_argument("--open-trace", metavar="TRACE",
+                        help="open this trace (File > Open) instead of running, and shoot the "
+                             "step --padded or a rejection picks")
+    parser.add_argument("--adaptive", action="store_true",
+                        help="adaptive k (the window's Fastest mode) rather than the default")
+    parser.add_argument("--padded", action="store_true",
+                        help="show a step whose pass was padded to a cheaper size (filler "
+                             "after the draft, never judged), preferring one that kept tokens")
     parser.add_argument("--earlier-prompt", default=EARLIER_PROMPT,
                         help="with --suffix: the request run before --prompt")
     parser.add_argument("--target", help="another target than the demo pair's (no draft model)")
@@ -220,6 +228,39 @@ def pick_confidence_step(window: MainWindow) -> int | None:
     return max(steps, key=lambda s: (s.k, -s.index)).index if steps else None
 
 
+def shoot_trace(window: MainWindow, trace: Path, args: argparse.Namespace) -> int:
+    """Open a saved trace in the window and shoot it at the step --padded (or a rejection)
+    picks."""
+    from ui.app import wait_until
+
+    window.open_trace(trace)
+    window.resize(args.width, args.height)
+    window.move(0, 0)
+    window.show()
+    step = pick_padded_step(window) if args.padded else pick_rejection_step(window)
+    if step is None:
+        print(f"no padded pass in {trace}", file=sys.stderr)
+        window.close()
+        return 1
+    window.select_step(step)
+    window.flush(force=True)
+    wait_until(lambda: False, 1.0)
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    ok = window.grab().save(str(out))
+    print(f"wrote {out}" if ok else f"cannot write {out}")
+    window.close()
+    return 0 if ok else 1
+
+
+def pick_padded_step(window: MainWindow) -> int | None:
+    """A step whose pass was padded, preferring one whose draft kept the most tokens."""
+    steps = [s for s in window.run.steps if s.pads]
+    return max(steps, key=lambda s: (s.n_accepted, s.decision is not None
+                                     and s.decision.padded_to is not None, -s.index)
+               ).index if steps else None
+
+
 def earlier(window: MainWindow, earlier_prompt: str, prompt: str) -> None:
     """Run the earlier request (no comparison), so the next run has something to copy."""
     from ui.app import wait_until
@@ -282,6 +323,8 @@ def main(argv: list[str] | None = None) -> int:
                 for message in errors:
                     print(f"error shown: {message}", file=sys.stderr)
                 window.close()
+        if args.open_trace:
+            return shoot_trace(window, Path(args.open_trace), args)
         pair = replace(demo, backend=args.backend)
         if args.edit:
             pair = replace(pair, draft="", ngram=True)
@@ -309,6 +352,8 @@ def main(argv: list[str] | None = None) -> int:
         panel.tree_width.setValue(args.tree_width)
         if args.tree_width > 1 or args.fixed_k:
             panel.adaptive.setChecked(False)  # a chain or tree as deep as --draft-max
+        elif args.adaptive:
+            panel.adaptive.setChecked(True)
         panel.temperature.setValue(0.0)
         panel.compare.setChecked(True)
         window.resize(args.width, args.height)
@@ -331,6 +376,11 @@ def main(argv: list[str] | None = None) -> int:
                 if copied is None:
                     raise RuntimeError("no draft was copied from the earlier run")
                 step = copied
+            if args.padded:
+                padded = pick_padded_step(window)
+                if padded is None:
+                    raise RuntimeError("no pass was padded in this run")
+                step = padded
             if args.ended_on_confidence:
                 ended = pick_confidence_step(window)
                 if ended is None:
