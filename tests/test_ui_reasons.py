@@ -174,7 +174,7 @@ def test_a_long_why_line_scrolls_in_its_area_and_a_short_one_fits_it(small_windo
     qtbot.wait(50)
     area, reason = inspector.reason_area, inspector.reason
     most = reason.fontMetrics().lineSpacing() * REASON_LINES
-    assert "The pass runs at 64 tokens" in reason.text()
+    assert "Priced as a pass of 64 tokens" in reason.text()
     assert reason.heightForWidth(reason.width()) > most
     assert area.height() == most and area.verticalScrollBar().maximum() > 0
     assert inspector.table.height() > 3 * inspector.table.verticalHeader().defaultSectionSize()

@@ -184,6 +184,7 @@ class StepInspector(QWidget):
         self.reason_area.setVisible(drafted_or_consulted)
         if drafted_or_consulted:
             self.reason.setText("Why: " + describe_decision(step.decision))
+            self.reason_area.verticalScrollBar().setValue(0)  # each reason read from its start
             self._fit_reason()
 
     def _fit_reason(self) -> None:

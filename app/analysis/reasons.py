@@ -111,13 +111,14 @@ def _pass_of(expected: float | None, seconds: float | None) -> str:
 
 
 def _padded(d: Decision) -> str:
-    """" The pass runs at 4 tokens, filler after the draft that is never judged: a pass of
-    that size was priced at 107.0 ms, below the pass's own 117.8 ms." where it was padded."""
+    """" Priced as a pass of 4 tokens, filler after the draft that is never judged: 107.0 ms,
+    below 117.8 ms at its own size." where the decision priced the pass padded (the pass that
+    ran, and its filler, are the step's: a draft may end shorter or longer than k)."""
     if d.padded_to is None:
         return ""
-    return (f" The pass runs at {d.padded_to} tokens, filler after the draft that is never "
-            f"judged: a pass of that size was priced at {_ms(d.pass_seconds)}, below the "
-            f"pass's own {_ms(d.unpadded_seconds)}.")
+    return (f" Priced as a pass of {d.padded_to} tokens, filler after the draft that is "
+            f"never judged: {_ms(d.pass_seconds)}, below {_ms(d.unpadded_seconds)} at its own "
+            "size.")
 
 
 def _margin(d: Decision) -> str:
