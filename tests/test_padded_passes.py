@@ -12,7 +12,7 @@ from app.analysis.decision_audit import decision_problems
 from app.analysis.reasons import describe_decision
 from app.analysis.stats import g_test
 from app.engine.adaptive import DraftLengthController
-from app.engine.cost_curve import PAD_MARGIN, VerifyCostCurve, cheapest_size
+from app.engine.cost_curve import PAD_MARGIN, PAD_RETIME, VerifyCostCurve, cheapest_size
 from app.engine.decode_config import DecodeConfig
 from app.engine.drafters import DraftKind
 from app.engine.drafters.draft_model import ModelDrafter
@@ -102,8 +102,8 @@ def test_a_two_token_copy_drafts_where_its_pass_is_padded_to_a_cheaper_size():
     assert d.unpadded_seconds == pytest.approx(0.1404)
     assert decision_problems(d) == []
     why = describe_decision(d)
-    assert ("The pass runs at 4 tokens, filler after the draft that is never judged: a pass of "
-            "that size was priced at 117.7 ms, below the pass's own 140.4 ms.") in why
+    assert ("Priced as a pass of 4 tokens, filler after the draft that is never judged: "
+            "117.7 ms, below 140.4 ms at its own size.") in why
 
 
 def test_a_padded_price_that_is_not_cheaper_fails_the_audit():
@@ -124,6 +124,17 @@ def test_a_pass_being_timed_is_never_padded():
     assert controller.padded_size(4) == 4
     controller.decide(4, DraftKind("copy", free=True, prior=0.9), available=3)
     assert controller.padded_size(4) == 16  # a priced pass of the same size is padded
+
+
+def test_a_size_padded_away_is_timed_again_now_and_then():
+    controller = DraftLengthController(15, adaptive=True, curve=step_curve(), draft_cost=0.0)
+    controller.pad_room = 1000
+    runs = []
+    for _ in range(2 * PAD_RETIME):
+        controller.decide(100, DraftKind("copy", free=True, prior=0.9), available=3)
+        runs.append(controller.padded_size(4))
+    assert runs.count(4) == 2 and runs[PAD_RETIME - 1] == 4 and runs[-1] == 4
+    assert set(runs) == {4, 16}
 
 
 # -- sessions: greedy output identical to plain, on both backends --
@@ -168,8 +179,12 @@ def test_padded_passes_write_the_plain_output(pair, drafter):
 
 def test_the_curve_learns_the_padded_size_and_the_draft_its_own(hf_exact_pair):
     target, draft = hf_exact_pair
-    _, steps = _greedy(target, ModelDrafter(draft), 30, 15, curve := step_curve())
+    config = DecodeConfig(n_predict=30, draft_max=15, sampling=SamplingParams(temperature=0.0))
+    session = Session(target, ModelDrafter(draft), config, cost_curve=(curve := step_curve()))
+    steps = list(session.steps(target.tokenize("the cat sat on the mat. the cat")))
     assert any(s.pads for s in steps)
+    # the draft's own pass size, filler left out: a chain reads nothing beyond its k + 1
+    assert session.controller.costs["model"].extra_per_level == 0
     # timings were taken at 16 (what ran), none at the unpadded sizes
     assert curve.samples(16).warmed
     assert not any(curve.samples(n).times for n in range(2, 16))
@@ -214,6 +229,10 @@ def test_the_padded_sampled_test_detects_a_broken_sampler(hf_pair, monkeypatch,
     params = SamplingParams(temperature=1.0, top_k=5)
     exact = exact_distributions(target, prompt_ids, params)
     resample_from_p(monkeypatch)
+    config = DecodeConfig(n_predict=4, draft_max=15, sampling=SamplingParams(1.0, top_k=5, seed=1))
+    first = next(Session(target, ModelDrafter(draft), config, cost_curve=priced_step_curve())
+                 .steps(prompt_ids))
+    assert first.pads == 12  # the sessions below are padded as the correct ones were
     tokens = first_two_tokens(target, ModelDrafter(draft), prompt_ids, params, 800, 50_000,
                               draft_max=15, curve=priced_step_curve)
     assert g_test(tokens[:, 0], exact.first).p_value < BROKEN_P
@@ -237,7 +256,7 @@ def test_the_inspector_header_and_why_line_say_the_pass_was_padded(gguf_pair):
     padded = next(s for s in steps if s.pads and s.decision and s.decision.padded_to)
     assert f"pass padded to 16 tokens ({padded.pads} filler, never judged" \
         in step_summary(padded)
-    assert "The pass runs at 16 tokens, filler after the draft that is never judged" \
+    assert "Priced as a pass of 16 tokens, filler after the draft that is never judged" \
         in describe_decision(padded.decision)
     plain = next(s for s in steps if not s.pads)
     assert "padded" not in step_summary(plain)

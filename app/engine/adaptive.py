@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from app.engine.controller_options import DEFAULT_OPTIONS, ControllerOptions
-from app.engine.cost_curve import VerifyCostCurve, cheapest_size, machine_busy
+from app.engine.cost_curve import PAD_RETIME, VerifyCostCurve, cheapest_size, machine_busy
 from app.engine.drafters import DraftKind
 from app.engine.estimates import (
     AcceptanceEstimate,
@@ -100,6 +100,7 @@ class DraftLengthController:
         # cheaper size (app.engine.session: the context's room); None: it never pads
         self.pad_room: int | None = None
         self._priced_pass = False  # this step's decision priced its pass (it may be padded)
+        self._padded_runs: dict[int, int] = {}  # per size, its passes padded since it last ran
 
     # -- queries: they read, never learn --
 
@@ -137,12 +138,18 @@ class DraftLengthController:
 
     def padded_size(self, n: int) -> int:
         """The size to run a drafting chain pass of n tokens at (cost_curve.cheapest_size):
-        n itself where passes are not padded, and where this step's decision did not price its
-        pass (a pass timed to price it times its own size)."""
+        n itself where passes are not padded, where this step's decision did not price its
+        pass (a pass timed to price it times its own size), and once in PAD_RETIME passes of
+        a size padded away (to time it again)."""
         limit = self.pad_limit()
         if limit is None or not self._priced_pass:
             return n
-        return cheapest_size(self.curve.current(), n, limit)
+        size = cheapest_size(self.curve.current(), n, limit)
+        if size == n:
+            return n
+        runs = self._padded_runs.get(n, 0) + 1
+        self._padded_runs[n] = runs % PAD_RETIME
+        return n if runs == PAD_RETIME else size
 
     def _pricing(self, kind: DraftKind, top: int, accept_at: Sequence[float] | None = None
                  ) -> Pricing:

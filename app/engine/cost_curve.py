@@ -214,6 +214,10 @@ class VerifyCostCurve:
 # 4-token pass at 107.3-107.4, so a real saving of 4-7% was within 5% once; a price moves by
 # about 1.5% between such measurements
 PAD_MARGIN = 0.02
+# a size padded away runs at its own size once in this many of its passes: its price then
+# follows the machine as the larger size's does (a price set early in a run would otherwise
+# pad every later pass of that size for good); at a 4-7% saving that costs 0.3-0.4%
+PAD_RETIME = 16
 
 
 def cheapest_size(prices: dict[int, float], n: int, largest: int) -> int:
