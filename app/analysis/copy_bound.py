@@ -44,13 +44,17 @@ def longest_copies(output: Sequence[int], sources: Sequence[int], most: int) -> 
 
 def least_time(copies: Sequence[int], cost: Callable[[int], float], draft_max: int) -> float:
     """The least time to write len(copies) tokens when a pass at position i may draft up to
-    copies[i] agreeing tokens (drafting more only makes the pass dearer), each pass over n
-    tokens costing cost(n)."""
+    copies[i] agreeing tokens, each pass over n tokens costing cost(n). A pass may also read
+    more tokens than it drafts where a larger pass costs less (a padded pass,
+    app.engine.cost_curve.cheapest_size: on a CPU whose kernels take rows in blocks a pass of
+    4 can cost less than one of 3), so a pass of k + 1 is priced at the least cost of any size
+    from k + 1 to draft_max + 1."""
     n = len(copies)
+    padded = [min(cost(s) for s in range(size, draft_max + 2)) for size in range(1, draft_max + 2)]
     best = [0.0] * (n + 1)  # best[i]: the least time to write the tokens from i on
     for i in range(n - 1, -1, -1):
         most = min(copies[i], draft_max, n - i - 1)
-        best[i] = min(cost(k + 1) + best[i + k + 1] for k in range(most + 1))
+        best[i] = min(padded[k] + best[i + k + 1] for k in range(most + 1))
     return best[0]
 
 
