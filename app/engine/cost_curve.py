@@ -220,14 +220,16 @@ PAD_MARGIN = 0.02
 PAD_RETIME = 16
 
 
-def cheapest_size(prices: dict[int, float], n: int, largest: int) -> int:
+def cheapest_size(prices: dict[int, float], n: int, largest: int,
+                  own: float | None = None) -> int:
     """The size to run a pass of n tokens at: n, or a larger size up to `largest` priced at
     least PAD_MARGIN below it, the cheapest such (the pass then reads filler tokens after
     its own, whose rows are never judged). CPU kernels take rows in blocks of 4 or 16, so on
     the Xeon a pass of 4 tokens costs less than one of 3, and 16 less than 9 to 15. Only
     sizes the curve measured count (keys of `prices`): an interpolated price would not
-    show such a step."""
-    best, best_price = n, interpolate(prices, n) * (1 - PAD_MARGIN)
+    show such a step. `own`: n's price, where the caller has it already."""
+    own = interpolate(prices, n) if own is None else own
+    best, best_price = n, own * (1 - PAD_MARGIN)
     for size, price in prices.items():
         if n < size <= largest and price <= best_price:
             best, best_price = size, price

@@ -121,18 +121,24 @@ class PassCost:
     def first(self) -> float:
         return self.draft_cost if self.first_cost is None else self.first_cost
 
-    def run_size(self, k: int, curve: dict[int, float], largest: int | None = None) -> int:
+    def run_size(self, k: int, curve: dict[int, float], largest: int | None = None,
+                 own: float | None = None) -> int:
         """The size a pass that drafts k runs at: its own, or with `largest` (the most
         tokens a padded pass may read; None: passes are not padded) a cheaper larger one
-        (cost_curve.cheapest_size). A drafting chain pass only: a tree reads its own nodes."""
+        (cost_curve.cheapest_size; `own`: the own size's price, where known). A drafting
+        chain pass only: a tree reads its own nodes."""
         size = self.pass_size(k)
         if largest is None or not k or self.extra_per_level:
             return size
-        return cheapest_size(curve, size, largest)
+        return cheapest_size(curve, size, largest, own)
 
-    def seconds(self, k: int, curve: dict[int, float], largest: int | None = None) -> float:
-        return draft_seconds(k, self.first, self.draft_cost) + interpolate(
-            curve, self.run_size(k, curve, largest))
+    def drafting(self, k: int) -> float:
+        """Seconds to draft k tokens."""
+        return draft_seconds(k, self.first, self.draft_cost)
+
+    def seconds(self, k: int, curve: dict[int, float]) -> float:
+        """A pass that drafts k, at its own size."""
+        return self.drafting(k) + interpolate(curve, self.pass_size(k))
 
 
 @dataclass
@@ -152,13 +158,18 @@ class Pricing:
            catch_up: float = 0.0, largest: int | None = None) -> Pricing:
         """catch_up: seconds every drafting pass spends first, reading what it has not;
         largest: the most tokens a padded pass may read (None: passes are not padded)."""
-        ks = range(len(accept_at) + 1)
-        extra = [catch_up if k else 0.0 for k in ks]
-        padded = {k: (size, cost.seconds(k, curve) + extra[k]) for k in ks
-                  if (size := cost.run_size(k, curve, largest)) != cost.pass_size(k)}
-        return cls(expected_tokens_for_each_k(accept_at),
-                   [cost.seconds(k, curve, largest) + extra[k] for k in ks], accept_at,
-                   padded)
+        seconds: list[float] = []
+        padded: dict[int, tuple[int, float]] = {}
+        for k in range(len(accept_at) + 1):
+            spent = cost.drafting(k) + (catch_up if k else 0.0)
+            own = interpolate(curve, cost.pass_size(k))
+            size = cost.run_size(k, curve, largest, own)
+            if size == cost.pass_size(k):
+                seconds.append(spent + own)
+            else:  # a padded size is one the curve measured
+                seconds.append(spent + curve[size])
+                padded[k] = (size, spent + own)
+        return cls(expected_tokens_for_each_k(accept_at), seconds, accept_at, padded)
 
     @property
     def rates(self) -> np.ndarray:
