@@ -41,6 +41,17 @@ def small_window(qtbot, tmp_path, dialogs):
     win.close()
 
 
+def open_steps(window, steps, path, draft_max):
+    """Write these steps as an adaptive run's trace and open it in the window."""
+    with TraceWriter(path) as writer:
+        writer.header(TraceHeader("target.gguf", "draft.gguf", "llamacpp", "cpu",
+                                  {"adaptive": True, "draft_max": draft_max}, {}, "def f():"))
+        for step in steps:
+            writer.step(step)
+        writer.summary({})
+    window.open_trace(path)
+
+
 def test_the_step_table_has_no_horizontal_scrollbar_before_data(small_window, qtbot):
     table = small_window.inspector.table
     qtbot.wait(100)  # laid out
@@ -51,14 +62,7 @@ def test_the_step_table_has_no_horizontal_scrollbar_before_data(small_window, qt
 def test_recorded_decisions_are_replayed_into_the_notice_and_the_inspector(
         small_window, qtbot, tmp_path):
     steps = all_accepted_few_drafted()
-    path = tmp_path / "first-run.jsonl"
-    with TraceWriter(path) as writer:
-        writer.header(TraceHeader("target.gguf", "draft.gguf", "llamacpp", "cpu",
-                                  {"adaptive": True, "draft_max": 8}, {}, "def f():"))
-        for step in steps:
-            writer.step(step)
-        writer.summary({})
-    small_window.open_trace(path)
+    open_steps(small_window, steps, tmp_path / "first-run.jsonl", draft_max=8)
     # one notice in the window, with the reason in full: the run's summary and the figures of
     # its last decision that no draft paid
     inspector = small_window.inspector
@@ -161,14 +165,7 @@ def test_a_long_why_line_scrolls_in_its_area_and_a_short_one_fits_it(small_windo
     long_step.decision.accept_at = [0.9 - 0.001 * i for i in range(60)]
     long_step.decision.k = 60
     long_step.decision.padded_to, long_step.decision.unpadded_seconds = 64, 0.5
-    path = tmp_path / "long.jsonl"
-    with TraceWriter(path) as writer:
-        writer.header(TraceHeader("target.gguf", "draft.gguf", "llamacpp", "cpu",
-                                  {"adaptive": True, "draft_max": 64}, {}, "def f():"))
-        for step in steps:
-            writer.step(step)
-        writer.summary({})
-    small_window.open_trace(path)
+    open_steps(small_window, steps, tmp_path / "long.jsonl", draft_max=64)
     inspector = small_window.inspector
     small_window.select_step(long_step.index)
     qtbot.wait(50)
