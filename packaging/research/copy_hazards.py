@@ -7,7 +7,11 @@ the copy bars (copy_bars.py): three measured negatives, kept so they can be chec
    for a content token (word, number, string), whether it is new to this request (in neither
    the prompt, the output so far nor the draft before it). A copy of an earlier answer breaks
    at a content token new to the request about half the time, elsewhere about one in ten.
-2. Replays of three controllers beside the app's, on the same drafts and curve, as a share of
+2. Calibration: over the app's own replayed drafting passes, per kind and draft length, the
+   tokens each pass was expected to write (its Decision's expected_tokens) against what it
+   wrote. Where they agree, the controller prices as well as its figures allow, and what it
+   leaves of the oracle's gain is in which copies hold, not in the level of its prices.
+3. Replays of three controllers beside the app's, on the same drafts and curve, as a share of
    the oracle controller's gain (copy_bars.suite_figures):
    - "token class": each position priced at its source's and token class's rate, fitted to the
      very recordings it is scored on (an upper bound for such a table), in place of the run
@@ -37,17 +41,19 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import copy_bars  # noqa: E402
-from replay_lookup import add_curve_option, use_curve  # noqa: E402
-from replay_suffix import GREEDY, RNG, at_every_position, load_limit  # noqa: E402
+from replay_lookup import DEMO_CURVE, add_curve_option, replay_passes, use_curve  # noqa: E402
+from replay_suffix import GREEDY, RNG, at_every_position, load_limit, recall  # noqa: E402
 from suffix_variants import VARIANTS, variant  # noqa: E402
 
 import app.engine.adaptive as adaptive  # noqa: E402
 from app.engine.adaptive import DraftLengthController, PassOutcome  # noqa: E402
+from app.engine.cost_curve import VerifyCostCurve  # noqa: E402
 from app.engine.drafters import Budget, DraftKind, Outlook  # noqa: E402
-from app.engine.drafters.suffix import SuffixDrafter  # noqa: E402
+from app.engine.drafters.suffix import RememberedRun, SuffixDrafter, memory_buffer  # noqa: E402
 from app.engine.estimates import SPLIT_RATES, copy_accept_at  # noqa: E402
 from app.engine.pass_pricing import Pricing  # noqa: E402
-from app.engine.records import COPIED_FROM_MEMORY  # noqa: E402
+from app.engine.records import COPIED_FROM_MEMORY, Decision  # noqa: E402
+from app.runs import remembered_tokens  # noqa: E402
 
 CONTENT = ("word", "number", "string")
 NEW_TOKEN_RATE = 0.5  # about the measured hazard of such tokens in the repetitive session
@@ -122,6 +128,37 @@ def hazards(found: list[dict[str, Any]]) -> dict[tuple[str, str], tuple[int, int
                 rejected[key] += 1
                 break
     return {key: (reached[key], rejected[key]) for key in reached}
+
+
+def calibration(suite: str) -> dict[tuple[str, str], tuple[int, float, int]]:
+    """Per (kind, draft length 1-3 / 4-15 / 16+): the app's drafting passes in a replay of the
+    suite, the tokens their decisions expected them to write, and the tokens they wrote."""
+    recording = copy_bars.RECORDINGS[suite]
+    rows = [row for row in json.loads(recording.read_text()) if row["suite"] == suite]
+    limit, runs = load_limit(recording), []
+    found: dict[tuple[str, str], tuple[int, float, int]] = {}
+    for row in rows:
+        drafter, controller = VARIANTS["app"](memory_buffer(runs), limit, 64)
+        drafter.recall = recall(rows, runs)
+        decided: list[Decision] = []
+        decide = controller.decide
+
+        def recorded(*args: Any, decide: Any = decide, decided: list[Decision] = decided,
+                     **kwargs: Any) -> Decision:
+            decided.append(decide(*args, **kwargs))
+            return decided[-1]
+        controller.decide = recorded  # type: ignore[method-assign]
+        cost = VerifyCostCurve(dict(DEMO_CURVE)).cost
+        for step in replay_passes(row["prompt"], row["output"], drafter, controller, cost):
+            if step.drafted:
+                length = "1-3" if step.drafted <= 3 else "4-15" if step.drafted <= 15 else "16+"
+                key = (decided[-1].kind, length)
+                passes, expected, wrote = found.get(key, (0, 0.0, 0))
+                found[key] = (passes + 1, expected + (decided[-1].expected_tokens or 0.0),
+                              wrote + step.kept + 1)
+        runs.append(RememberedRun(len(runs) + 1,
+                                  remembered_tokens(row["prompt"], row["output"])))
+    return found
 
 
 # -- the replayed controllers: a drafter that shows its draft to its controller --
@@ -229,6 +266,12 @@ def main(argv: list[str] | None = None) -> int:
         for (source, kind), (reached, rejected) in sorted(hazards(copied).items()):
             print(f"| {suite} | {source} | {kind} | {reached} | {rejected} | "
                   f"{rejected / reached:.3f} |")
+    print("\n| workload | kind | draft length | passes | tokens expected a pass | written |"
+          "\n|---|---|---|---|---|---|")
+    for suite in SHARED:
+        for (kind, length), (passes, expected, wrote) in sorted(calibration(suite).items()):
+            print(f"| {suite} | {kind} | {length} | {passes} | {expected / passes:.2f} | "
+                  f"{wrote / passes:.2f} |")
     fitted = Counter[tuple[str, str]](), Counter[tuple[str, str]]()
     for copied in found.values():
         for (source, kind), (reached, rejected) in hazards(copied).items():
