@@ -12,8 +12,8 @@ curve, and its drafting (a catch-up extend, then a step per token) on that curve
 quiet ratio of the draft's step to the target's; --profile gpu prices both on an assumed
 GPU-like curve instead.
 
-  record:  python packaging/replay_draft.py record OUT.json DRAFT.json [--suite code ...]
-  replay:  python packaging/replay_draft.py replay DRAFT.json [--variant NAME ...]
+  record:  python packaging/research/replay_draft.py record OUT.json DRAFT.json [--suite code ...]
+  replay:  python packaging/research/replay_draft.py replay DRAFT.json [--variant NAME ...]
 
 OUT.json comes from `replay_lookup.py record`.
 """
@@ -112,6 +112,9 @@ def replay(row: dict[str, Any], ctl: DraftLengthController, draft_curve: dict[in
     runs_on = {int(i): qs for i, qs in row["runs_on"].items()}
     cached = len(row["prompt"]) - 1  # context tokens the draft's cache holds
     done = 0
+    # chain passes padded to a cheaper size as the session pads them (the context never runs
+    # out here)
+    ctl.pad_room = len(row["prompt"]) + len(output) + ctl.draft_max + 1
     while done < len(output):
         remaining = len(output) - done
         k = ctl.decide(remaining, DRAFT_MODEL).k
@@ -143,14 +146,16 @@ def replay(row: dict[str, Any], ctl: DraftLengthController, draft_curve: dict[in
         verdicts = [True] * accepted + ([False] if accepted < drafted else [])
         t_draft = (interpolate(draft_curve, max(1, context - cached))
                    + (drafted - 1) * interpolate(draft_curve, 1))
-        t_verify = cost(drafted + 1)
+        size = ctl.padded_size(drafted + 1)
+        t_verify = cost(size)
         bins = getattr(ctl, "bins", None)  # the q-bins variant learns from each judged q
         for q, passed in zip(qs, verdicts, strict=False):
             if bins is not None:
                 bins.observe(q, passed)
         ctl.observe(PassOutcome(DRAFT_MODEL, verdicts,
-                                pass_tokens=drafted + 1, draft_depth=drafted,
-                                t_draft=t_draft, t_verify=t_verify))
+                                pass_tokens=size, draft_depth=drafted,
+                                t_draft=t_draft, t_verify=t_verify,
+                                pads=size - drafted - 1))
         cached = context + min(accepted, drafted - 1)
         tally.seconds += t_draft + t_verify
         tally.passes += 1
