@@ -144,8 +144,8 @@ def replay(row: dict[str, Any], ctl: DraftLengthController, draft_curve: dict[in
         drafted = len(qs)
         accepted = drafted if wrong_at is None else wrong_at
         verdicts = [True] * accepted + ([False] if accepted < drafted else [])
-        t_draft = (interpolate(draft_curve, max(1, context - cached))
-                   + (drafted - 1) * interpolate(draft_curve, 1))
+        t_first = interpolate(draft_curve, max(1, context - cached))  # with its catch-up
+        t_draft = t_first + (drafted - 1) * interpolate(draft_curve, 1)
         size = ctl.padded_size(drafted + 1)
         t_verify = cost(size)
         bins = getattr(ctl, "bins", None)  # the q-bins variant learns from each judged q
@@ -155,7 +155,7 @@ def replay(row: dict[str, Any], ctl: DraftLengthController, draft_curve: dict[in
         ctl.observe(PassOutcome(DRAFT_MODEL, verdicts,
                                 pass_tokens=size, draft_depth=drafted,
                                 t_draft=t_draft, t_verify=t_verify,
-                                pads=size - drafted - 1))
+                                pads=size - drafted - 1, t_draft_first=t_first))
         cached = context + min(accepted, drafted - 1)
         tally.seconds += t_draft + t_verify
         tally.passes += 1
