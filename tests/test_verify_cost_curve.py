@@ -288,3 +288,27 @@ def test_a_decision_without_a_new_pass_computes_no_median(monkeypatch):
     assert 1 <= len(medians) <= 2
     assert second.prices[4] == pytest.approx(_BLOCKED_CURVE[5] * 0.8)  # k = 4: 5 tokens
     assert first.prices[4] == pytest.approx(_BLOCKED_CURVE[5] * 1.1)
+
+
+def test_a_run_merged_into_the_stored_curve_keeps_its_shape_at_one_level(gguf_pair):
+    """A run that priced only some sizes, at a level of its own, moves the other stored sizes
+    to that level: a step the calibration measured (4 tokens cheaper than 3) survives a run
+    that timed the 4-token pass alone, 20% dearer."""
+    target, _ = gguf_pair
+    calibration.store_verify_curve(target, {1: 0.060, 2: 0.095, 3: 0.116, 4: 0.107, 16: 0.25})
+    deeper = {1: 0.072, 4: 0.107 * 1.2}
+    calibration.store_verify_curve(target, deeper)
+    stored = calibration.stored_verify_curve(target).points
+    assert stored[4] == pytest.approx(0.1284) and stored[1] == pytest.approx(0.072)
+    assert stored[3] == pytest.approx(0.116 * 1.2) and stored[16] == pytest.approx(0.30)
+    assert calibration.cheapest_size(stored, 3, 16) == 4
+    # sizes merged straight in, as before, would have kept 3 below 4: no padding
+    assert calibration.cheapest_size({**{1: 0.06, 3: 0.116, 16: 0.25}, **deeper}, 3, 16) == 3
+
+
+def test_merged_shape_without_shared_sizes_keeps_the_stored_level():
+    stored = {1: 0.06, 4: 0.107}
+    assert calibration.merged_shape(stored, {2: 0.1}) == {1: 0.06, 4: 0.107, 2: 0.1}
+    # only the plain step shared: it sets the level
+    assert calibration.merged_shape(stored, {1: 0.03, 2: 0.05}) == pytest.approx(
+        {1: 0.03, 4: 0.0535, 2: 0.05})
