@@ -312,3 +312,6 @@ def test_merged_shape_without_shared_sizes_keeps_the_stored_level():
     # only the plain step shared: it sets the level
     assert calibration.merged_shape(stored, {1: 0.03, 2: 0.05}) == pytest.approx(
         {1: 0.03, 4: 0.0535, 2: 0.05})
+    # a price no pass can have sets no level and is not kept
+    assert calibration.merged_shape({1: 0.0, 4: 0.107, 8: float("nan")}, {1: 0.03, 4: 0.2}) == {
+        1: 0.03, 4: 0.2}

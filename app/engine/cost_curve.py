@@ -10,6 +10,7 @@ kept per pass size, never assumed linear, and interpolated between the sizes it 
 from __future__ import annotations
 
 import json
+import math
 import os
 import statistics
 import time
@@ -345,11 +346,18 @@ def merged_shape(stored: dict[int, float], medians: dict[int, float]) -> dict[in
     beside 117.5 for a 3-token one, where runs and the calibration measured 106-107 against
     112-116 side by side, so a new run did not pad a 3-token pass to 4 until its own passes
     priced both. A shape is only a shape at one level."""
+    stored, medians = _usable(stored), _usable(medians)
     shared = [n for n in medians if n in stored and n > 1] or [
         n for n in medians if n in stored]
     level = (float(np.median([medians[n] / stored[n] for n in shared]))
              if shared else 1.0)
     return {**{n: t * level for n, t in stored.items()}, **medians}
+
+
+def _usable(prices: dict[int, float]) -> dict[int, float]:
+    """The prices a curve can hold: positive and finite (a store edited by hand, or written by
+    a broken build, may hold others; one would set the level of every size for good)."""
+    return {n: t for n, t in prices.items() if t > 0 and math.isfinite(t)}
 
 
 def calibrate_verify_curve(model: LanguageModel, draft_max: int) -> VerifyCostCurve:
