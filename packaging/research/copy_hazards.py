@@ -7,6 +7,9 @@ the copy bars (copy_bars.py): three measured negatives, kept so they can be chec
    for a content token (word, number, string), whether it is new to this request (in neither
    the prompt, the output so far nor the draft before it). A copy of an earlier answer breaks
    at a content token new to the request about half the time, elsewhere about one in ten.
+   Beside them: of the copies with 16 tokens to offer, how many agreed for all 16 (per source,
+   and whether a new content token lay among them), and the draft tokens that hold a quoted
+   code fence's backticks, with what the target wrote in their place.
 2. Calibration: over the app's own replayed drafting passes, per kind and draft length, the
    tokens each pass was expected to write (its Decision's expected_tokens) against what it
    wrote. Where they agree, the controller prices as well as its figures allow, and what it
@@ -27,6 +30,7 @@ the copy bars (copy_bars.py): three measured negatives, kept so they can be chec
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import re
 import sys
@@ -55,12 +59,15 @@ from app.engine.pass_pricing import Pricing  # noqa: E402
 from app.engine.records import COPIED_FROM_MEMORY, Decision  # noqa: E402
 from app.runs import remembered_tokens  # noqa: E402
 
+_APP_PAYING_K = adaptive.paying_k
 CONTENT = ("word", "number", "string")
 NEW_TOKEN_RATE = 0.5  # about the measured hazard of such tokens in the repetitive session
 SHARED = ("repetitive", "edit", "verbatim")
 
 
+@functools.cache
 def vocabulary() -> dict[int, str]:
+    """The texts of the tokens in the recordings (their vocabulary sidecars)."""
     texts: dict[int, str] = {}
     for recording in set(copy_bars.RECORDINGS.values()):
         sidecar = json.loads(recording.with_suffix(".vocab.json").read_text())
@@ -68,11 +75,8 @@ def vocabulary() -> dict[int, str]:
     return texts
 
 
-TEXTS = vocabulary()
-
-
 def token_class(token: int) -> str:
-    text = TEXTS.get(token, "")
+    text = vocabulary().get(token, "")
     if not text.strip():
         return "space"
     if re.fullmatch(r"\s*\d.*", text):
@@ -104,14 +108,17 @@ def copies(suite: str) -> list[dict[str, Any]]:
         outlook = drafter.outlook(context)
         if outlook.copy is None:
             return None
-        available = 64 if outlook.available is None else outlook.available
+        # as a session cuts a draft: what is left of the output, less the pass's own token
+        available = min(64 if outlook.available is None else outlook.available,
+                        len(output) - done - 1)
         draft = drafter.propose(context, Budget(64), GREEDY, RNG).tokens[:available]
         agree = 0
         while (agree < len(draft) and done + agree < len(output)
                and draft[agree] == output[done + agree]):
             agree += 1
         return {"source": outlook.copy.source, "draft": draft, "agree": agree,
-                "new": new_content(draft, set(context))}
+                "new": new_content(draft, set(context)),
+                "wrote": output[done + agree] if agree < len(draft) else None}
     found = at_every_position(rows, "app", load_limit(recording), 64, measure)
     return [copy for task in found for copy in task if copy is not None]
 
@@ -128,6 +135,33 @@ def hazards(found: list[dict[str, Any]]) -> dict[tuple[str, str], tuple[int, int
                 rejected[key] += 1
                 break
     return {key: (reached[key], rejected[key]) for key in reached}
+
+
+def holding(found: list[dict[str, Any]], length: int = 16
+             ) -> dict[tuple[str, bool], tuple[int, int]]:
+    """Per (source, whether a content token new to the request lies among the first `length`
+    draft tokens): the copies with `length` tokens to offer, of them agreeing for all."""
+    counts: dict[tuple[str, bool], tuple[int, int]] = {}
+    for copy in found:
+        if len(copy["draft"]) >= length:
+            key = (copy["source"], any(copy["new"][:length]))
+            copies_, held = counts.get(key, (0, 0))
+            counts[key] = (copies_ + 1, held + (copy["agree"] >= length))
+    return counts
+
+
+def fence_tokens(found: list[dict[str, Any]]) -> tuple[int, int, Counter[str]]:
+    """Draft tokens that hold a code fence's backticks (two or more): how many were reached,
+    how many rejected, and what the target wrote in their place."""
+    reached, rejected, wrote = 0, 0, Counter[str]()
+    for copy in found:
+        for j, token in enumerate(copy["draft"][: copy["agree"] + 1]):
+            if "``" in vocabulary().get(token, ""):
+                reached += 1
+                if j == copy["agree"]:
+                    rejected += 1
+                    wrote[vocabulary().get(copy["wrote"], "?")] += 1
+    return reached, rejected, wrote
 
 
 def calibration(suite: str) -> dict[tuple[str, str], tuple[int, float, int]]:
@@ -150,11 +184,11 @@ def calibration(suite: str) -> dict[tuple[str, str], tuple[int, float, int]]:
         controller.decide = recorded  # type: ignore[method-assign]
         cost = VerifyCostCurve(dict(DEMO_CURVE)).cost
         for step in replay_passes(row["prompt"], row["output"], drafter, controller, cost):
-            if step.drafted:
+            if step.drafted and decided[-1].expected_tokens is not None:
                 length = "1-3" if step.drafted <= 3 else "4-15" if step.drafted <= 15 else "16+"
                 key = (decided[-1].kind, length)
                 passes, expected, wrote = found.get(key, (0, 0.0, 0))
-                found[key] = (passes + 1, expected + (decided[-1].expected_tokens or 0.0),
+                found[key] = (passes + 1, expected + decided[-1].expected_tokens,
                               wrote + step.kept + 1)
         runs.append(RememberedRun(len(runs) + 1,
                                   remembered_tokens(row["prompt"], row["output"])))
@@ -189,8 +223,9 @@ class ByTokenClass(DraftLengthController):
             at_split = SPLIT_RATES.get(self._copy.source)
             priced = []
             for j, learnt in enumerate(estimate.accept_at[:top]):
-                rate = self.rates.get((self._copy.source, token_class(shown["tokens"][j]))) \
-                    if j < len(shown["tokens"]) else None
+                token = shown["tokens"][j] if j < len(shown["tokens"]) else None
+                rate = (None if token is None
+                        else self.rates.get((self._copy.source, token_class(token))))
                 if at_split is not None and j in self._copy.splits:
                     priced.append(at_split)
                 elif rate is None:
@@ -237,6 +272,14 @@ class LongRunRate(DraftLengthController):
             self.seconds += outcome.t_draft + outcome.t_verify
         return super().observe(outcome)
 
+    def could_pay(self, *args: Any, **kwargs: Any) -> int:
+        """A probe's check prices near-perfect acceptance: the app's rule, unpatched."""
+        patched, adaptive.paying_k = adaptive.paying_k, _APP_PAYING_K
+        try:
+            return super().could_pay(*args, **kwargs)
+        finally:
+            adaptive.paying_k = patched
+
     def decide(self, *args: Any, **kwargs: Any) -> Any:
         chosen = adaptive.paying_k
 
@@ -266,6 +309,18 @@ def main(argv: list[str] | None = None) -> int:
         for (source, kind), (reached, rejected) in sorted(hazards(copied).items()):
             print(f"| {suite} | {source} | {kind} | {reached} | {rejected} | "
                   f"{rejected / reached:.3f} |")
+    print("\n| workload | source | a new word, number or string among the first 16 | "
+          "copies with 16 tokens to offer | of them agreeing for 16 |\n|---|---|---|---|---|")
+    for suite, copied in found.items():
+        for (source, new), (offered, held) in sorted(holding(copied).items()):
+            print(f"| {suite} | {source} | {'yes' if new else 'no'} | {offered} | "
+                  f"{held} ({held / offered:.0%}) |")
+    print("\n| workload | drafted tokens holding a code fence's backticks, reached | rejected | "
+          "the target wrote instead |\n|---|---|---|---|")
+    for suite, copied in found.items():
+        reached, rejected, wrote = fence_tokens(copied)
+        instead = ", ".join(f"{text!r} {n}" for text, n in wrote.most_common(4))
+        print(f"| {suite} | {reached} | {rejected} | {instead} |")
     print("\n| workload | kind | draft length | passes | tokens expected a pass | written |"
           "\n|---|---|---|---|---|---|")
     for suite in SHARED:

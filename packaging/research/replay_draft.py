@@ -101,8 +101,9 @@ class Tally:
     drafted: int = 0
     accepted: int = 0
 
-    def cell(self) -> str:
-        return f"{self.plain / self.seconds:.3f}"
+    def cell(self, passes: bool = False) -> str:
+        speed = f"{self.plain / self.seconds:.3f}"
+        return f"{speed} ({self.drafting} drafting of {self.passes} passes)" if passes else speed
 
 
 def replay(row: dict[str, Any], ctl: DraftLengthController, draft_curve: dict[int, float],
@@ -295,6 +296,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--curve", type=Path,
                         help="with --profile cpu: the target's verify curve from this JSON "
                              "object of pass size -> seconds, not the demo target's")
+    parser.add_argument("--passes", action="store_true",
+                        help="beside each speed, how many of the passes drafted")
     args = parser.parse_args(argv)
     if args.mode == "record":
         record(args.files[0], args.files[1], args.suite)
@@ -315,7 +318,7 @@ def main(argv: list[str] | None = None) -> int:
         make, stop = VARIANTS[name]
         tallies = {s: Tally() for s in suites}
         run_all(data["rows"], make, stop, tallies, target_curve, draft_curve)
-        print(f"| {name} | " + " | ".join(tallies[s].cell() for s in suites) + " |",
+        print(f"| {name} | " + " | ".join(tallies[s].cell(args.passes) for s in suites) + " |",
               flush=True)
     return 0
 

@@ -209,6 +209,25 @@ for _margin in (0.03, 0.05, 0.1):
         small_probes(DraftLengthController, 1), _margin))
 
 
+def with_options(**options: float) -> type[DraftLengthController]:
+    class Options(DraftLengthController):
+        """The app's controller with some of its constants (ControllerOptions) moved."""
+
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs, options=ControllerOptions(**options))
+    return Options
+
+
+# the estimate's constants moved (on the Xeon's huge-pages curve: pool memory 64 and 128
+# replayed 69% and 70% of the oracle's gain on the repetitive session against the app's 68%,
+# but 59% against 61% on the EPYC Zen 5's; docs/benchmarks.md)
+for _name, _options in {"pool memory 64": {"pool_memory": 64.0},
+                        "pool memory 128": {"pool_memory": 128.0},
+                        "position decay 0.9": {"position_decay": 0.9},
+                        "copy rate tokens 8": {"copy_rate_tokens": 8.0}}.items():
+    VARIANTS[_name] = variant(controller=with_options(**_options))
+
+
 class LongestMatchKind(SuffixDrafter):
     """The kind and the copy's evidence from the longest match found, not the match of the
     best-scoring candidate. Replayed: no change (1.105x either way over the repetitive
