@@ -151,6 +151,28 @@ def test_a_benchmarked_prompt_never_drafts_from_its_own_earlier_answer(gguf_file
         pair.close()
 
 
+def test_a_timed_run_hands_its_session_to_prepare_before_the_first_step(gguf_files, tmp_path):
+    """A research bench swaps the controller in (bench_oracle.py): what prepare sets is what
+    the timed run decodes with."""
+    pair = load_pair(ModelSpec(str(gguf_files[0])))
+    try:
+        config = memory_config(tmp_path / "m.json", n_predict=12)
+        prompt = pair.target.tokenize("a tiny prompt")
+        seen = []
+
+        def prepare(session: Session) -> None:
+            seen.append((session, list(session.output_ids)))
+            session.controller.draft_max = 0  # no step may draft
+
+        tally = Tally()
+        timed_run(pair, config, prompt, plain=False, tally=tally, prepare=prepare)
+        (session, before), = seen
+        assert before == [] and tally.outputs == [session.output_ids]
+        assert session.stats.drafted == 0 and len(session.output_ids) == 12
+    finally:
+        pair.close()
+
+
 def test_a_retried_prompt_drafts_from_the_answer_it_got_before(gguf_files, tmp_path):
     """A workload that sends a prompt again on purpose (a retry) times what the app does:
     the retry copies its earlier answer from the memory, whole."""

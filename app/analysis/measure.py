@@ -11,6 +11,7 @@ from app.analysis.divergence import MarginTap, TopTwo
 from app.engine.cost_curve import MIN_SAMPLES
 from app.engine.decode_config import DecodeConfig
 from app.engine.metrics import RunStats
+from app.engine.session import Session
 from app.models.loading import LoadedPair
 from app.runs import build_session, calibrate_pair, remember_output
 
@@ -38,15 +39,19 @@ class Tally:
 
 
 def timed_run(pair: LoadedPair, config: DecodeConfig, prompt_ids: list[int], plain: bool,
-              tally: Tally, retried: bool = False) -> None:
+              tally: Tally, retried: bool = False,
+              prepare: Callable[[Session], None] | None = None) -> None:
     """One generation into `tally` (decoding time only: the prompt's prefill is left out).
     With a draft memory, a speculative run drafts from earlier prompts' speculative runs,
     never from an answer to its own prompt, and is remembered for the prompts after it;
     `retried`: a prompt a workload sends again on purpose drafts from the answers it got
-    before, as a retry in the app does."""
+    before, as a retry in the app does. `prepare`: called with the session before it runs,
+    untimed (a research bench's scripted controller)."""
     # timing runs show no per-token alternatives or entropies: none are computed
     session = build_session(pair, config, plain=plain, diagnostics=False,
                             avoid_prompt=None if retried else prompt_ids)
+    if prepare is not None:
+        prepare(session)
     start = time.perf_counter()
     for step in session.steps(prompt_ids):
         tally.stats.add(step)
