@@ -143,14 +143,9 @@ class VerifyCostCurve:
         return self._load(self.live)
 
     def _load(self, live: dict[int, float]) -> float:
-        if not self.points or not live:
+        if not self.points:
             return 1.0
-        # the passes over several tokens set the level where there are any: this machine's
-        # 2 cores switch for minutes between states where a 2-token pass costs 1.65x and
-        # 1.9x a single step, so the plain step's own level says little of the others'
-        longer = {n: t for n, t in live.items() if n > 1} or live
-        return float(np.median([t / max(interpolate(self.points, n), 1e-9)
-                                for n, t in longer.items()]))
+        return level(live, {n: max(interpolate(self.points, n), 1e-9) for n in live})
 
     def current(self) -> dict[int, float]:
         """Every size this curve can price now, with its price."""
@@ -339,19 +334,27 @@ def store_verify_curve(model: LanguageModel, medians: dict[int, float]) -> None:
 
 def merged_shape(stored: dict[int, float], medians: dict[int, float]) -> dict[int, float]:
     """A stored curve with a later run's medians in it, at the run's level: the sizes the run
-    did not price are scaled by how its prices compare with the stored ones where both price
-    a size (the median ratio, over passes of several tokens where there are any). Each run
+    did not price are scaled by how its prices compare with the stored ones (level()). Each run
     prices the sizes it ran, at its own context depth and on the machine of that moment;
     merged size by size, one day's runs on the Xeon left 128.8 ms stored for a 4-token pass
     beside 117.5 for a 3-token one, where runs and the calibration measured 106-107 against
     112-116 side by side, so a new run did not pad a 3-token pass to 4 until its own passes
     priced both. A shape is only a shape at one level."""
     stored, medians = _usable(stored), _usable(medians)
-    shared = [n for n in medians if n in stored and n > 1] or [
-        n for n in medians if n in stored]
-    level = (float(np.median([medians[n] / stored[n] for n in shared]))
-             if shared else 1.0)
-    return {**{n: t * level for n, t in stored.items()}, **medians}
+    scale = level(medians, stored)
+    return {**{n: t * scale for n, t in stored.items()}, **medians}
+
+
+def level(prices: dict[int, float], reference: dict[int, float]) -> float:
+    """How `prices` compare with `reference`: the median ratio over the sizes both price,
+    the passes over several tokens where there are any (1: none shared). This machine's 2
+    cores switch for minutes between states where a 2-token pass costs 1.65x and 1.9x a
+    single step, so the plain step's own level says little of the others'."""
+    shared = [n for n in prices if n in reference]
+    shared = [n for n in shared if n > 1] or shared
+    if not shared:
+        return 1.0
+    return float(np.median([prices[n] / reference[n] for n in shared]))
 
 
 def _usable(prices: dict[int, float]) -> dict[int, float]:
