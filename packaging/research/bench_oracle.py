@@ -5,7 +5,7 @@ one process, in turns, so the ratios hold on a noisy machine.
 The oracle knows the output: before its run, the target's plain greedy output (decoded once,
 untimed) is read by a drafter built as the run's own (the same memory and retry copy) at every
 position, each draft up to draft-max tokens long, and each k is chosen by the least modelled
-time to write the whole output (as replay_suffix.oracle) on the curve calibrated at the start.
+time to write the whole output (replay_suffix.oracle_plan) on the curve calibrated at the start.
 Its run then drafts those k (capped by what the drafter offers at that step), padded as the
 app pads. All three rows run on the exact (batch-invariant) kernels by default, where greedy
 speculative decoding writes the plain output bit for bit, so the oracle's positions hold: on
@@ -42,6 +42,7 @@ from bench_vs_llamacpp import (  # noqa: E402
     pass_cost,
 )
 from engine_env import run_as_engine_process  # noqa: E402
+from replay_suffix import agreeing, oracle_plan  # noqa: E402
 
 from app.allocator import keep_large_blocks  # noqa: E402
 from app.analysis.measure import Tally, timed_run, warm_up  # noqa: E402
@@ -89,24 +90,14 @@ def oracle_lengths(pair: LoadedPair, config: DecodeConfig, prompt: list[int],
     drafter = new_drafter(pair, config, None if retried else prompt)
     assert drafter is not None
     drafter.begin(prompt)
-    agree: list[int] = []
+    per: list[tuple[int, int]] = []  # (match, agreement); the oracle reads the agreement
     for done in range(len(output)):
         context = [*prompt, *output[:done]]
         draft = drafter.propose(context, Budget(config.draft_max), NEVER_DRAWN, NEVER_DRAWS)
-        n = 0
-        while (n < len(draft.tokens) and done + n < len(output)
-               and draft.tokens[n] == output[done + n]):
-            n += 1
-        agree.append(n)
+        per.append((0, agreeing(draft.tokens, output, done)))
         drafter.accept([*context, output[done]], None)
-    n_out = len(output)
-    best = [0.0] * (n_out + 1)
-    choice = [0] * n_out
-    for i in range(n_out - 1, -1, -1):
-        options = [(cost(k + 1) + best[min(n_out, i + min(k, agree[i]) + 1)], k)
-                   for k in range(0, min(config.draft_max, n_out - i - 1) + 1)]
-        best[i], choice[i] = min(options)
-    return choice, best[0]
+    seconds, plan = oracle_plan(per, cost, config.draft_max)
+    return [k or 0 for k in plan], seconds
 
 
 def workload(pair: LoadedPair, config: DecodeConfig, name: str,

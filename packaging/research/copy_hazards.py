@@ -46,7 +46,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import copy_bars  # noqa: E402
 from replay_lookup import DEMO_CURVE, add_curve_option, replay_passes, use_curve  # noqa: E402
-from replay_suffix import GREEDY, RNG, at_every_position, load_limit, recall  # noqa: E402
+from replay_suffix import (  # noqa: E402
+    GREEDY,
+    RNG,
+    agreeing,
+    at_every_position,
+    load_limit,
+    recall,
+)
 from suffix_variants import VARIANTS, variant  # noqa: E402
 
 import app.engine.adaptive as adaptive  # noqa: E402
@@ -112,10 +119,7 @@ def copies(suite: str) -> list[dict[str, Any]]:
         available = min(64 if outlook.available is None else outlook.available,
                         len(output) - done - 1)
         draft = drafter.propose(context, Budget(64), GREEDY, RNG).tokens[:available]
-        agree = 0
-        while (agree < len(draft) and done + agree < len(output)
-               and draft[agree] == output[done + agree]):
-            agree += 1
+        agree = agreeing(draft, output, done)
         return {"source": outlook.copy.source, "draft": draft, "agree": agree,
                 "new": new_content(draft, set(context)),
                 "wrote": output[done + agree] if agree < len(draft) else None}

@@ -158,12 +158,18 @@ def agreement(rows: list[dict[str, Any]], variant: str, limit: Limit,
     def measure(drafter: SuffixDrafter, context: list[int], output: list[int],
                 done: int) -> tuple[int, int]:
         draft = drafter.propose(context, Budget(depth), GREEDY, RNG)
-        agree = 0
-        while (agree < len(draft.tokens) and done + agree < len(output)
-               and draft.tokens[agree] == output[done + agree]):
-            agree += 1
-        return drafter.match_length(context), agree
+        return drafter.match_length(context), agreeing(draft.tokens, output, done)
     return at_every_position(rows, variant, limit, depth, measure)
+
+
+def agreeing(draft: Sequence[int], output: Sequence[int], done: int) -> int:
+    """How many of the draft's first tokens equal output[done:] (what a greedy chain pass
+    keeps of it)."""
+    agree = 0
+    while (agree < len(draft) and done + agree < len(output)
+           and draft[agree] == output[done + agree]):
+        agree += 1
+    return agree
 
 
 TREE_SHAPES = tuple(TreeShape(width=w, max_nodes=n) for w in (2, 3, 4) for n in (4, 8, 16, 32))
@@ -198,16 +204,25 @@ def oracle(per: list[tuple[int, int]], cost: Callable[[int], float], k_max: int,
     """The least modelled time to write the output with this drafter, k chosen knowing each
     draft's agreement (a bound on what any controller earns from it); with `trees` (per
     position, each tree's nodes and agreeing path), a tree pass may be chosen instead."""
+    return oracle_plan(per, cost, k_max, trees)[0]
+
+
+def oracle_plan(per: list[tuple[int, int]], cost: Callable[[int], float], k_max: int,
+                trees: list[list[tuple[int, int]]] | None = None
+                ) -> tuple[float, list[int | None]]:
+    """oracle()'s time, and at each position the k its passes draft from there (None where
+    a tree pass is chosen; only the positions a pass starts at are read)."""
     n = len(per)
     best = [0.0] * (n + 1)  # best[i]: seconds to write output[i:]
+    choice: list[int | None] = [0] * n
     for i in range(n - 1, -1, -1):
         agree = per[i][1]
-        best[i] = min(cost(k + 1) + best[min(n, i + min(k, agree) + 1)]
-                      for k in range(0, min(k_max, n - i - 1) + 1))
+        best[i], choice[i] = min((cost(k + 1) + best[min(n, i + min(k, agree) + 1)], k)
+                                 for k in range(0, min(k_max, n - i - 1) + 1))
         for nodes, kept in (trees[i] if trees else ()):
-            if nodes:
-                best[i] = min(best[i], cost(nodes + 1) + best[min(n, i + kept + 1)])
-    return best[0]
+            if nodes and cost(nodes + 1) + best[min(n, i + kept + 1)] < best[i]:
+                best[i], choice[i] = cost(nodes + 1) + best[min(n, i + kept + 1)], None
+    return best[0], choice
 
 
 def main(argv: list[str] | None = None) -> int:
