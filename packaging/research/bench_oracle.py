@@ -12,7 +12,7 @@ speculative decoding writes the plain output bit for bit, so the oracle's positi
 the fast kernels a near-tie parts the outputs (in a trial, 6 tokens into a task whose oracle
 drafted 6 at once) and every k after it is for another text. --fast-kernels runs them anyway;
 each task's log line says whether each row's output was the plain one.
-The bar (issue 55): the app earns at least 80% of the oracle's gain, (app - 1) / (oracle - 1)
+The bar: the app earns at least 80% of the oracle's gain, (app - 1) / (oracle - 1)
 with both as speed over plain decoding; copy_bars.py models the same share from recordings.
 
   PYTHONPATH=. python packaging/research/bench_oracle.py [--workloads repetitive,edit,verbatim]
