@@ -45,26 +45,24 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import copy_bars  # noqa: E402
-from replay_lookup import DEMO_CURVE, add_curve_option, replay_passes, use_curve  # noqa: E402
+from replay_lookup import add_curve_option, use_curve  # noqa: E402
 from replay_suffix import (  # noqa: E402
     GREEDY,
     RNG,
     agreeing,
     at_every_position,
     load_limit,
-    recall,
+    suite_replays,
 )
 from suffix_variants import VARIANTS, variant  # noqa: E402
 
 import app.engine.adaptive as adaptive  # noqa: E402
 from app.engine.adaptive import DraftLengthController, PassOutcome  # noqa: E402
-from app.engine.cost_curve import VerifyCostCurve  # noqa: E402
 from app.engine.drafters import Budget, DraftKind, Outlook  # noqa: E402
-from app.engine.drafters.suffix import RememberedRun, SuffixDrafter, memory_buffer  # noqa: E402
+from app.engine.drafters.suffix import SuffixDrafter  # noqa: E402
 from app.engine.estimates import SPLIT_RATES, copy_accept_at  # noqa: E402
 from app.engine.pass_pricing import Pricing  # noqa: E402
-from app.engine.records import COPIED_FROM_MEMORY, Decision  # noqa: E402
-from app.runs import remembered_tokens  # noqa: E402
+from app.engine.records import COPIED_FROM_MEMORY  # noqa: E402
 
 _APP_PAYING_K = adaptive.paying_k
 CONTENT = ("word", "number", "string")
@@ -173,29 +171,15 @@ def calibration(suite: str) -> dict[tuple[str, str], tuple[int, float, int]]:
     suite, the tokens their decisions expected them to write, and the tokens they wrote."""
     recording = copy_bars.RECORDINGS[suite]
     rows = [row for row in json.loads(recording.read_text()) if row["suite"] == suite]
-    limit, runs = load_limit(recording), []
     found: dict[tuple[str, str], tuple[int, float, int]] = {}
-    for row in rows:
-        drafter, controller = VARIANTS["app"](memory_buffer(runs), limit, 64)
-        drafter.recall = recall(rows, runs)
-        decided: list[Decision] = []
-        decide = controller.decide
-
-        def recorded(*args: Any, decide: Any = decide, decided: list[Decision] = decided,
-                     **kwargs: Any) -> Decision:
-            decided.append(decide(*args, **kwargs))
-            return decided[-1]
-        controller.decide = recorded  # type: ignore[method-assign]
-        cost = VerifyCostCurve(dict(DEMO_CURVE)).cost
-        for step in replay_passes(row["prompt"], row["output"], drafter, controller, cost):
-            if step.drafted and decided[-1].expected_tokens is not None:
+    for _, passes in suite_replays(rows, "app", load_limit(recording), 64):
+        for step in passes:
+            expected = step.decision.expected_tokens
+            if step.drafted and expected is not None:
                 length = "1-3" if step.drafted <= 3 else "4-15" if step.drafted <= 15 else "16+"
-                key = (decided[-1].kind, length)
-                passes, expected, wrote = found.get(key, (0, 0.0, 0))
-                found[key] = (passes + 1, expected + decided[-1].expected_tokens,
-                              wrote + step.kept + 1)
-        runs.append(RememberedRun(len(runs) + 1,
-                                  remembered_tokens(row["prompt"], row["output"])))
+                key = (step.decision.kind, length)
+                counted, priced, wrote = found.get(key, (0, 0.0, 0))
+                found[key] = (counted + 1, priced + expected, wrote + step.kept + 1)
     return found
 
 

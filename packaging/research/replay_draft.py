@@ -115,7 +115,7 @@ def replay(row: dict[str, Any], ctl: DraftLengthController, draft_curve: dict[in
     done = 0
     # chain passes padded to a cheaper size as the session pads them (the context never runs
     # out here)
-    ctl.pad_room = len(row["prompt"]) + len(output) + ctl.draft_max + 1
+    ctl.pad_room = ctl.draft_max + 1
     while done < len(output):
         remaining = len(output) - done
         k = ctl.decide(remaining, DRAFT_MODEL).k

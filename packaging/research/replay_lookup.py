@@ -38,6 +38,7 @@ from app.engine.cost_curve import VerifyCostCurve  # noqa: E402
 from app.engine.drafters import Budget, Drafter, written_copy  # noqa: E402
 from app.engine.drafters.lookup import PromptLookup  # noqa: E402
 from app.engine.drafters.lookup.edits import EditAwareLookup  # noqa: E402
+from app.engine.records import Decision  # noqa: E402
 from app.engine.sampling import SamplingParams  # noqa: E402
 from app.engine.session import ShadowCheck  # noqa: E402
 
@@ -123,6 +124,7 @@ class ReplayedPass:
     drafted: int  # draft tokens judged
     kept: int  # of them accepted
     seconds: float  # the pass's modelled time
+    decision: Decision  # the controller's, that chose the pass's k
 
 
 def replay_passes(prompt: list[int], output: list[int], drafter: Drafter,
@@ -133,14 +135,15 @@ def replay_passes(prompt: list[int], output: list[int], drafter: Drafter,
     the size the session runs it: padded where the curve prices a larger pass below it
     (DraftLengthController.padded_size; the context never runs out here)."""
     drafter.begin(prompt)
-    controller.pad_room = len(prompt) + len(output) + controller.draft_max + 1
+    controller.pad_room = controller.draft_max + 1  # the context never runs out here
     context, done = list(prompt), 0
     shadow = ShadowCheck()  # as the session does: free drafts declined are checked, not probed
     while done < len(output):
         remaining = len(output) - done
         outlook = drafter.outlook(context)
-        k = controller.decide(remaining, outlook.kind, min(outlook.copied, done),
-                              outlook.available, written_copy(outlook, done)).k
+        decision = controller.decide(remaining, outlook.kind, min(outlook.copied, done),
+                                     outlook.available, written_copy(outlook, done))
+        k = decision.k
         shadow.offer(controller, drafter, outlook, k, context, done, remaining,
                      SamplingParams(), _NEVER_DRAWN)
         draft = drafter.propose(context, Budget(k), SamplingParams(), _NEVER_DRAWN) if k else None
@@ -155,7 +158,7 @@ def replay_passes(prompt: list[int], output: list[int], drafter: Drafter,
         controller.observe(PassOutcome(outlook.kind if tokens else None, verdicts,
                                        pass_tokens=size, draft_depth=len(tokens),
                                        t_verify=t, pads=size - len(tokens) - 1))
-        yield ReplayedPass(len(tokens), kept, t)
+        yield ReplayedPass(len(tokens), kept, t, decision)
         context += emitted
         done += len(emitted)
         shadow.settle_into(controller, output[:done])

@@ -19,7 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -29,7 +29,13 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from replay_lookup import DEMO_CURVE, add_curve_option, replay_passes, use_curve  # noqa: E402
+from replay_lookup import (  # noqa: E402
+    DEMO_CURVE,
+    ReplayedPass,
+    add_curve_option,
+    replay_passes,
+    use_curve,
+)
 from suffix_variants import VARIANTS, Limit  # noqa: E402
 
 from app.engine.adaptive import DraftLengthController  # noqa: E402
@@ -60,6 +66,18 @@ class Tally:
     drafting: int = 0  # passes that drafted
     drafted: int = 0  # draft tokens judged
     accepted: int = 0
+
+    def add(self, passes: Iterable[ReplayedPass], tokens: int, plain_step: float) -> None:
+        """One task's replayed passes, writing `tokens` where plain decoding takes
+        `plain_step` seconds a token."""
+        for step in passes:
+            self.seconds += step.seconds
+            self.passes += 1
+            self.drafting += bool(step.drafted)
+            self.drafted += step.drafted
+            self.accepted += step.kept
+        self.tokens += tokens
+        self.plain += tokens * plain_step
 
     def row(self) -> str:
         return (f"{self.plain / self.seconds:6.3f}x"
@@ -94,14 +112,7 @@ def replay(prompt: list[int], output: list[int], drafter: Drafter,
            tally: Tally) -> None:
     """Write `output` after `prompt` as greedy speculative decoding would (it writes the
     plain output), adding each pass's modelled time and verdicts to `tally`."""
-    for step in replay_passes(prompt, output, drafter, controller, cost):
-        tally.seconds += step.seconds
-        tally.passes += 1
-        tally.drafting += bool(step.drafted)
-        tally.drafted += step.drafted
-        tally.accepted += step.kept
-    tally.tokens += len(output)
-    tally.plain += len(output) * cost(1)
+    tally.add(replay_passes(prompt, output, drafter, controller, cost), len(output), cost(1))
 
 
 def recall(rows: list[dict[str, Any]], runs: list[RememberedRun]) -> Recall:
@@ -114,20 +125,29 @@ def recall(rows: list[dict[str, Any]], runs: list[RememberedRun]) -> Recall:
     return answers_to
 
 
-def replay_suite(rows: list[dict[str, Any]], variant: str, limit: Limit, draft_max: int,
-                 by_task: bool = False) -> dict[str, Tally]:
-    """Each task in order, the memory holding the suite's earlier answers (none at first)."""
-    tallies: dict[str, Tally] = {}
+def suite_replays(rows: list[dict[str, Any]], variant: str, limit: Limit, draft_max: int
+                  ) -> Iterator[tuple[dict[str, Any], list[ReplayedPass]]]:
+    """Each task in order, the memory holding the suite's earlier answers (none at first),
+    with its replayed passes."""
     runs: list[RememberedRun] = []
     for row in rows:
         drafter, controller = VARIANTS[variant](memory_buffer(runs), limit, draft_max)
         if isinstance(drafter, SuffixDrafter):  # the memory-lookup variants have no retry copy
             drafter.recall = recall(rows, runs)
-        tally = tallies.setdefault(row["name"] if by_task else row["suite"], Tally())
         cost = VerifyCostCurve(dict(DEMO_CURVE)).cost
-        replay(row["prompt"], row["output"], drafter, controller, cost, tally)
+        yield row, list(replay_passes(row["prompt"], row["output"], drafter, controller, cost))
         runs.append(RememberedRun(len(runs) + 1,
                                   remembered_tokens(row["prompt"], row["output"])))
+
+
+def replay_suite(rows: list[dict[str, Any]], variant: str, limit: Limit, draft_max: int,
+                 by_task: bool = False) -> dict[str, Tally]:
+    """Each task's replay (suite_replays), added up per suite or per task."""
+    tallies: dict[str, Tally] = {}
+    plain_step = VerifyCostCurve(dict(DEMO_CURVE)).cost(1)
+    for row, passes in suite_replays(rows, variant, limit, draft_max):
+        tally = tallies.setdefault(row["name"] if by_task else row["suite"], Tally())
+        tally.add(passes, len(row["output"]), plain_step)
     return tallies
 
 
