@@ -20,6 +20,10 @@ checked again.
    app.engine.session.ShadowCheck), their verdicts counted at their draft positions. Without
    them a position the controller never drafts is priced from the pool of the others.
 
+Beside them a calibration point no run can have: the app's controller told, for each copy it
+prices, whether its next FORESEEN tokens all agree with the output (one bit a pass; yes: they
+are priced certain, no: the pass drafts fewer), to size what knowing which copies hold is worth.
+
   PYTHONPATH=. python packaging/research/copy_signals.py record   (runs the demo target)
   PYTHONPATH=. python packaging/research/copy_signals.py [--curve CURVE.json]
 """
@@ -56,6 +60,7 @@ SHARED = ("repetitive", "edit", "verbatim")
 RECENT = 4  # the last tokens whose least sure one bins a copy
 LESS_SURE, SURER = 0.9, 0.999
 SHIFT = 1.0  # log-odds
+FORESEEN = 8  # the tokens a copy's one foreseen bit says whether it holds for
 
 
 def record(out: Path) -> None:
@@ -280,6 +285,48 @@ def tail_variant(memory: Any, limit: Any, draft_max: int) -> Any:
     return drafter, controller
 
 
+class Foreseen(SuffixDrafter):
+    """The app's drafter, leaving the step's context, and the output it will be judged
+    against, for its controller (a calibration point only: no run knows the output)."""
+
+    outputs: dict[tuple[int, ...], list[int]] = {}
+    shown: dict[str, Any] = {}
+
+    def begin(self, prompt_ids: Any) -> None:
+        Foreseen.shown = {"output": self.outputs.get(tuple(prompt_ids)), "drafter": self,
+                          "prompt_length": len(prompt_ids)}
+        super().begin(prompt_ids)
+
+    def outlook(self, context: list[int]) -> Outlook:
+        Foreseen.shown["context"] = context
+        return super().outlook(context)
+
+
+class OneBitForeseen(DraftLengthController):
+    """The app's pricing, told one bit per copy: whether its next FORESEEN tokens all agree
+    with the output. Yes: they are priced certain; no: the pass drafts fewer."""
+
+    def _pricing(self, kind: DraftKind, top: int, accept_at: Sequence[float] | None = None
+                 ) -> Pricing:
+        shown = Foreseen.shown
+        if accept_at is None and self._copy is not None and shown.get("output") and top:
+            context = shown["context"]
+            draft = SuffixDrafter.propose(shown["drafter"], context, Budget(FORESEEN), GREEDY,
+                                          RNG).tokens
+            done = len(context) - shown["prompt_length"]
+            holds = (len(draft) == FORESEEN
+                     and agreeing(draft, shown["output"], done) == FORESEEN)
+            estimate = self.estimate(kind)
+            priced = copy_accept_at(self._copy, estimate.accept_at[:top], estimate.pool_seen,
+                                    self.options)
+            if holds:
+                accept_at = [1.0] * min(FORESEEN, top) + priced[FORESEEN:]
+            else:
+                accept_at = priced[: FORESEEN - 1]
+                top = len(accept_at)
+        return super()._pricing(kind, top, accept_at)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("mode", nargs="?", choices=("record", "replay"), default="replay")
@@ -300,7 +347,10 @@ def main(argv: list[str] | None = None) -> int:
              "surer": variant(ConfidenceShown, by_confidence(0.0, SHIFT)),
              "both": variant(ConfidenceShown, by_confidence(-SHIFT, SHIFT)),
              "learnt per source": variant(controller=LearntPerSource),
-             "tails shadowed": tail_variant}
+             "tails shadowed": tail_variant,
+             f"one bit foreseen: holds for {FORESEEN}": variant(Foreseen, OneBitForeseen)}
+    Foreseen.outputs = {tuple(row["prompt"]): row["output"] for suite in SHARED
+                        for row in json.loads(copy_bars.RECORDINGS[suite].read_text())}
     VARIANTS.update(names)
     print(f"\ncurve: {args.curve or 'the demo target'}; speedup over plain decoding (share of the "
           "oracle's gain)\n\n| workload | the app | " + " | ".join(names) + " |\n|---|"
