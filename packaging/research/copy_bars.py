@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -72,6 +73,23 @@ def suite_figures(suite: str, recording: Path, draft_max: int,
 def share(app: float, best: float) -> float | None:
     """The share of the oracle's gain over plain decoding the app earns (None: no gain)."""
     return (app - 1) / (best - 1) if best > 1 else None
+
+
+def share_table(suites: Sequence[str], variants: Sequence[str], draft_max: int = 64) -> str:
+    """A markdown table: per workload, each variant's (suffix_variants.VARIANTS, "app" the
+    app's) modelled speedup over plain decoding and its share of the oracle's gain, on the
+    curve in use."""
+    lines = ["| workload | " + " | ".join("the app" if name == "app" else name
+                                         for name in variants) + " |",
+             "|---|" + "---|" * len(variants)]
+    for suite in suites:
+        cells = []
+        for name in variants:
+            found = suite_figures(suite, RECORDINGS[suite], draft_max, name)
+            gained = share(found["app"], found["oracle"])
+            cells.append(f"{found['app']:.3f}× ({'–' if gained is None else f'{gained:.0%}'})")
+        lines.append(f"| {suite} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
 
 
 def timed_lines(timed: dict[str, Any]) -> list[str]:

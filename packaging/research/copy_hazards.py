@@ -327,15 +327,8 @@ def main(argv: list[str] | None = None) -> int:
     VARIANTS["new token"] = variant(ShowingDrafter, NewTokenPriced)
     VARIANTS["long-run rate"] = variant(controller=LongRunRate)
     print(f"\ncurve: {args.curve or 'the demo target'}; share of the oracle's gain (the app, "
-          "then each controller)\n\n| workload | the app | token class | new token | "
-          "long-run rate |\n|---|---|---|---|---|")
-    for suite in SHARED:
-        shares = []
-        for name in ("app", "token class", "new token", "long-run rate"):
-            f = copy_bars.suite_figures(suite, copy_bars.RECORDINGS[suite], 64, name)
-            gained = copy_bars.share(f["app"], f["oracle"])
-            shares.append(f"{f['app']:.3f}× ({'–' if gained is None else f'{gained:.0%}'})")
-        print(f"| {suite} | " + " | ".join(shares) + " |")
+          "then each controller)\n")
+    print(copy_bars.share_table(SHARED, ("app", "token class", "new token", "long-run rate")))
     return 0
 
 

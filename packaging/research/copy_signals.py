@@ -6,14 +6,15 @@ checked again.
    distribution, so before a pass the controller could know how sure the target was of the
    tokens it just wrote (their top probability: `record` reads them once from the demo target
    over each recorded prompt and output, into docs/ablation-data/target-confidence.json).
-   Per bin of the last token's and of the least sure of the last four, the copies the app's
-   drafter offers: how many, the share rejected at their first token, the share agreeing for
-   16. Then replayed: the app's pricing of a copy with every position's acceptance moved on
-   the log-odds scale by SHIFT where the least sure of the last four tokens is below 0.9
-   ("less sure"), or above 0.999 ("surer").
-2. Acceptance learnt per copy source: the controller's estimates kept per kind and copy
-   source (prompt, this output, an earlier answer), where the app keeps one per kind (a suffix
-   copy of this output and one of an earlier answer share theirs).
+   Per bin of the least sure of the last RECENT tokens, the copies the app's drafter offers
+   with 16 tokens to offer: how many, the share rejected at their first token, the share
+   agreeing for all 16. Then replayed: the app's pricing of a copy with every position's
+   acceptance moved on the log-odds scale by SHIFT where the least sure of the last RECENT
+   tokens is below LESS_SURE ("less sure"), or at least SURER ("surer").
+2. Acceptance learnt per copy source: a copy's kind named after its source as well, so the
+   controller keeps an estimate per kind and copy source (prompt, this output, an earlier
+   answer), where the app keeps one per kind (a suffix copy of this output and one of an
+   earlier answer share theirs).
 3. A drafting pass's tail checked in shadow: where a free kind drafts k tokens and its drafter
    had more to offer, the draft's further tokens checked against the output once the pass
    accepted all k and the output reached them (as the declined drafts are,
@@ -35,6 +36,7 @@ import json
 import math
 import sys
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +46,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import copy_bars  # noqa: E402
+from copy_hazards import SHARED  # noqa: E402
 from replay_lookup import add_curve_option, use_curve  # noqa: E402
 from replay_suffix import GREEDY, RNG, agreeing, at_every_position, load_limit  # noqa: E402
 from suffix_variants import VARIANTS, variant  # noqa: E402
@@ -51,12 +54,12 @@ from suffix_variants import VARIANTS, variant  # noqa: E402
 from app.engine.adaptive import DraftLengthController  # noqa: E402
 from app.engine.drafters import Budget, Draft, DraftKind, Outlook  # noqa: E402
 from app.engine.drafters.suffix import SuffixDrafter  # noqa: E402
-from app.engine.estimates import AcceptanceEstimate, copy_accept_at  # noqa: E402
+from app.engine.estimates import copy_accept_at  # noqa: E402
 from app.engine.pass_pricing import Pricing  # noqa: E402
 from app.engine.sampling import SamplingParams  # noqa: E402
+from app.engine.session import ShadowCheck  # noqa: E402
 
 CONFIDENCE = copy_bars.DATA / "target-confidence.json"
-SHARED = ("repetitive", "edit", "verbatim")
 RECENT = 4  # the last tokens whose least sure one bins a copy
 LESS_SURE, SURER = 0.9, 0.999
 SHIFT = 1.0  # log-odds
@@ -100,20 +103,20 @@ def confidence() -> dict[tuple[int, ...], list[float]]:
     return by_prompt
 
 
-def bin_of(last: float, least: float) -> tuple[str, str]:
-    return (("last < 0.9" if last < 0.9 else "last < 0.99" if last < 0.99 else "last ≥ 0.99"),
-            ("least < 0.5" if least < 0.5 else "least < 0.9" if least < LESS_SURE
-             else "least < 0.999" if least < SURER else "least ≥ 0.999"))
+def least_sure_bin(recent: Sequence[float]) -> str:
+    """The bin of the least sure of the last tokens' top probabilities."""
+    least = min(recent)
+    return (f"< {LESS_SURE}" if least < LESS_SURE else f"{LESS_SURE} to {SURER}"
+            if least < SURER else f"≥ {SURER}")
 
 
 def confidence_table(suite: str, sure: dict[tuple[int, ...], list[float]]
-                     ) -> dict[tuple[str, str], tuple[int, int, int]]:
-    """Per confidence bin: the copies offered with 16 tokens to offer, of them rejected at
-    their first token, and agreeing for all 16."""
+                     ) -> dict[str, tuple[int, int, int]]:
+    """Per bin of the least sure of the last RECENT tokens: the copies offered with 16 tokens
+    to offer, of them rejected at their first token, and agreeing for all 16."""
     recording = copy_bars.RECORDINGS[suite]
     rows = [row for row in json.loads(recording.read_text()) if row["suite"] == suite]
-    counts: dict[tuple[str, str], tuple[int, int, int]] = {}
-    top = {id(row["output"]): sure[tuple(row["prompt"])] for row in rows}
+    counts: dict[str, tuple[int, int, int]] = {}
 
     def measure(drafter: SuffixDrafter, context: list[int], output: list[int],
                 done: int) -> None:
@@ -122,8 +125,7 @@ def confidence_table(suite: str, sure: dict[tuple[int, ...], list[float]]
         draft = drafter.propose(context, Budget(16), GREEDY, RNG).tokens
         if len(draft) < 16 or done + 16 >= len(output):
             return
-        recent = top[id(output)][done - RECENT : done]
-        key = bin_of(recent[-1], min(recent))
+        key = least_sure_bin(sure[tuple(context[: len(context) - done])][done - RECENT : done])
         n, first, held = counts.get(key, (0, 0, 0))
         agree = agreeing(draft, output, done)
         counts[key] = (n + 1, first + (agree == 0), held + (agree >= 16))
@@ -133,21 +135,28 @@ def confidence_table(suite: str, sure: dict[tuple[int, ...], list[float]]
 
 # -- the replayed controllers --
 
-class ConfidenceShown(SuffixDrafter):
-    """The app's drafter, leaving the target's confidence in the tokens before this step for
-    its controller (a replay's shortcut: the session has it, the Outlook does not carry it)."""
+class Shown(SuffixDrafter):
+    """The app's drafter, leaving what a replay's controller may read at each step: the step's
+    context and the drafter, the target's top probabilities of the last RECENT tokens written
+    (the session has them; the Outlook does not carry them), and the output the step will be
+    judged against (for the calibration point only: no run knows it)."""
 
     sure: dict[tuple[int, ...], list[float]] = {}
-    recent: list[float] = []
+    outputs: dict[tuple[int, ...], list[int]] = {}
+    shown: dict[str, Any] = {}
 
     def begin(self, prompt_ids: Any) -> None:
-        self._top, self._prompt_length = self.sure.get(tuple(prompt_ids)), len(prompt_ids)
+        prompt = tuple(prompt_ids)
+        Shown.shown = {"drafter": self, "prompt_length": len(prompt),
+                       "top": self.sure.get(prompt), "output": self.outputs.get(prompt)}
         super().begin(prompt_ids)
 
     def outlook(self, context: list[int]) -> Outlook:
-        done = len(context) - self._prompt_length
-        ConfidenceShown.recent = [] if self._top is None else self._top[max(0, done - RECENT):
-                                                                        done]
+        shown = Shown.shown
+        done = len(context) - shown["prompt_length"]
+        shown["context"], shown["done"] = context, done
+        shown["recent"] = (shown["top"][done - RECENT : done]
+                           if shown["top"] is not None and done >= RECENT else [])
         return super().outlook(context)
 
 
@@ -160,7 +169,7 @@ def by_confidence(shift_less_sure: float, shift_surer: float) -> type[DraftLengt
     class ByConfidence(DraftLengthController):
         def _pricing(self, kind: DraftKind, top: int, accept_at: Sequence[float] | None = None
                      ) -> Pricing:
-            recent = ConfidenceShown.recent
+            recent = Shown.shown.get("recent")
             if accept_at is None and self._copy is not None and recent:
                 least = min(recent)
                 shift = (shift_less_sure if least < LESS_SURE else
@@ -174,35 +183,16 @@ def by_confidence(shift_less_sure: float, shift_surer: float) -> type[DraftLengt
     return ByConfidence
 
 
-class _BySource(dict[Any, AcceptanceEstimate]):
-    """The controller's estimates, looked up per kind and the source of the copy it prices
-    (DraftLengthController keys them by kind name)."""
+class KindPerSource(SuffixDrafter):
+    """The app's drafter, naming a copy's kind after its source as well ("suffix/memory"), so
+    the controller keeps an estimate per kind and source, and a declined draft's verdicts,
+    settled steps later in shadow, go to its own."""
 
-    def __init__(self, controller: DraftLengthController) -> None:
-        super().__init__()
-        self.controller = controller
-
-    def _key(self, name: Any) -> Any:
-        copy = self.controller._copy
-        return name if copy is None else (name, copy.source)
-
-    def __getitem__(self, name: Any) -> AcceptanceEstimate:
-        return super().__getitem__(self._key(name))
-
-    def __setitem__(self, name: Any, estimate: AcceptanceEstimate) -> None:
-        super().__setitem__(self._key(name), estimate)
-
-    def __contains__(self, name: object) -> bool:
-        return super().__contains__(self._key(name))
-
-    def get(self, name: Any, default: Any = None) -> Any:
-        return super().get(self._key(name), default)
-
-
-class LearntPerSource(DraftLengthController):
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.estimates = _BySource(self)
+    def outlook(self, context: list[int]) -> Outlook:
+        seen = super().outlook(context)
+        if seen.copy is None:
+            return seen
+        return replace(seen, kind=replace(seen.kind, name=f"{seen.kind.name}/{seen.copy.source}"))
 
 
 class TailController(DraftLengthController):
@@ -235,33 +225,25 @@ class TailController(DraftLengthController):
 
 class TailShadowed(SuffixDrafter):
     """The app's drafter: where its controller drafts k of a free kind and it has more to
-    offer, it holds the longer draft (one at a time) and, at each later step, checks it
-    against the output written so far: once the output kept the k tokens and reached a token
-    it drafted otherwise (or its end), the verdicts beyond k go to the controller."""
+    offer, it holds the longer draft (one at a time, in a ShadowCheck of its own) and at each
+    later step settles it against the output written so far; where the output kept the k
+    tokens, the verdicts beyond them go to the controller. One still held when the task ends
+    is dropped, as the session drops its shadow drafts."""
 
     controller: TailController
-    # the held draft: its kind, the output position of its first token, the tokens its pass
-    # drafted, and the draft
-    _tail: tuple[DraftKind, int, int, list[int]] | None = None
 
     def begin(self, prompt_ids: Any) -> None:
-        self._prompt_length, self._tail = len(prompt_ids), None
+        self._prompt_length, self._judged = len(prompt_ids), 0
+        self._tail = ShadowCheck()
+        self._kind: DraftKind | None = None
         super().begin(prompt_ids)
 
     def outlook(self, context: list[int]) -> Outlook:
-        held = self._tail
-        if held is not None:
-            kind, start, judged, tokens = held
-            written = context[self._prompt_length + start:]
-            verdicts = []
-            for drafted, wrote in zip(tokens, written, strict=False):
-                verdicts.append(drafted == wrote)
-                if drafted != wrote:
-                    break
-            if (verdicts and not verdicts[-1]) or len(verdicts) == len(tokens):
-                self._tail = None
-                if len(verdicts) > judged and all(verdicts[:judged]):
-                    self.controller.observe_tail(kind, judged, verdicts[judged:])
+        settled = self._tail.settle(context[self._prompt_length :])
+        if settled is not None:
+            kind, verdicts = settled
+            if len(verdicts) > self._judged and all(verdicts[: self._judged]):
+                self.controller.observe_tail(kind, self._judged, verdicts[self._judged :])
         seen = super().outlook(context)
         self._kind = seen.kind
         return seen
@@ -269,12 +251,13 @@ class TailShadowed(SuffixDrafter):
     def propose(self, context: list[int], budget: Budget, params: SamplingParams,
                 rng: np.random.Generator) -> Draft:
         draft = super().propose(context, budget, params, rng)
-        k = self.controller.chosen
-        if k and self._tail is None and self._kind.free and len(draft.tokens) == k:
+        k, kind = self.controller.chosen, self._kind
+        if (k and kind is not None and kind.free and self._tail.idle
+                and len(draft.tokens) == k):
             longer = super().propose(context, Budget(self.controller.draft_max), params, rng)
             if len(longer.tokens) > k and list(longer.tokens[:k]) == list(draft.tokens):
-                self._tail = (self._kind, len(context) - self._prompt_length, k,
-                              list(longer.tokens))
+                self._tail.hold(kind, len(context) - self._prompt_length, longer.tokens)
+                self._judged = k
         return draft
 
 
@@ -285,37 +268,18 @@ def tail_variant(memory: Any, limit: Any, draft_max: int) -> Any:
     return drafter, controller
 
 
-class Foreseen(SuffixDrafter):
-    """The app's drafter, leaving the step's context, and the output it will be judged
-    against, for its controller (a calibration point only: no run knows the output)."""
-
-    outputs: dict[tuple[int, ...], list[int]] = {}
-    shown: dict[str, Any] = {}
-
-    def begin(self, prompt_ids: Any) -> None:
-        Foreseen.shown = {"output": self.outputs.get(tuple(prompt_ids)), "drafter": self,
-                          "prompt_length": len(prompt_ids)}
-        super().begin(prompt_ids)
-
-    def outlook(self, context: list[int]) -> Outlook:
-        Foreseen.shown["context"] = context
-        return super().outlook(context)
-
-
 class OneBitForeseen(DraftLengthController):
     """The app's pricing, told one bit per copy: whether its next FORESEEN tokens all agree
     with the output. Yes: they are priced certain; no: the pass drafts fewer."""
 
     def _pricing(self, kind: DraftKind, top: int, accept_at: Sequence[float] | None = None
                  ) -> Pricing:
-        shown = Foreseen.shown
+        shown = Shown.shown
         if accept_at is None and self._copy is not None and shown.get("output") and top:
-            context = shown["context"]
-            draft = SuffixDrafter.propose(shown["drafter"], context, Budget(FORESEEN), GREEDY,
-                                          RNG).tokens
-            done = len(context) - shown["prompt_length"]
+            draft = shown["drafter"].propose(shown["context"], Budget(FORESEEN), GREEDY,
+                                             RNG).tokens
             holds = (len(draft) == FORESEEN
-                     and agreeing(draft, shown["output"], done) == FORESEEN)
+                     and agreeing(draft, shown["output"], shown["done"]) == FORESEEN)
             estimate = self.estimate(kind)
             priced = copy_accept_at(self._copy, estimate.accept_at[:top], estimate.pool_seen,
                                     self.options)
@@ -337,31 +301,24 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     use_curve(args.curve)
     sure = confidence()
-    print("| workload | last token's top probability | least of the last four | copies "
-          "with 16 to offer | rejected at the first | agreeing for 16 |\n|---|---|---|---|---|---|")
+    print(f"| workload | least sure of the last {RECENT} tokens (top probability) | copies "
+          "with 16 to offer | rejected at the first | agreeing for 16 |\n|---|---|---|---|---|")
     for suite in SHARED:
-        for (last, least), (n, first, held) in sorted(confidence_table(suite, sure).items()):
-            print(f"| {suite} | {last} | {least} | {n} | {first / n:.0%} | {held / n:.0%} |")
-    ConfidenceShown.sure = sure
-    names = {"less sure": variant(ConfidenceShown, by_confidence(-SHIFT, 0.0)),
-             "surer": variant(ConfidenceShown, by_confidence(0.0, SHIFT)),
-             "both": variant(ConfidenceShown, by_confidence(-SHIFT, SHIFT)),
-             "learnt per source": variant(controller=LearntPerSource),
+        for least, (n, first, held) in sorted(confidence_table(suite, sure).items()):
+            print(f"| {suite} | {least} | {n} | {first / n:.0%} | {held / n:.0%} |")
+    Shown.sure = sure
+    Shown.outputs = {tuple(row["prompt"]): row["output"] for suite in SHARED
+                     for row in json.loads(copy_bars.RECORDINGS[suite].read_text())}
+    names = {"less sure": variant(Shown, by_confidence(-SHIFT, 0.0)),
+             "surer": variant(Shown, by_confidence(0.0, SHIFT)),
+             "both": variant(Shown, by_confidence(-SHIFT, SHIFT)),
+             "learnt per source": variant(KindPerSource),
              "tails shadowed": tail_variant,
-             f"one bit foreseen: holds for {FORESEEN}": variant(Foreseen, OneBitForeseen)}
-    Foreseen.outputs = {tuple(row["prompt"]): row["output"] for suite in SHARED
-                        for row in json.loads(copy_bars.RECORDINGS[suite].read_text())}
+             f"one bit foreseen: holds for {FORESEEN}": variant(Shown, OneBitForeseen)}
     VARIANTS.update(names)
-    print(f"\ncurve: {args.curve or 'the demo target'}; speedup over plain decoding (share of the "
-          "oracle's gain)\n\n| workload | the app | " + " | ".join(names) + " |\n|---|"
-          + "---|" * (len(names) + 1))
-    for suite in SHARED:
-        shares = []
-        for name in ("app", *names):
-            f = copy_bars.suite_figures(suite, copy_bars.RECORDINGS[suite], 64, name)
-            gained = copy_bars.share(f["app"], f["oracle"])
-            shares.append(f"{f['app']:.3f}× ({'–' if gained is None else f'{gained:.0%}'})")
-        print(f"| {suite} | " + " | ".join(shares) + " |")
+    print(f"\ncurve: {args.curve or 'the demo target'}; speedup over plain decoding (share of "
+          "the oracle's gain)\n")
+    print(copy_bars.share_table(SHARED, ("app", *names)))
     return 0
 
 
