@@ -206,6 +206,16 @@ def run_cli(capsys, *argv):
     return code, out, err
 
 
+def lines_written(trace: Path) -> int:
+    """The lines a running CLI has written to its trace so far. Before the run starts, the
+    CLI checks that it can write the trace by creating the file and removing it again
+    (app.cli.commands.ensure_writable), so a poll can find it there and then gone."""
+    try:
+        return trace.read_text().count("\n")
+    except FileNotFoundError:
+        return 0
+
+
 class SwappingVerifier(MarginTap):
     """A wrong verify pass: in passes that return several rows, each row's two best logits
     trade places, so greedy verification prefers the runner-up at a wide margin."""

@@ -19,6 +19,7 @@ import pytest
 
 from app.cli.main import main
 from app.engine.trace import read_trace
+from tests.helpers import lines_written
 from tests.tiny_gguf import write_tiny_gguf
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -127,7 +128,7 @@ def test_an_interrupted_run_ends_its_trace_with_an_interrupted_summary(long_pair
     proc = cli_process(["run", "-m", str(target), "-md", str(draft), "--draft-max", "1",
                         "-p", "the cat", "-n", "6000", "-c", "8192", "--trace", str(trace)])
     deadline = time.monotonic() + 120
-    while not (trace.exists() and trace.read_text().count("\n") >= 10):
+    while lines_written(trace) < 10:
         assert proc.poll() is None, proc.communicate()[1]
         assert time.monotonic() < deadline, "the run did not start writing steps"
         time.sleep(0.05)

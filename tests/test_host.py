@@ -16,6 +16,7 @@ from app.engine.trace import read_trace
 from app.host import protocol
 from app.host.client import EngineHost
 from app.models.loading import ModelSpec
+from tests.helpers import lines_written
 
 
 def summary_of(path: Path) -> dict:
@@ -129,7 +130,7 @@ def test_ctrl_c_during_a_pass_that_does_not_end_stops_the_cli_within_a_second(
                              "--draft-max", "3", "--trace", str(trace)],
                             env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 120
-    while not (trace.exists() and trace.read_text().count("\n") >= 3):  # header + 2 steps
+    while lines_written(trace) < 3:  # header + 2 steps
         assert proc.poll() is None, proc.communicate()
         assert time.monotonic() < deadline, "the run did not start writing steps"
         time.sleep(0.05)

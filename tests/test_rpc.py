@@ -38,7 +38,7 @@ from backends.llamacpp_rpc import (
     parse_rpc_servers,
     rpc_supported,
 )
-from tests.helpers import assert_drafted
+from tests.helpers import assert_drafted, lines_written
 
 RPC_SERVER_ENV = "DRAFTLENS_RPC_SERVER"
 PROMPT = "the cat sat on the mat. the cat"
@@ -273,7 +273,7 @@ def test_an_rpc_server_killed_mid_run_ends_the_cli_with_one_line_and_a_finished_
          "-n", "200", "--draft-max", "3", "--rpc", endpoint, "--trace", str(trace)],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     deadline = time.monotonic() + 120
-    while not (trace.exists() and trace.read_text().count("\n") >= 3):  # header + 2 steps
+    while lines_written(trace) < 3:  # header + 2 steps
         assert cli.poll() is None, cli.communicate()
         assert time.monotonic() < deadline, "the run did not start writing steps"
         time.sleep(0.02)
