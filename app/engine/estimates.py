@@ -92,6 +92,11 @@ class AcceptanceEstimate:
             hit = judged[i] if i < len(judged) else None
             self.seen_at[i] = decay * self.seen_at[i] + (hit is not None)
             self.hits_at[i] = decay * self.hits_at[i] + bool(hit)
+        self.count_in_pool(judged)
+
+    def count_in_pool(self, judged: Sequence[bool]) -> None:
+        """Judged verdicts into the pooled counts (faded per token) and the evidence, then the
+        estimate again."""
         fade = self.options.pool_decay_per_token ** len(judged)
         self.pool_seen = fade * self.pool_seen + len(judged)
         self.pool_hits = fade * self.pool_hits + sum(judged)

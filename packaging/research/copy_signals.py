@@ -198,7 +198,7 @@ class KindPerSource(SuffixDrafter):
 class TailController(DraftLengthController):
     """The app's controller, remembering the k it chose, and counting a tail's verdicts at
     their draft positions (as AcceptanceEstimate.observe counts a pass's from position 0,
-    without fading the positions again: they faded with the pass)."""
+    without fading the positions again: they faded with the pass) and in the pool."""
 
     chosen = 0
 
@@ -215,12 +215,7 @@ class TailController(DraftLengthController):
         for i, hit in enumerate(judged, start):
             estimate.seen_at[i] += 1
             estimate.hits_at[i] += hit
-        fade = estimate.options.pool_decay_per_token ** len(judged)
-        estimate.pool_seen = fade * estimate.pool_seen + len(judged)
-        estimate.pool_hits = fade * estimate.pool_hits + sum(judged)
-        estimate.judged += len(judged)
-        estimate.judged_hits += sum(judged)
-        estimate._estimate()
+        estimate.count_in_pool(judged)
 
 
 class TailShadowed(SuffixDrafter):
